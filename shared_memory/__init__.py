@@ -1,0 +1,107 @@
+"""planfence.shared_memory: versioned public records, owners, heads, lineage and change feed.
+
+    from planfence.shared_memory import open_store
+    with open_store("sqlite:///team.db") as store:
+        store.own("trip/42/requirements", "planner")
+        r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
+"""
+
+from .base import (
+    CURRENT,
+    AdvanceHead,
+    AssignOwner,
+    AsyncStore,
+    Change,
+    Decision,
+    KeyState,
+    TransferOwner,
+    WriteBatch,
+)
+from .errors import (
+    AlreadyOwnedError,
+    ConfigError,
+    HeadConflictError,
+    IntegrityError,
+    InvalidKeyError,
+    InvalidValueError,
+    MissingExtraError,
+    NotOwnerError,
+    OwnershipError,
+    PlanFenceError,
+    StoreError,
+    StoreUnavailableError,
+    UnknownKeyError,
+    UnknownRecordError,
+    ValueTooLargeError,
+)
+from .factory import (
+    DEFAULT_STORE_URL,
+    STORE_ENV,
+    create_async_store,
+    default_store_url,
+    open_async_store,
+    open_store,
+)
+from .lineage import Frontier, frontier_async, frontier_sync, walk_frontier
+from .records import (
+    KIND_FACT,
+    KIND_PLAN,
+    JSON,
+    Record,
+    StoreLimits,
+    canonical_json,
+    is_record_id,
+    validate_agent,
+    validate_key,
+)
+from .replica import Replica
+from .sync import LoopThread, Store
+
+__all__ = [
+    "CURRENT",
+    "DEFAULT_STORE_URL",
+    "JSON",
+    "KIND_FACT",
+    "KIND_PLAN",
+    "STORE_ENV",
+    "AdvanceHead",
+    "AlreadyOwnedError",
+    "AssignOwner",
+    "AsyncStore",
+    "Change",
+    "ConfigError",
+    "Decision",
+    "Frontier",
+    "HeadConflictError",
+    "IntegrityError",
+    "InvalidKeyError",
+    "InvalidValueError",
+    "KeyState",
+    "LoopThread",
+    "MissingExtraError",
+    "NotOwnerError",
+    "OwnershipError",
+    "PlanFenceError",
+    "Record",
+    "Replica",
+    "Store",
+    "StoreError",
+    "StoreLimits",
+    "StoreUnavailableError",
+    "TransferOwner",
+    "UnknownKeyError",
+    "UnknownRecordError",
+    "ValueTooLargeError",
+    "WriteBatch",
+    "canonical_json",
+    "create_async_store",
+    "default_store_url",
+    "frontier_async",
+    "frontier_sync",
+    "is_record_id",
+    "open_async_store",
+    "open_store",
+    "validate_agent",
+    "validate_key",
+    "walk_frontier",
+]

@@ -1,0 +1,1 @@
+"""Store backends: in-memory, SQLite (default) and PostgreSQL."""

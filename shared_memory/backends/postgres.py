@@ -1,0 +1,338 @@
+"""PostgreSQL backend (psycopg 3, connection pool): the distributed store.
+
+Writes lock the touched keys with transaction-scoped advisory locks (which also covers keys that
+do not exist yet) and then run the shared `plan_batch` checks. Transactions that append to the
+change feed also take one feed lock, so feed sequence numbers become visible in commit order and
+a reader polling `seq > last` never skips an entry. LISTEN/NOTIFY only wakes readers early.
+
+The URL may carry `?schema=NAME` to keep planfence's tables in their own schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..base import (
+    AsyncStore,
+    Change,
+    Decision,
+    DecisionQuery,
+    KeyState,
+    WriteBatch,
+    decision_filter,
+    decision_from_row,
+    decision_row,
+    plan_batch,
+)
+from ..errors import ConfigError, MissingExtraError, StoreUnavailableError
+from ..records import DEFAULT_LIMITS, Record, StoreLimits, utc_now
+
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("the PostgreSQL store", "postgres") from exc
+
+CHANNEL = "planfence_changes"
+_FEED_LOCK = 0x706C616E  # one advisory lock id for ordering the change feed
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS pf_records (
+        id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        author TEXT NOT NULL,
+        value TEXT NOT NULL,
+        parents TEXT[] NOT NULL,
+        supersedes TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS pf_records_key ON pf_records (key);
+    CREATE INDEX IF NOT EXISTS pf_records_supersedes ON pf_records (supersedes)
+        WHERE supersedes IS NOT NULL;
+    CREATE TABLE IF NOT EXISTS pf_keys (
+        key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        head TEXT,
+        version BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE IF NOT EXISTS pf_changes (
+        seq BIGSERIAL PRIMARY KEY,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        head TEXT,
+        previous TEXT,
+        owner TEXT NOT NULL,
+        by TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS pf_decisions (
+        id BIGSERIAL PRIMARY KEY,
+        at TEXT NOT NULL,
+        source TEXT NOT NULL,
+        agent TEXT,
+        tool TEXT,
+        plan TEXT,
+        verdict TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS pf_decisions_tool ON pf_decisions (tool);
+    CREATE INDEX IF NOT EXISTS pf_decisions_plan ON pf_decisions (plan);
+    """,
+)
+
+_RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _record(row: Sequence[Any]) -> Record:
+    return Record.from_stored(
+        id=row[0],
+        key=row[1],
+        value_json=row[2],
+        parents=row[3],
+        author=row[4],
+        kind=row[5],
+        supersedes=row[6],
+        created_at=row[7],
+    )
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """Remove `schema=` from the URL's query; return (conninfo, schema)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    if schema is not None and not _SCHEMA_RE.match(schema):
+        raise ConfigError(f"invalid schema name {schema!r} in store URL")
+    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+class PostgresStore(AsyncStore):
+    def __init__(
+        self,
+        url: str,
+        *,
+        limits: StoreLimits = DEFAULT_LIMITS,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(limits=limits)
+        self.url = url
+        self.poll_interval = 0.25
+        self._conninfo, self.schema = split_schema(url)
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": int(connect_timeout)}
+        if self.schema:
+            kwargs["options"] = f"-c search_path={self.schema}"
+        self._kwargs = kwargs
+        self._connect_timeout = connect_timeout
+        self._pool = AsyncConnectionPool(
+            self._conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False
+        )
+        self._listener: psycopg.AsyncConnection[Any] | None = None
+        self._listen_lock = asyncio.Lock()
+        self._ready = False
+
+    async def setup(self) -> None:
+        if self._ready:
+            return
+        try:
+            if self.schema:
+                async with await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True, connect_timeout=int(self._connect_timeout)
+                ) as conn:
+                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            await self._pool.open(wait=True, timeout=self._connect_timeout)
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_FEED_LOCK + 1,))
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS pf_schema (version INTEGER NOT NULL)"
+                )
+                row = await (await conn.execute("SELECT max(version) FROM pf_schema")).fetchone()
+                version = (row[0] if row else None) or 0
+                for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                    await conn.execute(script)  # type: ignore[arg-type]
+                    await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
+        except (psycopg.OperationalError, TimeoutError) as exc:
+            raise StoreUnavailableError(f"cannot reach PostgreSQL store: {exc}") from exc
+        except Exception as exc:
+            if type(exc).__name__ == "PoolTimeout":
+                raise StoreUnavailableError(f"cannot reach PostgreSQL store: {exc}") from exc
+            raise
+        self._ready = True
+
+    async def aclose(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
+        await self._pool.close()
+        self._ready = False
+
+    async def _conn(self) -> Any:
+        if not self._ready:
+            await self.setup()
+        return self._pool.connection()
+
+    # ---- primitives
+
+    async def _apply(self, batch: WriteBatch) -> list[Change]:
+        at = utc_now()
+        try:
+            async with await self._conn() as conn, conn.transaction():
+                keys = batch.keys()
+                for key in keys:  # sorted: no deadlock between writers
+                    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+                cur = await conn.execute(
+                    "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (keys,)
+                )
+                states = {r[0]: KeyState(r[0], r[1], r[2], r[3]) for r in await cur.fetchall()}
+                wanted = sorted(batch.referenced_ids())
+                cur = await conn.execute(
+                    "SELECT id, key FROM pf_records WHERE id = ANY(%s)", (wanted,)
+                )
+                found = {r[0]: r[1] for r in await cur.fetchall()}
+                record_keys = {**found, **{r.id: r.key for r in batch.records}}
+                planned = plan_batch(batch, states, set(found), record_keys, at)
+                if batch.records:
+                    async with conn.cursor() as c:
+                        await c.executemany(
+                            f"INSERT INTO pf_records ({_RECORD_COLS}) "
+                            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (id) DO NOTHING",
+                            [
+                                (
+                                    r.id,
+                                    r.key,
+                                    r.value_json,
+                                    list(r.parents),
+                                    r.author,
+                                    r.kind,
+                                    r.supersedes,
+                                    r.created_at,
+                                )
+                                for r in batch.records
+                            ],
+                        )
+                for s in planned.new_states.values():
+                    await conn.execute(
+                        "INSERT INTO pf_keys (key, owner, head, version) VALUES (%s,%s,%s,%s) "
+                        "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, "
+                        "head=excluded.head, version=excluded.version",
+                        (s.key, s.owner, s.head, s.version),
+                    )
+                out: list[Change] = []
+                if planned.changes:
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_FEED_LOCK,))
+                    for ch in planned.changes:
+                        cur = await conn.execute(
+                            "INSERT INTO pf_changes (key, kind, head, previous, owner, by, at) "
+                            "VALUES (%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
+                            (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
+                        )
+                        row = await cur.fetchone()
+                        out.append(
+                            Change(int(row[0]), ch.key, ch.kind, ch.head, ch.previous, ch.owner,
+                                   ch.by, ch.at)
+                        )
+                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(out[-1].seq)))
+                if batch.decisions:
+                    async with conn.cursor() as c:
+                        await c.executemany(
+                            "INSERT INTO pf_decisions (at, source, agent, tool, plan, verdict, "
+                            "reason, payload) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                            [decision_row(d, at) for d in batch.decisions],
+                        )
+                return out
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        try:
+            async with await self._conn() as conn:
+                cur = await conn.execute(sql, args)
+                rows: list[tuple[Any, ...]] = await cur.fetchall()
+                return rows
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
+
+    async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
+        rows = await self._fetch(
+            f"SELECT {_RECORD_COLS} FROM pf_records WHERE id = ANY(%s)", (list(ids),)
+        )
+        return {r[0]: _record(r) for r in rows}
+
+    async def _prefetch_lineage(
+        self, roots: Sequence[str], scope: Sequence[str], limit: int
+    ) -> dict[str, Record]:
+        rows = await self._fetch(
+            f"""
+            WITH RECURSIVE walk(id) AS (
+                SELECT unnest(%s::text[])
+                UNION
+                SELECT p.id FROM walk w
+                JOIN pf_records r ON r.id = w.id
+                CROSS JOIN LATERAL unnest(r.parents) AS p(id)
+                WHERE NOT (r.key = ANY(%s::text[]))
+            )
+            SELECT {_RECORD_COLS} FROM pf_records
+            WHERE id IN (SELECT id FROM walk LIMIT %s)
+            """,
+            (list(roots), list(scope), limit + 1),
+        )
+        return {r[0]: _record(r) for r in rows}
+
+    async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
+        rows = await self._fetch(
+            "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (list(keys),)
+        )
+        return {r[0]: KeyState(r[0], r[1], r[2], int(r[3])) for r in rows}
+
+    async def _list_keys(self, prefix: str) -> list[KeyState]:
+        rows = await self._fetch(
+            "SELECT key, owner, head, version FROM pf_keys WHERE left(key, %s) = %s ORDER BY key",
+            (len(prefix), prefix),
+        )
+        return [KeyState(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+    async def _changes(self, since: int, limit: int) -> list[Change]:
+        rows = await self._fetch(
+            "SELECT seq, key, kind, head, previous, owner, by, at FROM pf_changes "
+            "WHERE seq > %s ORDER BY seq LIMIT %s",
+            (since, limit),
+        )
+        return [Change(int(r[0]), *r[1:]) for r in rows]
+
+    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
+        where, args = decision_filter(query, "%s")
+        rows = await self._fetch(
+            "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
+            f"FROM pf_decisions {where} ORDER BY id DESC LIMIT %s",
+            (*args, query.limit),
+        )
+        return [decision_from_row(r) for r in rows]
+
+    async def _wait_for_change(self, since: int, timeout: float) -> None:
+        if self._listen_lock.locked():  # someone else is listening; a short sleep is enough
+            await asyncio.sleep(min(self.poll_interval, timeout))
+            return
+        async with self._listen_lock:
+            try:
+                if self._listener is None or self._listener.closed:
+                    self._listener = await psycopg.AsyncConnection.connect(
+                        self._conninfo, **self._kwargs
+                    )
+                    await self._listener.execute(f"LISTEN {CHANNEL}")
+                async for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                    break
+            except psycopg.OperationalError:
+                self._listener = None  # the next call reconnects; the reader re-reads anyway
+                await asyncio.sleep(min(self.poll_interval, timeout))
+
+

@@ -1,0 +1,339 @@
+"""SQLite backend, the default: one file, WAL, safe for several processes on one machine.
+
+All SQLite calls run on one dedicated thread per store, so the event loop never blocks on a busy
+database. Writes take the write lock up front (`BEGIN IMMEDIATE`), which makes the check-and-write
+of a batch atomic across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..base import (
+    AsyncStore,
+    Change,
+    Decision,
+    DecisionQuery,
+    KeyState,
+    WriteBatch,
+    decision_from_row,
+    decision_filter,
+    decision_row,
+    plan_batch,
+)
+from ..errors import ConfigError, StoreUnavailableError
+from ..records import DEFAULT_LIMITS, Record, StoreLimits, utc_now
+
+T = TypeVar("T")
+
+# Ordered; index + 1 is the schema version stored in PRAGMA user_version. Append, never edit.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE records (
+        id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        author TEXT NOT NULL,
+        value TEXT NOT NULL,
+        parents TEXT NOT NULL,
+        supersedes TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX records_key ON records (key);
+    CREATE INDEX records_supersedes ON records (supersedes) WHERE supersedes IS NOT NULL;
+    CREATE TABLE edges (
+        child TEXT NOT NULL,
+        parent TEXT NOT NULL,
+        PRIMARY KEY (child, parent)
+    ) WITHOUT ROWID;
+    CREATE TABLE keys (
+        key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        head TEXT,
+        version INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        head TEXT,
+        previous TEXT,
+        owner TEXT NOT NULL,
+        by TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE TABLE decisions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        source TEXT NOT NULL,
+        agent TEXT,
+        tool TEXT,
+        plan TEXT,
+        verdict TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE INDEX decisions_tool ON decisions (tool);
+    CREATE INDEX decisions_plan ON decisions (plan);
+    """,
+)
+
+_RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
+
+
+def _record(row: Sequence[Any]) -> Record:
+    return Record.from_stored(
+        id=row[0],
+        key=row[1],
+        value_json=row[2],
+        parents=json.loads(row[3]),
+        author=row[4],
+        kind=row[5],
+        supersedes=row[6],
+        created_at=row[7],
+    )
+
+
+def sqlite_path_from_url(url: str) -> str:
+    if not url.startswith("sqlite://"):
+        raise ConfigError(f"not a sqlite URL: {url!r}")
+    rest = url[len("sqlite://") :]
+    if rest in ("", "/", "/:memory:"):
+        return ":memory:"
+    if not rest.startswith("/"):
+        raise ConfigError(f"sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: {url!r}")
+    return rest[1:]
+
+
+class SQLiteStore(AsyncStore):
+    def __init__(
+        self, path: str | Path, *, limits: StoreLimits = DEFAULT_LIMITS, busy_timeout: float = 30.0
+    ) -> None:
+        super().__init__(limits=limits)
+        self.path = str(path)
+        self.url = f"sqlite:///{self.path}"
+        self.busy_timeout = busy_timeout
+        self.poll_interval = 0.02
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planfence-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._ready = False
+
+    # ---- plumbing
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=self.busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
+            self._conn = conn
+        return self._conn
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if not self._ready:
+            await self.setup()
+        return await self._call(fn)
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(self._connect()))
+
+    @staticmethod
+    def _in_tx(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            out = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return out
+
+    async def setup(self) -> None:
+        def migrate(conn: sqlite3.Connection) -> None:
+            def step(c: sqlite3.Connection) -> None:
+                version = c.execute("PRAGMA user_version").fetchone()[0]
+                for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                    for stmt in script.split(";"):
+                        if stmt.strip():
+                            c.execute(stmt)
+                    c.execute(f"PRAGMA user_version={i}")
+
+            if conn.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS):
+                self._in_tx(conn, step)
+
+        await self._call(migrate)
+        self._ready = True
+
+    async def aclose(self) -> None:
+        def close(conn: sqlite3.Connection) -> None:
+            conn.close()
+
+        if self._conn is not None:
+            await self._call(close)
+            self._conn = None
+        self._executor.shutdown(wait=False)
+
+    # ---- primitives
+
+    async def _apply(self, batch: WriteBatch) -> list[Change]:
+        def write(conn: sqlite3.Connection) -> list[Change]:
+            at = utc_now()
+            keys = batch.keys()
+            states = {
+                r[0]: KeyState(r[0], r[1], r[2], r[3])
+                for r in conn.execute(
+                    "SELECT key, owner, head, version FROM keys "
+                    "WHERE key IN (SELECT value FROM json_each(?))",
+                    (json.dumps(keys),),
+                )
+            }
+            wanted = batch.referenced_ids()
+            found = dict(
+                conn.execute(
+                    "SELECT id, key FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(wanted)),),
+                ).fetchall()
+            )
+            record_keys = {**found, **{r.id: r.key for r in batch.records}}
+            planned = plan_batch(batch, states, set(found), record_keys, at)
+            for rec in batch.records:
+                cur = conn.execute(
+                    f"INSERT OR IGNORE INTO records ({_RECORD_COLS}) VALUES (?,?,?,?,?,?,?,?)",
+                    (
+                        rec.id,
+                        rec.key,
+                        rec.value_json,
+                        json.dumps(list(rec.parents)),
+                        rec.author,
+                        rec.kind,
+                        rec.supersedes,
+                        rec.created_at,
+                    ),
+                )
+                if cur.rowcount:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO edges (child, parent) VALUES (?, ?)",
+                        [(rec.id, p) for p in rec.parents],
+                    )
+            for state in planned.new_states.values():
+                conn.execute(
+                    "INSERT INTO keys (key, owner, head, version) VALUES (?,?,?,?) "
+                    "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, head=excluded.head, "
+                    "version=excluded.version",
+                    (state.key, state.owner, state.head, state.version),
+                )
+            out = []
+            for ch in planned.changes:
+                cur = conn.execute(
+                    "INSERT INTO changes (key, kind, head, previous, owner, by, at) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
+                )
+                out.append(Change(int(cur.lastrowid or 0), *_change_tail(ch)))
+            if batch.decisions:
+                conn.executemany(
+                    "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, "
+                    "payload) VALUES (?,?,?,?,?,?,?,?)",
+                    [decision_row(d, at) for d in batch.decisions],
+                )
+            return out
+
+        return await self._run(lambda conn: self._in_tx(conn, write))
+
+    async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
+        def read(conn: sqlite3.Connection) -> dict[str, Record]:
+            rows = conn.execute(
+                f"SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(ids)),),
+            ).fetchall()
+            return {r[0]: _record(r) for r in rows}
+
+        return await self._run(read)
+
+    async def _prefetch_lineage(
+        self, roots: Sequence[str], scope: Sequence[str], limit: int
+    ) -> dict[str, Record]:
+        def read(conn: sqlite3.Connection) -> dict[str, Record]:
+            rows = conn.execute(
+                f"""
+                WITH RECURSIVE walk(id) AS (
+                    SELECT value FROM json_each(?1)
+                    UNION
+                    SELECT e.parent FROM walk w
+                    JOIN records r ON r.id = w.id
+                    JOIN edges e ON e.child = w.id
+                    WHERE r.key NOT IN (SELECT value FROM json_each(?2))
+                )
+                SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT id FROM walk LIMIT ?3)
+                """,
+                (json.dumps(list(roots)), json.dumps(list(scope)), limit + 1),
+            ).fetchall()
+            return {r[0]: _record(r) for r in rows}
+
+        return await self._run(read)
+
+    async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
+        def read(conn: sqlite3.Connection) -> dict[str, KeyState]:
+            rows = conn.execute(
+                "SELECT key, owner, head, version FROM keys "
+                "WHERE key IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(keys)),),
+            ).fetchall()
+            return {r[0]: KeyState(r[0], r[1], r[2], r[3]) for r in rows}
+
+        return await self._run(read)
+
+    async def _list_keys(self, prefix: str) -> list[KeyState]:
+        def read(conn: sqlite3.Connection) -> list[KeyState]:
+            rows = conn.execute(
+                "SELECT key, owner, head, version FROM keys WHERE substr(key, 1, ?) = ? "
+                "ORDER BY key",
+                (len(prefix), prefix),
+            ).fetchall()
+            return [KeyState(*r) for r in rows]
+
+        return await self._run(read)
+
+    async def _changes(self, since: int, limit: int) -> list[Change]:
+        def read(conn: sqlite3.Connection) -> list[Change]:
+            rows = conn.execute(
+                "SELECT seq, key, kind, head, previous, owner, by, at FROM changes "
+                "WHERE seq > ? ORDER BY seq LIMIT ?",
+                (since, limit),
+            ).fetchall()
+            return [Change(*r) for r in rows]
+
+        return await self._run(read)
+
+    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
+        def read(conn: sqlite3.Connection) -> list[Decision]:
+            where, args = decision_filter(query, "?")
+            rows = conn.execute(
+                "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
+                f"FROM decisions {where} ORDER BY id DESC LIMIT ?",
+                (*args, query.limit),
+            ).fetchall()
+            return [decision_from_row(r) for r in rows]
+
+        return await self._run(read)
+
+
+def _change_tail(ch: Change) -> tuple[Any, ...]:
+    return (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at)

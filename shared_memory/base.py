@@ -1,0 +1,561 @@
+"""The abstract store: a tiny core each backend implements, and the public API derived from it.
+
+Backends implement five primitives (`_apply`, `_get_records`, `_get_keys`, `_list_keys`,
+`_changes`, plus `_decisions` for the log). Every rule about owners, heads and references is
+checked by `plan_batch`, pure logic that each backend calls inside its own transaction, so the
+rules are written once and hold identically on every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from .errors import (
+    AlreadyOwnedError,
+    HeadConflictError,
+    InvalidValueError,
+    NotOwnerError,
+    UnknownKeyError,
+    UnknownRecordError,
+)
+from .lineage import DEFAULT_MAX_RECORDS, Frontier, frontier_async
+from .records import (
+    DEFAULT_LIMITS,
+    JSON,
+    KIND_FACT,
+    Record,
+    StoreLimits,
+    canonical_json,
+    utc_now,
+    validate_agent,
+    validate_key,
+    validate_record_id,
+)
+
+
+class _Current:
+    def __repr__(self) -> str:
+        return "CURRENT"
+
+
+CURRENT: Final = _Current()
+"""`expected_head=CURRENT`: compare-and-set against the head read just before the write."""
+
+
+@dataclass(frozen=True)
+class KeyState:
+    key: str
+    owner: str
+    head: str | None
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the change feed: a head moved or an owner changed."""
+
+    seq: int
+    key: str
+    kind: Literal["head", "owner"]
+    head: str | None
+    previous: str | None
+    owner: str
+    by: str
+    at: str
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "seq": self.seq,
+            "key": self.key,
+            "kind": self.kind,
+            "head": self.head,
+            "previous": self.previous,
+            "owner": self.owner,
+            "by": self.by,
+            "at": self.at,
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One entry of the decision log (gate verdicts, Janus deploy/keep decisions)."""
+
+    source: str
+    verdict: str
+    reason: str = ""
+    agent: str | None = None
+    tool: str | None = None
+    plan: str | None = None
+    payload: Mapping[str, JSON] = field(default_factory=dict)
+    at: str = ""
+    id: int | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "source": self.source,
+            "agent": self.agent,
+            "tool": self.tool,
+            "plan": self.plan,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "payload": dict(self.payload),
+        }
+
+
+# --- write batches ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AssignOwner:
+    key: str
+    owner: str
+    by: str
+
+
+@dataclass(frozen=True)
+class TransferOwner:
+    key: str
+    new_owner: str
+    by: str
+
+
+@dataclass(frozen=True)
+class AdvanceHead:
+    key: str
+    record_id: str
+    expected: str | None
+    by: str
+
+
+Op = AssignOwner | TransferOwner | AdvanceHead
+
+
+@dataclass(frozen=True)
+class WriteBatch:
+    """Everything one atomic write stores: new records, owner/head operations, log entries."""
+
+    records: tuple[Record, ...] = ()
+    ops: tuple[Op, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+
+    def keys(self) -> list[str]:
+        return sorted({op.key for op in self.ops})
+
+    def referenced_ids(self) -> set[str]:
+        """Ids that must already exist (in the store or in this batch)."""
+        refs: set[str] = set()
+        for rec in self.records:
+            refs.update(rec.parents)
+            if rec.supersedes:
+                refs.add(rec.supersedes)
+        refs.update(op.record_id for op in self.ops if isinstance(op, AdvanceHead))
+        return refs
+
+
+@dataclass(frozen=True)
+class PlannedWrite:
+    """What a backend must write, computed by `plan_batch`."""
+
+    new_states: dict[str, KeyState]
+    created: set[str]
+    changes: list[Change]
+
+
+def plan_batch(
+    batch: WriteBatch,
+    states: Mapping[str, KeyState],
+    existing_ids: set[str],
+    record_keys: Mapping[str, str],
+    at: str,
+) -> PlannedWrite:
+    """Check a batch against the current states of the keys it touches; pure.
+
+    Args:
+        states: current state of each touched key that has an owner.
+        existing_ids: the referenced ids the store already holds.
+        record_keys: key of every record an `AdvanceHead` points at (store or batch).
+
+    Raises:
+        UnknownRecordError, UnknownKeyError, NotOwnerError, AlreadyOwnedError, HeadConflictError.
+    """
+    in_batch = {r.id for r in batch.records}
+    missing = sorted(batch.referenced_ids() - in_batch - existing_ids)
+    if missing:
+        raise UnknownRecordError(missing, "parent or referenced record")
+    cur: dict[str, KeyState] = dict(states)
+    created: set[str] = set()
+    changes: list[Change] = []
+    for op in batch.ops:
+        state = cur.get(op.key)
+        if isinstance(op, AssignOwner):
+            if state is not None:
+                raise AlreadyOwnedError(op.key, state.owner)
+            cur[op.key] = KeyState(op.key, op.owner, None, 0)
+            created.add(op.key)
+            changes.append(Change(0, op.key, "owner", None, None, op.owner, op.by, at))
+            continue
+        if state is None:
+            raise UnknownKeyError(op.key)
+        if op.by != state.owner:
+            raise NotOwnerError(op.key, op.by, state.owner)
+        if isinstance(op, TransferOwner):
+            cur[op.key] = KeyState(op.key, op.new_owner, state.head, state.version)
+            changes.append(
+                Change(0, op.key, "owner", state.head, state.head, op.new_owner, op.by, at)
+            )
+        else:
+            if op.expected != state.head:
+                raise HeadConflictError(op.key, op.expected, state.head)
+            if record_keys.get(op.record_id) != op.key:
+                raise InvalidValueError(
+                    f"record {op.record_id} is a version of "
+                    f"{record_keys.get(op.record_id)!r}, not of {op.key!r}"
+                )
+            cur[op.key] = KeyState(op.key, state.owner, op.record_id, state.version + 1)
+            changes.append(
+                Change(0, op.key, "head", op.record_id, state.head, state.owner, op.by, at)
+            )
+    touched = {op.key for op in batch.ops}
+    return PlannedWrite({k: cur[k] for k in touched}, created, changes)
+
+
+def decision_row(d: Decision, at: str) -> tuple[str, str, str | None, str | None, str | None,
+                                                  str, str, str]:
+    return (
+        d.at or at,
+        d.source,
+        d.agent,
+        d.tool,
+        d.plan,
+        d.verdict,
+        d.reason,
+        canonical_json(dict(d.payload)),
+    )
+
+
+def decision_from_row(row: Sequence[Any]) -> Decision:
+    id_, at, source, agent, tool, plan, verdict, reason, payload = row
+    return Decision(
+        id=int(id_),
+        at=at,
+        source=source,
+        agent=agent,
+        tool=tool,
+        plan=plan,
+        verdict=verdict,
+        reason=reason,
+        payload=json.loads(payload),
+    )
+
+
+def decision_filter(query: DecisionQuery, mark: str) -> tuple[str, list[Any]]:
+    """WHERE clause shared by the SQL backends (`mark` is the driver's placeholder)."""
+    clauses, args = [], []
+    for column, value in (
+        ("source", query.source),
+        ("tool", query.tool),
+        ("verdict", query.verdict),
+        ("agent", query.agent),
+        ("plan", query.plan),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = {mark}")
+            args.append(value)
+    if query.before_id is not None:
+        clauses.append(f"id < {mark}")
+        args.append(query.before_id)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+
+@dataclass(frozen=True)
+class DecisionQuery:
+    source: str | None = None
+    tool: str | None = None
+    verdict: str | None = None
+    agent: str | None = None
+    plan: str | None = None
+    limit: int = 100
+    before_id: int | None = None
+
+
+# --- the abstract store -----------------------------------------------------------------------
+
+
+class AsyncStore:
+    """Versioned public records with owner-controlled heads. Async API; see `Store` for sync."""
+
+    url: str = ""
+    poll_interval: float = 0.05
+
+    def __init__(self, *, limits: StoreLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+
+    # ---- primitives each backend implements
+
+    async def _apply(self, batch: WriteBatch) -> list[Change]:
+        """Atomically check (with `plan_batch`) and write `batch`; return the changes with seq."""
+        raise NotImplementedError
+
+    async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
+        raise NotImplementedError
+
+    async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
+        raise NotImplementedError
+
+    async def _list_keys(self, prefix: str) -> list[KeyState]:
+        raise NotImplementedError
+
+    async def _changes(self, since: int, limit: int) -> list[Change]:
+        raise NotImplementedError
+
+    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
+        raise NotImplementedError
+
+    async def _prefetch_lineage(
+        self, roots: Sequence[str], scope: Sequence[str], limit: int
+    ) -> dict[str, Record] | None:
+        """Optionally fetch a plan's ancestry in one query; None means walk level by level."""
+        return None
+
+    async def _wait_for_change(self, since: int, timeout: float) -> None:
+        """Return when a change after `since` may exist; a hint only (callers re-read)."""
+        await asyncio.sleep(min(self.poll_interval, timeout))
+
+    async def setup(self) -> None:
+        """Create or migrate the schema; idempotent."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+    # ---- lifecycle
+
+    async def __aenter__(self) -> AsyncStore:
+        await self.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ---- ownership
+
+    async def own(self, key: str, owner: str, *, by: str | None = None) -> Change:
+        """Assign the first owner of `key`. Raises `AlreadyOwnedError` if it has one."""
+        validate_key(key, self.limits)
+        validate_agent(owner, self.limits)
+        by = validate_agent(by, self.limits) if by is not None else owner
+        return (await self._apply(WriteBatch(ops=(AssignOwner(key, owner, by),))))[0]
+
+    async def transfer(self, key: str, new_owner: str, *, by: str) -> Change:
+        """Hand `key` to `new_owner`; only the current owner may."""
+        validate_key(key, self.limits)
+        validate_agent(new_owner, self.limits)
+        validate_agent(by, self.limits)
+        return (await self._apply(WriteBatch(ops=(TransferOwner(key, new_owner, by),))))[0]
+
+    async def owner(self, key: str) -> str | None:
+        state = (await self._get_keys([validate_key(key, self.limits)])).get(key)
+        return state.owner if state else None
+
+    # ---- writes
+
+    async def put(
+        self,
+        key: str,
+        value: JSON,
+        *,
+        author: str,
+        parents: Iterable[str] = (),
+        kind: str = KIND_FACT,
+        expected_head: str | None | _Current = CURRENT,
+    ) -> Record:
+        """Store a new version of `key` and advance its head, atomically; owner only.
+
+        `expected_head` is the head the writer last saw (None: the key has no version yet). The
+        default reads it just before writing, which still fails on a concurrent writer.
+
+        Raises:
+            NotOwnerError, HeadConflictError (carries the current head), UnknownKeyError,
+            UnknownRecordError (a parent the store does not hold), and the validation errors.
+        """
+        record = Record.create(
+            key, value, author=author, parents=parents, kind=kind, limits=self.limits
+        )
+        if isinstance(expected_head, _Current):
+            state = (await self._get_keys([key])).get(key)
+            if state is None:
+                raise UnknownKeyError(key)
+            if state.owner != author:
+                raise NotOwnerError(key, author, state.owner)
+            expected = state.head
+        else:
+            expected = validate_record_id(expected_head) if expected_head is not None else None
+        batch = WriteBatch(records=(record,), ops=(AdvanceHead(key, record.id, expected, author),))
+        await self._apply(batch)
+        return record
+
+    async def add(
+        self,
+        key: str,
+        value: JSON,
+        *,
+        author: str,
+        parents: Iterable[str] = (),
+        kind: str = KIND_FACT,
+        supersedes: str | None = None,
+        decisions: Iterable[Decision] = (),
+    ) -> Record:
+        """Store a derived record (a plan, a candidate) without touching any head.
+
+        Raises:
+            UnknownRecordError: a parent or `supersedes` id the store does not hold.
+        """
+        record = Record.create(
+            key,
+            value,
+            author=author,
+            parents=parents,
+            kind=kind,
+            supersedes=supersedes,
+            limits=self.limits,
+        )
+        await self._apply(WriteBatch(records=(record,), decisions=tuple(decisions)))
+        return record
+
+    async def advance(
+        self,
+        key: str,
+        record_id: str,
+        *,
+        by: str,
+        expected_head: str | None,
+        decisions: Iterable[Decision] = (),
+    ) -> Change:
+        """Point `key`'s head at an already stored version of it (compare-and-set, owner only)."""
+        validate_key(key, self.limits)
+        validate_record_id(record_id)
+        batch = WriteBatch(
+            ops=(AdvanceHead(key, record_id, expected_head, by),), decisions=tuple(decisions)
+        )
+        return (await self._apply(batch))[0]
+
+    async def write(self, batch: WriteBatch) -> list[Change]:
+        """Apply a prepared batch atomically: all of it or none of it."""
+        return await self._apply(batch)
+
+    # ---- reads
+
+    async def get(self, record_id: str) -> Record:
+        validate_record_id(record_id)
+        found = await self._get_records([record_id])
+        if record_id not in found:
+            raise UnknownRecordError([record_id])
+        return found[record_id]
+
+    async def get_many(self, ids: Iterable[str]) -> dict[str, Record]:
+        """The records the store holds among `ids` (missing ones are simply absent)."""
+        wanted = list(dict.fromkeys(ids))
+        for rid in wanted:
+            validate_record_id(rid)
+        return await self._get_records(wanted) if wanted else {}
+
+    async def head(self, key: str) -> str | None:
+        """Current head of `key`. Raises `UnknownKeyError` when the key has no owner."""
+        state = (await self._get_keys([validate_key(key, self.limits)])).get(key)
+        if state is None:
+            raise UnknownKeyError(key)
+        return state.head
+
+    async def states(self, keys: Iterable[str]) -> dict[str, KeyState]:
+        """Owner and head of each key that has an owner (others are absent)."""
+        wanted = sorted({validate_key(k, self.limits) for k in keys})
+        return await self._get_keys(wanted) if wanted else {}
+
+    async def heads(self, keys: Iterable[str]) -> dict[str, str | None]:
+        return {k: s.head for k, s in (await self.states(keys)).items()}
+
+    async def keys(self, prefix: str = "") -> list[KeyState]:
+        return await self._list_keys(prefix)
+
+    async def frontier(
+        self,
+        roots: Iterable[str],
+        scope: Iterable[str],
+        *,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> Frontier:
+        """Dependency frontier of the plan(s) `roots` for the keys in `scope` (see `lineage`)."""
+        roots, scope = list(roots), sorted(set(scope))
+        pre = await self._prefetch_lineage(roots, scope, max_records)
+        if pre is None:
+            return await frontier_async(self._get_records, roots, scope, max_records=max_records)
+        prefetched = pre
+
+        async def lookup(ids: list[str]) -> dict[str, Record]:
+            got = {i: prefetched[i] for i in ids if i in prefetched}
+            rest = [i for i in ids if i not in prefetched]
+            if rest:  # unknown ids, or a prefetch cut at the bound
+                got.update(await self._get_records(rest))
+            return got
+
+        return await frontier_async(lookup, roots, scope, max_records=max_records)
+
+    async def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
+        """Every ancestor of `record_id` (a frontier with an empty scope)."""
+        return await self.frontier([record_id], (), max_records=max_records)
+
+    # ---- change feed
+
+    async def changes(self, since: int = 0, limit: int = 1000) -> list[Change]:
+        return await self._changes(since, limit)
+
+    async def last_seq(self) -> int:
+        seq = 0
+        while batch := await self._changes(seq, 10_000):
+            seq = batch[-1].seq
+        return seq
+
+    async def subscribe(
+        self, since: int = 0, *, idle_timeout: float | None = None
+    ) -> AsyncIterator[Change]:
+        """Yield every change after `since`, forever (or until idle for `idle_timeout` s)."""
+        waited = 0.0
+        while True:
+            batch = await self._changes(since, 1000)
+            if batch:
+                waited = 0.0
+                for change in batch:
+                    since = change.seq
+                    yield change
+                continue
+            if idle_timeout is not None and waited >= idle_timeout:
+                return
+            step = self.poll_interval if idle_timeout is None else idle_timeout - waited
+            await self._wait_for_change(since, max(step, 0.001))
+            waited += self.poll_interval
+
+    # ---- decision log
+
+    async def log(self, decision: Decision) -> None:
+        await self._apply(WriteBatch(decisions=(decision,)))
+
+    async def decisions(
+        self,
+        *,
+        source: str | None = None,
+        tool: str | None = None,
+        verdict: str | None = None,
+        agent: str | None = None,
+        plan: str | None = None,
+        limit: int = 100,
+    ) -> list[Decision]:
+        """Newest first."""
+        return await self._decisions(DecisionQuery(source, tool, verdict, agent, plan, limit))
+
+    def now(self) -> str:
+        return utc_now()

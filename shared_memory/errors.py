@@ -1,0 +1,131 @@
+"""Every error planfence raises, under one root.
+
+    PlanFenceError
+    ├── MissingExtraError            an optional integration is not installed (has the pip hint)
+    ├── ConfigError                  a bad store URL, policy file or setting
+    └── StoreError                   anything the shared-memory store refuses or cannot do
+        ├── InvalidKeyError          key or agent id does not match the allowed syntax
+        ├── InvalidValueError        value is not JSON, or malformed record fields
+        ├── ValueTooLargeError       value over the configured size limit
+        ├── UnknownRecordError       a record id (or a parent / supersedes id) the store does not hold
+        ├── UnknownKeyError          a key with no owner
+        ├── OwnershipError
+        │   ├── NotOwnerError        only the key's owner may advance its head or transfer it
+        │   └── AlreadyOwnedError    a key's first owner can be assigned once
+        ├── HeadConflictError        compare-and-set lost: carries the current head
+        ├── IntegrityError           a record read back does not hash to its id
+        └── StoreUnavailableError    the backend cannot be reached
+"""
+
+from __future__ import annotations
+
+
+class PlanFenceError(Exception):
+    """Root of every error planfence raises."""
+
+
+class MissingExtraError(PlanFenceError, ImportError):
+    """An optional integration was used without its extra installed."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        self.feature = feature
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the '{extra}' extra: pip install 'planfence[{extra}]'"
+        )
+
+
+class ConfigError(PlanFenceError, ValueError):
+    """A store URL, policy file or setting that cannot be used."""
+
+
+class StoreError(PlanFenceError):
+    """The shared-memory store refused an operation or could not perform it."""
+
+
+class InvalidKeyError(StoreError, ValueError):
+    """A key or agent id that does not match the allowed syntax."""
+
+
+class InvalidValueError(StoreError, ValueError):
+    """A value that is not JSON, or record fields of the wrong shape."""
+
+
+class ValueTooLargeError(StoreError, ValueError):
+    """A value whose canonical JSON encoding exceeds the store's limit."""
+
+    def __init__(self, key: str, size: int, limit: int) -> None:
+        self.key = key
+        self.size = size
+        self.limit = limit
+        super().__init__(f"value for {key!r} is {size} bytes, over the limit of {limit} bytes")
+
+
+class UnknownRecordError(StoreError, KeyError):
+    """One or more record ids the store does not hold."""
+
+    def __init__(self, ids: list[str] | tuple[str, ...], what: str = "record") -> None:
+        self.ids = tuple(ids)
+        shown = ", ".join(self.ids[:3]) + (" ..." if len(self.ids) > 3 else "")
+        super().__init__(f"unknown {what}: {shown}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class UnknownKeyError(StoreError, KeyError):
+    """A key that has no owner (and therefore no head)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"unknown key {key!r}: it has no owner")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class OwnershipError(StoreError):
+    """An ownership rule was broken."""
+
+
+class NotOwnerError(OwnershipError, PermissionError):
+    """Only a key's owner may advance its head or transfer it."""
+
+    def __init__(self, key: str, agent: str, owner: str) -> None:
+        self.key = key
+        self.agent = agent
+        self.owner = owner
+        super().__init__(f"{agent!r} is not the owner of {key!r} (owner: {owner!r})")
+
+
+class AlreadyOwnedError(OwnershipError):
+    """Assigning the first owner of a key that already has one."""
+
+    def __init__(self, key: str, owner: str) -> None:
+        self.key = key
+        self.owner = owner
+        super().__init__(f"{key!r} already has an owner ({owner!r}); transfer it instead")
+
+
+class HeadConflictError(StoreError):
+    """Compare-and-set on a head lost: the head moved since the writer last saw it."""
+
+    def __init__(self, key: str, expected: str | None, current: str | None) -> None:
+        self.key = key
+        self.expected = expected
+        self.current = current
+        super().__init__(
+            f"head of {key!r} is {current or 'empty'}, not {expected or 'empty'} as expected"
+        )
+
+
+class IntegrityError(StoreError):
+    """A stored record that no longer hashes to its id (tampering or corruption)."""
+
+    def __init__(self, record_id: str, detail: str = "content does not hash to its id") -> None:
+        self.record_id = record_id
+        super().__init__(f"record {record_id}: {detail}")
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The store's backend cannot be reached."""

@@ -1,0 +1,242 @@
+"""Records: immutable, content-addressed versions of public keys.
+
+A record id is the SHA-256 of a canonical JSON encoding of every other field, so a record cannot
+change under its id and any record read back can be checked (`Record.verify`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeAlias
+
+from .errors import IntegrityError, InvalidKeyError, InvalidValueError, ValueTooLargeError
+
+JSON: TypeAlias = Any
+"""Any value that encodes as strict JSON (no NaN, string keys)."""
+
+KIND_FACT = "fact"
+KIND_PLAN = "plan"
+
+_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*(/[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*)*$")
+_AGENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-:@]*$")
+_KIND_RE = re.compile(r"^[a-z][a-z0-9_\-]*$")
+_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """Limits every backend enforces before anything is written."""
+
+    max_value_bytes: int = 1 << 20
+    max_key_length: int = 256
+    max_agent_length: int = 128
+    max_parents: int = 1024
+
+
+DEFAULT_LIMITS = StoreLimits()
+
+
+def canonical_json(value: JSON) -> str:
+    """Encode `value` as canonical JSON (sorted keys, no spaces, no NaN); raise on non-JSON."""
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidValueError(f"value is not JSON: {exc}") from None
+
+
+def validate_key(key: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidKeyError(f"key must be a non-empty string, got {key!r}")
+    if len(key) > limits.max_key_length:
+        raise InvalidKeyError(f"key is {len(key)} characters, over {limits.max_key_length}")
+    if not _KEY_RE.match(key):
+        raise InvalidKeyError(
+            f"invalid key {key!r}: use segments of letters, digits and _.-:@+= separated by '/'"
+        )
+    return key
+
+
+def validate_agent(agent: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:
+    if not isinstance(agent, str) or not agent:
+        raise InvalidKeyError(f"agent id must be a non-empty string, got {agent!r}")
+    if len(agent) > limits.max_agent_length or not _AGENT_RE.match(agent):
+        raise InvalidKeyError(
+            f"invalid agent id {agent!r}: letters, digits and _.-:@ only, "
+            f"at most {limits.max_agent_length} characters"
+        )
+    return agent
+
+
+def validate_record_id(record_id: object) -> str:
+    if not isinstance(record_id, str) or not _ID_RE.match(record_id):
+        raise InvalidValueError(f"malformed record id {record_id!r}: expected 64 hex digits")
+    return record_id
+
+
+def is_record_id(value: object) -> bool:
+    return isinstance(value, str) and _ID_RE.match(value) is not None
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _hash_fields(
+    key: str,
+    value_json: str,
+    parents: tuple[str, ...],
+    author: str,
+    kind: str,
+    supersedes: str | None,
+    created_at: str,
+) -> str:
+    # The value enters as its canonical text so the digest never depends on dict order.
+    body = canonical_json(
+        {
+            "author": author,
+            "created_at": created_at,
+            "key": key,
+            "kind": kind,
+            "parents": list(parents),
+            "supersedes": supersedes,
+            "value": value_json,
+            "v": 1,
+        }
+    )
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Record:
+    """One immutable version of a key. Build new ones with `Record.create`."""
+
+    id: str
+    key: str
+    value: JSON
+    parents: tuple[str, ...]
+    author: str
+    kind: str = KIND_FACT
+    supersedes: str | None = None
+    created_at: str = ""
+    value_json: str = field(default="", repr=False, compare=False)
+
+    @classmethod
+    def create(
+        cls,
+        key: str,
+        value: JSON,
+        *,
+        author: str,
+        parents: Iterable[str] = (),
+        kind: str = KIND_FACT,
+        supersedes: str | None = None,
+        created_at: str | None = None,
+        limits: StoreLimits = DEFAULT_LIMITS,
+    ) -> Record:
+        """Validate the fields and compute the content id.
+
+        Raises:
+            InvalidKeyError, InvalidValueError, ValueTooLargeError: the fields break a rule.
+        """
+        validate_key(key, limits)
+        validate_agent(author, limits)
+        if not isinstance(kind, str) or not _KIND_RE.match(kind):
+            raise InvalidValueError(f"invalid record kind {kind!r}")
+        if isinstance(parents, str):
+            raise InvalidValueError("parents must be a list of record ids, not a string")
+        parent_ids = tuple(sorted({validate_record_id(p) for p in parents}))
+        if len(parent_ids) > limits.max_parents:
+            raise InvalidValueError(f"{len(parent_ids)} parents, over {limits.max_parents}")
+        if supersedes is not None:
+            validate_record_id(supersedes)
+        value_json = canonical_json(value)
+        size = len(value_json.encode("utf-8"))
+        if size > limits.max_value_bytes:
+            raise ValueTooLargeError(key, size, limits.max_value_bytes)
+        stamp = created_at or utc_now()
+        rid = _hash_fields(key, value_json, parent_ids, author, kind, supersedes, stamp)
+        return cls(
+            id=rid,
+            key=key,
+            value=json.loads(value_json),
+            parents=parent_ids,
+            author=author,
+            kind=kind,
+            supersedes=supersedes,
+            created_at=stamp,
+            value_json=value_json,
+        )
+
+    @classmethod
+    def from_stored(
+        cls,
+        *,
+        id: str,
+        key: str,
+        value_json: str,
+        parents: Iterable[str],
+        author: str,
+        kind: str,
+        supersedes: str | None,
+        created_at: str,
+    ) -> Record:
+        """Rebuild a record read from a backend and check that it hashes to its id."""
+        parent_ids = tuple(parents)
+        try:
+            value = json.loads(value_json)
+        except (TypeError, ValueError):
+            raise IntegrityError(id, "stored value is not JSON") from None
+        expected = _hash_fields(key, value_json, parent_ids, author, kind, supersedes, created_at)
+        if expected != id:
+            raise IntegrityError(id)
+        return cls(id, key, value, parent_ids, author, kind, supersedes, created_at, value_json)
+
+    def verify(self) -> None:
+        """Raise `IntegrityError` unless the fields hash to `id`."""
+        expected = _hash_fields(
+            self.key,
+            canonical_json(self.value),
+            self.parents,
+            self.author,
+            self.kind,
+            self.supersedes,
+            self.created_at,
+        )
+        if expected != self.id:
+            raise IntegrityError(self.id)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "key": self.key,
+            "value": self.value,
+            "parents": list(self.parents),
+            "author": self.author,
+            "kind": self.kind,
+            "supersedes": self.supersedes,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Record:
+        """Rebuild a record received over a wire, checking its id."""
+        try:
+            return cls.from_stored(
+                id=data["id"],
+                key=data["key"],
+                value_json=canonical_json(data["value"]),
+                parents=tuple(data["parents"]),
+                author=data["author"],
+                kind=data["kind"],
+                supersedes=data.get("supersedes"),
+                created_at=data["created_at"],
+            )
+        except (KeyError, TypeError) as exc:
+            raise InvalidValueError(f"malformed record: {exc}") from None
