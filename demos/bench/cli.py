@@ -1,0 +1,29 @@
+"""`planfence bench ...`: benchmarks that print numbers (and JSON / plots on request)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# Each module provides HELP, add_arguments(parser) and run(args) -> int.
+BENCHES: dict[str, str] = {
+    "store": "planfence.demos.bench.store",
+    "gate": "planfence.demos.bench.gate",
+    "proxy": "planfence.demos.bench.proxy",
+    "janus": "planfence.demos.bench.janus",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = sub.add_parser("bench", help="run a benchmark")
+    bsub = bench.add_subparsers(dest="bench_cmd", required=True, metavar="BENCH")
+    for name, module_name in BENCHES.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        p = bsub.add_parser(name, help=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(handler=module.run)

@@ -1,0 +1,111 @@
+"""Shared fixtures: one store per backend (memory, SQLite, PostgreSQL).
+
+PostgreSQL tests use $PLANFENCE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test)
+with a fresh schema per test. When no server answers they skip, unless
+PLANFENCE_REQUIRE_POSTGRES=1 (set by CI), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
+
+PG_URL = os.environ.get(
+    "PLANFENCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+REQUIRE_PG = os.environ.get("PLANFENCE_REQUIRE_POSTGRES", "") not in ("", "0", "false")
+BACKENDS = ("memory", "sqlite", "postgres")
+
+_pg_state: dict[str, str | None] = {}
+
+
+def postgres_unavailable() -> str | None:
+    """Why PostgreSQL cannot be used, or None when it can (checked once per session)."""
+    if "reason" not in _pg_state:
+        try:
+            import psycopg
+        except ImportError:
+            _pg_state["reason"] = "psycopg is not installed: pip install 'planfence[postgres]'"
+        else:
+            try:
+                with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+                    conn.execute("SELECT 1")
+                _pg_state["reason"] = None
+            except Exception as exc:
+                _pg_state["reason"] = f"no PostgreSQL at {PG_URL}: {exc}".strip()
+    return _pg_state["reason"]
+
+
+def require_postgres() -> None:
+    reason = postgres_unavailable()
+    if reason is not None:
+        if REQUIRE_PG:
+            pytest.fail(f"PLANFENCE_REQUIRE_POSTGRES is set but {reason}")
+        pytest.skip(reason)
+
+
+def _drop_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL store URL with its own schema, dropped afterwards."""
+    require_postgres()
+    schema = f"pf_test_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}schema={schema}"
+    _drop_schema(schema)
+
+
+def store_url_for(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if backend == "memory":
+        return "memory://"
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    return store_url_for(backend, tmp_path, request)
+
+
+@pytest.fixture
+async def astore(store_url: str) -> AsyncIterator[AsyncStore]:
+    """An async store, once per backend."""
+    store = create_async_store(store_url)
+    await store.setup()
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """A sync store, once per backend."""
+    s = open_store(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
