@@ -1,9 +1,9 @@
 """planfence.shared_memory: versioned public records, owners, heads, lineage and change feed.
 
-    from planfence.shared_memory import open_store
-    with open_store("sqlite:///team.db") as store:
-        store.own("trip/42/requirements", "planner")
-        r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
+from planfence.shared_memory import open_store
+with open_store("sqlite:///team.db") as store:
+    store.own("trip/42/requirements", "planner")
+    r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
 """
 
 from .base import (
@@ -44,9 +44,9 @@ from .factory import (
 )
 from .lineage import Frontier, frontier_async, frontier_sync, walk_frontier
 from .records import (
+    JSON,
     KIND_FACT,
     KIND_PLAN,
-    JSON,
     Record,
     StoreLimits,
     canonical_json,

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 from .errors import (
     AlreadyOwnedError,
     HeadConflictError,
+    IntegrityError,
     InvalidValueError,
     NotOwnerError,
     UnknownKeyError,
@@ -225,8 +226,9 @@ def plan_batch(
     return PlannedWrite({k: cur[k] for k in touched}, created, changes)
 
 
-def decision_row(d: Decision, at: str) -> tuple[str, str, str | None, str | None, str | None,
-                                                  str, str, str]:
+def decision_row(
+    d: Decision, at: str
+) -> tuple[str, str, str | None, str | None, str | None, str, str, str]:
     return (
         d.at or at,
         d.source,
@@ -372,7 +374,7 @@ class AsyncStore:
         author: str,
         parents: Iterable[str] = (),
         kind: str = KIND_FACT,
-        expected_head: str | None | _Current = CURRENT,
+        expected_head: str | _Current | None = CURRENT,
     ) -> Record:
         """Store a new version of `key` and advance its head, atomically; owner only.
 
@@ -439,14 +441,58 @@ class AsyncStore:
         """Point `key`'s head at an already stored version of it (compare-and-set, owner only)."""
         validate_key(key, self.limits)
         validate_record_id(record_id)
+        validate_agent(by, self.limits)
+        if expected_head is not None:
+            validate_record_id(expected_head)
         batch = WriteBatch(
             ops=(AdvanceHead(key, record_id, expected_head, by),), decisions=tuple(decisions)
         )
         return (await self._apply(batch))[0]
 
     async def write(self, batch: WriteBatch) -> list[Change]:
-        """Apply a prepared batch atomically: all of it or none of it."""
-        return await self._apply(batch)
+        """Apply a prepared batch atomically: all of it or none of it.
+
+        Raises:
+            IntegrityError: a record whose fields do not hash to its id.
+            and everything `put`, `advance`, `own` and `transfer` raise.
+        """
+        return await self._apply(self._checked(batch))
+
+    def _checked(self, batch: WriteBatch) -> WriteBatch:
+        """Re-derive every record of a hand-built batch and validate its ops, before any I/O.
+
+        `Record` is a plain dataclass, so a caller can build one whose id does not match its
+        content (or whose `value_json` is missing); storing it would plant a corrupt record.
+        """
+        records = []
+        for rec in batch.records:
+            fresh = Record.create(
+                rec.key,
+                rec.value,
+                author=rec.author,
+                parents=rec.parents,
+                kind=rec.kind,
+                supersedes=rec.supersedes,
+                created_at=rec.created_at or None,
+                limits=self.limits,
+            )
+            if fresh.id != rec.id or not rec.created_at:
+                raise IntegrityError(
+                    rec.id, "fields do not hash to this id; build records with Record.create"
+                )
+            records.append(fresh)
+        for op in batch.ops:
+            validate_key(op.key, self.limits)
+            validate_agent(op.by, self.limits)
+            if isinstance(op, AssignOwner):
+                validate_agent(op.owner, self.limits)
+            elif isinstance(op, TransferOwner):
+                validate_agent(op.new_owner, self.limits)
+            else:
+                validate_record_id(op.record_id)
+                if op.expected is not None:
+                    validate_record_id(op.expected)
+        return WriteBatch(tuple(records), batch.ops, batch.decisions)
 
     # ---- reads
 
@@ -524,20 +570,27 @@ class AsyncStore:
         self, since: int = 0, *, idle_timeout: float | None = None
     ) -> AsyncIterator[Change]:
         """Yield every change after `since`, forever (or until idle for `idle_timeout` s)."""
-        waited = 0.0
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
         while True:
             batch = await self._changes(since, 1000)
             if batch:
-                waited = 0.0
                 for change in batch:
                     since = change.seq
                     yield change
+                idle_since = loop.time()
                 continue
-            if idle_timeout is not None and waited >= idle_timeout:
-                return
-            step = self.poll_interval if idle_timeout is None else idle_timeout - waited
+            # Measure idleness by the clock: a backend's wait may return early (a wake-up hint)
+            # or use the whole timeout (LISTEN), so counting poll intervals would be wrong.
+            # Each wait is capped at the poll interval, so a notification missed before LISTEN
+            # took effect delays a reader by one interval at most.
+            step = self.poll_interval
+            if idle_timeout is not None:
+                left = idle_timeout - (loop.time() - idle_since)
+                if left <= 0:
+                    return
+                step = min(step, left)
             await self._wait_for_change(since, max(step, 0.001))
-            waited += self.poll_interval
 
     # ---- decision log
 

@@ -1,20 +1,20 @@
 """Every error planfence raises, under one root.
 
-    PlanFenceError
-    ├── MissingExtraError            an optional integration is not installed (has the pip hint)
-    ├── ConfigError                  a bad store URL, policy file or setting
-    └── StoreError                   anything the shared-memory store refuses or cannot do
-        ├── InvalidKeyError          key or agent id does not match the allowed syntax
-        ├── InvalidValueError        value is not JSON, or malformed record fields
-        ├── ValueTooLargeError       value over the configured size limit
-        ├── UnknownRecordError       a record id (or a parent / supersedes id) the store does not hold
-        ├── UnknownKeyError          a key with no owner
-        ├── OwnershipError
-        │   ├── NotOwnerError        only the key's owner may advance its head or transfer it
-        │   └── AlreadyOwnedError    a key's first owner can be assigned once
-        ├── HeadConflictError        compare-and-set lost: carries the current head
-        ├── IntegrityError           a record read back does not hash to its id
-        └── StoreUnavailableError    the backend cannot be reached
+PlanFenceError
+├── MissingExtraError            an optional integration is not installed (has the pip hint)
+├── ConfigError                  a bad store URL, policy file or setting
+└── StoreError                   anything the shared-memory store refuses or cannot do
+    ├── InvalidKeyError          key or agent id does not match the allowed syntax
+    ├── InvalidValueError        value is not JSON, or malformed record fields
+    ├── ValueTooLargeError       value over the configured size limit
+    ├── UnknownRecordError       a record id (or a parent / supersedes id) the store does not hold
+    ├── UnknownKeyError          a key with no owner
+    ├── OwnershipError
+    │   ├── NotOwnerError        only the key's owner may advance its head or transfer it
+    │   └── AlreadyOwnedError    a key's first owner can be assigned once
+    ├── HeadConflictError        compare-and-set lost: carries the current head
+    ├── IntegrityError           a record read back does not hash to its id
+    └── StoreUnavailableError    the backend cannot be reached
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ class MissingExtraError(PlanFenceError, ImportError):
     def __init__(self, feature: str, extra: str) -> None:
         self.feature = feature
         self.extra = extra
-        super().__init__(
-            f"{feature} needs the '{extra}' extra: pip install 'planfence[{extra}]'"
-        )
+        super().__init__(f"{feature} needs the '{extra}' extra: pip install 'planfence[{extra}]'")
 
 
 class ConfigError(PlanFenceError, ValueError):

@@ -17,7 +17,9 @@ def default_store_url() -> str:
     return os.environ.get(STORE_ENV) or DEFAULT_STORE_URL
 
 
-def create_async_store(url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS) -> AsyncStore:
+def create_async_store(
+    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS
+) -> AsyncStore:
     """Build (but do not connect) the backend for `url`; `await store.setup()` or `async with`."""
     url = url or default_store_url()
     if url.startswith("memory://"):

@@ -41,14 +41,36 @@ class StoreLimits:
 DEFAULT_LIMITS = StoreLimits()
 
 
+def _check_keys(value: JSON) -> None:
+    # json.dumps silently turns int/float/bool/None dict keys into strings, so {1: "a"} would be
+    # stored as {"1": "a"} and read back different from what was written: refuse instead.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    raise InvalidValueError(f"value is not JSON: object key {k!r} is not a string")
+                stack.append(v)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
+
 def canonical_json(value: JSON) -> str:
     """Encode `value` as canonical JSON (sorted keys, no spaces, no NaN); raise on non-JSON."""
+    _check_keys(value)
     try:
-        return json.dumps(
+        text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidValueError(f"value is not JSON: {exc}") from None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: not storable, not hashable as UTF-8
+            raise InvalidValueError("value is not JSON: a string holds a lone surrogate") from None
+    return text
 
 
 def validate_key(key: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:

@@ -52,7 +52,15 @@ class Store:
         self.aio = inner
         self._loop = LoopThread()
         self._closed = False
-        self._loop.run(inner.setup())
+        try:
+            self._loop.run(inner.setup())
+        except BaseException:
+            self._closed = True
+            try:
+                self._loop.run(inner.aclose())
+            finally:
+                self._loop.stop()
+            raise
 
     @property
     def url(self) -> str:
@@ -64,8 +72,10 @@ class Store:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._run(self.aio.aclose())
-            self._loop.stop()
+            try:
+                self._run(self.aio.aclose())
+            finally:
+                self._loop.stop()
 
     def __enter__(self) -> Store:
         return self
@@ -90,7 +100,7 @@ class Store:
         author: str,
         parents: Iterable[str] = (),
         kind: str = KIND_FACT,
-        expected_head: str | None | _Current = CURRENT,
+        expected_head: str | _Current | None = CURRENT,
     ) -> Record:
         return self._run(
             self.aio.put(

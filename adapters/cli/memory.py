@@ -133,9 +133,7 @@ def _get(args: argparse.Namespace) -> int:
 def _keys(args: argparse.Namespace) -> int:
     with _open(args) as store:
         states = store.keys(args.prefix)
-    rows = [
-        {"key": s.key, "owner": s.owner, "head": s.head, "version": s.version} for s in states
-    ]
+    rows = [{"key": s.key, "owner": s.owner, "head": s.head, "version": s.version} for s in states]
     text = "\n".join(f"{s.key}\t{s.owner}\tv{s.version}\t{s.head or '-'}" for s in states)
     emit(args, rows, text or "(no keys)")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -41,7 +42,8 @@ class MemoryStore(AsyncStore):
             for op in batch.ops:
                 if isinstance(op, AdvanceHead) and op.record_id in self._records:
                     record_keys[op.record_id] = self._records[op.record_id].key
-            states = {k: self._keys[k] for k in batch.keys() if k in self._keys}
+            touched = batch.keys()
+            states = {k: s for k in touched if (s := self._keys.get(k)) is not None}
             planned = plan_batch(batch, states, existing, record_keys, at)
             for rec in batch.records:
                 self._records.setdefault(rec.id, rec)
@@ -52,13 +54,18 @@ class MemoryStore(AsyncStore):
                 self._changes_log.append(stamped)
                 out.append(stamped)
             for d in batch.decisions:
-                self._decision_log.append(
-                    replace(d, id=len(self._decision_log) + 1, at=d.at or at)
-                )
+                stamped_d = replace(d, id=len(self._decision_log) + 1, at=d.at or at)
+                self._decision_log.append(stamped_d)
             return out
 
     async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
-        return {i: self._records[i] for i in ids if i in self._records}
+        # Fresh values, as the SQL backends give: a caller mutating `record.value` (a dict)
+        # must not change what the store holds under a content-addressed id.
+        return {
+            i: replace(rec, value=json.loads(rec.value_json))
+            for i in ids
+            if (rec := self._records.get(i)) is not None
+        }
 
     async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
         return {k: self._keys[k] for k in keys if k in self._keys}

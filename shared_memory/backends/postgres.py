@@ -11,6 +11,7 @@ The URL may carry `?schema=NAME` to keep planfence's tables in their own schema.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -149,7 +150,9 @@ class PostgresStore(AsyncStore):
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True, connect_timeout=int(self._connect_timeout)
                 ) as conn:
-                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+                    # Another process may create it at the same moment.
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):
+                        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             await self._pool.open(wait=True, timeout=self._connect_timeout)
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_FEED_LOCK + 1,))
@@ -188,8 +191,13 @@ class PostgresStore(AsyncStore):
         try:
             async with await self._conn() as conn, conn.transaction():
                 keys = batch.keys()
-                for key in keys:  # sorted: no deadlock between writers
-                    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+                if keys:
+                    # Taken in lock-id order, so two writers can never wait on each other.
+                    await conn.execute(
+                        "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT "
+                        "hashtextextended(k, 0) AS h FROM unnest(%s::text[]) AS k ORDER BY h) AS l",
+                        (keys,),
+                    )
                 cur = await conn.execute(
                     "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (keys,)
                 )
@@ -238,8 +246,16 @@ class PostgresStore(AsyncStore):
                         )
                         row = await cur.fetchone()
                         out.append(
-                            Change(int(row[0]), ch.key, ch.kind, ch.head, ch.previous, ch.owner,
-                                   ch.by, ch.at)
+                            Change(
+                                int(row[0]),
+                                ch.key,
+                                ch.kind,
+                                ch.head,
+                                ch.previous,
+                                ch.owner,
+                                ch.by,
+                                ch.at,
+                            )
                         )
                     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(out[-1].seq)))
                 if batch.decisions:
@@ -334,5 +350,3 @@ class PostgresStore(AsyncStore):
             except psycopg.OperationalError:
                 self._listener = None  # the next call reconnects; the reader re-reads anyway
                 await asyncio.sleep(min(self.poll_interval, timeout))
-
-

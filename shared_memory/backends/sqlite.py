@@ -22,8 +22,8 @@ from ..base import (
     DecisionQuery,
     KeyState,
     WriteBatch,
-    decision_from_row,
     decision_filter,
+    decision_from_row,
     decision_row,
     plan_batch,
 )
@@ -107,7 +107,9 @@ def sqlite_path_from_url(url: str) -> str:
     if rest in ("", "/", "/:memory:"):
         return ":memory:"
     if not rest.startswith("/"):
-        raise ConfigError(f"sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: {url!r}")
+        raise ConfigError(
+            f"sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: {url!r}"
+        )
     return rest[1:]
 
 
@@ -128,9 +130,9 @@ class SQLiteStore(AsyncStore):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             try:
+                if self.path != ":memory:":
+                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
                     self.path,
                     timeout=self.busy_timeout,
@@ -140,7 +142,7 @@ class SQLiteStore(AsyncStore):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
             self._conn = conn
         return self._conn
