@@ -1,1 +1,64 @@
-"""planfence."""
+"""planfence.plugins.gate: the PlanFence gate on the action path.
+
+gate = Gate(store, Policy.load("policy.toml"))
+verdict = await gate.check("ship_order", {"order_id": "7"}, plan_id)
+outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_once)
+"""
+
+from .baselines import (
+    AllKeysHeads,
+    EagerExecutor,
+    EagerSync,
+    FreshnessOnly,
+    store_key_space,
+)
+from .decision import (
+    ALLOW,
+    BLOCK,
+    BLOCK_REASONS,
+    REPLAN,
+    CheckRequest,
+    HeadAnswer,
+    StaleKey,
+    Verdict,
+    gate_flow,
+)
+from .gate import Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
+from .heads import HeadSource
+from .plans import create_plan, create_plan_sync, plan_key, refreshed_parents
+from .policy import KeyTemplate, Policy, PolicyError, ScopeError, ToolPolicy
+from .store_heads import StoreHeads
+
+__all__ = [
+    "ALLOW",
+    "BLOCK",
+    "BLOCK_REASONS",
+    "REPLAN",
+    "AllKeysHeads",
+    "CheckRequest",
+    "Checker",
+    "EagerExecutor",
+    "EagerSync",
+    "FreshnessOnly",
+    "Gate",
+    "GuardedExecutor",
+    "HeadAnswer",
+    "HeadSource",
+    "KeyTemplate",
+    "Outcome",
+    "Policy",
+    "PolicyError",
+    "Replanned",
+    "ScopeError",
+    "StaleKey",
+    "StoreHeads",
+    "SyncGate",
+    "ToolPolicy",
+    "Verdict",
+    "create_plan",
+    "create_plan_sync",
+    "gate_flow",
+    "plan_key",
+    "refreshed_parents",
+    "store_key_space",
+]

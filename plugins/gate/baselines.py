@@ -1,0 +1,286 @@
+"""The executors PlanFence is compared against, behind the same interface as `Gate`.
+
+- `FreshnessOnly`: keeps the local replica current, never checks which records produced the plan.
+  Unsafe: it acts on stale plans.
+- `EagerSync` + `EagerExecutor`: every update is pushed synchronously to every replica before it
+  counts; plans whose parents are superseded are invalidated on arrival. Safe; pays a stall on
+  every update whether or not an action depends on it.
+- `AllKeysHeads`: the batch all-key check, as a head source that asks owners for every shared key
+  (D(a) = X). Safe; traffic grows with the key space.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from planfence.shared_memory import (
+    JSON,
+    KIND_PLAN,
+    AdvanceHead,
+    AsyncStore,
+    Change,
+    Record,
+    Replica,
+    UnknownKeyError,
+    UnknownRecordError,
+    WriteBatch,
+    is_record_id,
+)
+
+from .decision import (
+    ALLOW,
+    BLOCK,
+    MISSING_PLAN,
+    REPLAN,
+    SCOPE_UNRESOLVED,
+    STALE,
+    STALE_AFTER_REPLAN,
+    UNDECLARED_TOOL,
+    UNGATED,
+    UNKNOWN_PLAN,
+    HeadAnswer,
+    StaleKey,
+    Verdict,
+    args_digest,
+)
+from .gate import GuardedExecutor
+from .heads import HeadSource
+from .policy import Policy, ScopeError
+
+
+def _precheck(
+    policy: Policy, tool: str, args: Mapping[str, Any], plan_id: Any, agent: str | None
+) -> Verdict | tuple[str, ...]:
+    """Policy, scope and plan-reference checks every executor shares; a verdict ends the check."""
+    base = Verdict(
+        BLOCK,
+        "",
+        tool,
+        plan_id if isinstance(plan_id, str) else None,
+        agent,
+        args_digest=args_digest(args),
+    )
+    tp = policy.get(tool)
+    if tp is None:
+        return replace(base, reason=UNDECLARED_TOOL)
+    if tp.ungated:
+        return replace(base, verdict=ALLOW, reason=UNGATED)
+    try:
+        scope = tp.scope(args)
+    except ScopeError as exc:
+        return replace(base, reason=SCOPE_UNRESOLVED, message=str(exc))
+    if not plan_id:
+        return replace(base, reason=MISSING_PLAN)
+    if not is_record_id(plan_id):
+        return replace(base, reason=UNKNOWN_PLAN)
+    return scope
+
+
+class FreshnessOnly(GuardedExecutor):
+    """Brings the local replica up to date before every action; never checks the plan."""
+
+    name = "freshness"
+
+    def __init__(self, store: AsyncStore, policy: Policy) -> None:
+        self.store = store
+        self.policy = policy
+        self.replica = Replica(store)
+
+    async def check(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: Any,
+        *,
+        agent: str | None = None,
+        replan_spent: bool = False,
+    ) -> Verdict:
+        pre = _precheck(self.policy, tool, args, plan_id, agent)
+        if isinstance(pre, Verdict):
+            return pre
+        await self.replica.sync()
+        heads = {k: self.replica.head(k) for k in pre}
+        return Verdict(
+            ALLOW,
+            "fresh_state",
+            tool,
+            plan_id,
+            agent,
+            scope=pre,
+            heads=heads,
+            message="local state is current (plan lineage not checked)",
+            args_digest=args_digest(args),
+        )
+
+
+@dataclass
+class EagerReplica:
+    """One executor's replica under eager sync; invalidates plans as updates arrive."""
+
+    heads: dict[str, str | None] = field(default_factory=dict)
+    plan_uses: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    invalid: dict[str, set[str]] = field(default_factory=dict)
+    received: int = 0
+
+    def push(self, change: Change) -> None:
+        self.received += 1
+        if change.kind != "head":
+            return
+        self.heads[change.key] = change.head
+        for plan_id, uses in self.plan_uses.items():
+            used = uses.get(change.key)
+            if used and used != {change.head}:
+                self.invalid.setdefault(plan_id, set()).add(change.key)
+
+
+class EagerSync:
+    """The update path of the eager baseline: a write counts only after every replica has it."""
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        *,
+        push: Callable[[EagerReplica, Change], Awaitable[None]] | None = None,
+    ) -> None:
+        self.store = store
+        self.replicas: list[EagerReplica] = []
+        self.stall_s = 0.0
+        self.messages = 0
+        self._push = push
+
+    def register(self) -> EagerReplica:
+        replica = EagerReplica()
+        self.replicas.append(replica)
+        return replica
+
+    async def put(
+        self, key: str, value: JSON, *, author: str, parents: Iterable[str] = ()
+    ) -> Record:
+        """Store a new version of `key`; return only after every replica has received it."""
+        state = (await self.store.states([key])).get(key)
+        if state is None:
+            raise UnknownKeyError(key)
+        record = Record.create(key, value, author=author, parents=parents, limits=self.store.limits)
+        batch = WriteBatch(
+            records=(record,), ops=(AdvanceHead(key, record.id, state.head, author),)
+        )
+        changes = await self.store.write(batch)
+        start = time.perf_counter()
+        for replica in self.replicas:
+            for change in changes:
+                if self._push is not None:
+                    await self._push(replica, change)
+                replica.push(change)
+                self.messages += 1
+        self.stall_s += time.perf_counter() - start
+        return record
+
+
+class EagerExecutor(GuardedExecutor):
+    """Acts without contacting owners: its replica already invalidated superseded plans."""
+
+    name = "eager"
+
+    def __init__(self, store: AsyncStore, policy: Policy, sync: EagerSync) -> None:
+        self.store = store
+        self.policy = policy
+        self.sync = sync
+        self.replica = sync.register()
+
+    async def _adopt(self, plan: Record) -> dict[str, frozenset[str]]:
+        uses = self.replica.plan_uses.get(plan.id)
+        if uses is None:
+            lineage = await self.store.lineage(plan.id)
+            found: dict[str, set[str]] = {}
+            for rec in lineage.records.values():
+                if rec.kind != KIND_PLAN:
+                    found.setdefault(rec.key, set()).add(rec.id)
+            uses = {k: frozenset(v) for k, v in found.items()}
+            self.replica.plan_uses[plan.id] = uses
+            missing = [k for k in uses if k not in self.replica.heads]
+            if missing:
+                self.replica.heads.update(await self.store.heads(missing))
+            for key, used in uses.items():
+                if used != {self.replica.heads.get(key)}:
+                    self.replica.invalid.setdefault(plan.id, set()).add(key)
+        return uses
+
+    async def check(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: Any,
+        *,
+        agent: str | None = None,
+        replan_spent: bool = False,
+    ) -> Verdict:
+        pre = _precheck(self.policy, tool, args, plan_id, agent)
+        if isinstance(pre, Verdict):
+            return pre
+        try:
+            plan = await self.store.get(plan_id)
+        except UnknownRecordError:
+            return Verdict(BLOCK, UNKNOWN_PLAN, tool, plan_id, agent)
+        uses = await self._adopt(plan)
+        bad = sorted(self.replica.invalid.get(plan.id, set()) | {k for k in pre if k not in uses})
+        if not bad:
+            return Verdict(
+                ALLOW,
+                "not_invalidated",
+                tool,
+                plan_id,
+                agent,
+                scope=pre,
+                args_digest=args_digest(args),
+            )
+        stale = tuple(
+            StaleKey(k, tuple(sorted(uses.get(k, ()))), self.replica.heads.get(k)) for k in bad
+        )
+        if replan_spent:
+            return Verdict(BLOCK, STALE_AFTER_REPLAN, tool, plan_id, agent, scope=pre, stale=stale)
+        current = await self.store.get_many(s.current for s in stale if s.current)
+        records = {s.key: current[s.current] for s in stale if s.current in current}
+        return Verdict(
+            REPLAN,
+            STALE,
+            tool,
+            plan_id,
+            agent,
+            scope=pre,
+            stale=stale,
+            current_records=records,
+            args_digest=args_digest(args),
+        )
+
+
+class AllKeysHeads:
+    """Head source for the batch all-key check: every request asks for every shared key."""
+
+    def __init__(self, inner: HeadSource, all_keys: Callable[[], Awaitable[Mapping[str, str]]]):
+        """`all_keys` returns key -> owner for the whole shared key space."""
+        self.inner = inner
+        self.all_keys = all_keys
+        self.keys_asked = 0
+
+    async def heads(self, owners: Mapping[str, tuple[str, ...]]) -> Mapping[str, HeadAnswer]:
+        widened: dict[str, list[str]] = {}
+        for key, owner in (await self.all_keys()).items():
+            widened.setdefault(owner, []).append(key)
+        for owner, keys in owners.items():  # keys the space listing did not know yet
+            widened.setdefault(owner, [])
+            widened[owner].extend(k for k in keys if k not in widened[owner])
+        self.keys_asked += sum(len(v) for v in widened.values())
+        return await self.inner.heads({o: tuple(ks) for o, ks in widened.items()})
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def store_key_space(store: AsyncStore, prefix: str = "") -> Callable[[], Awaitable[dict[str, str]]]:
+    async def listing() -> dict[str, str]:
+        return {s.key: s.owner for s in await store.keys(prefix)}
+
+    return listing

@@ -1,0 +1,340 @@
+"""The PlanFence decision, as pure logic.
+
+`gate_flow` yields the reads it needs (`LoadPlan`, `AskOwners`, `LoadRecords`) and receives their
+answers (or an `IOFailure`); it returns a `Verdict`. `Gate` drives it against a store and a head
+source; tests drive it with plain dicts. Whatever cannot be proven current is blocked.
+
+Valid(a)  <=>  for every x in D(a): F_a(x) == {H(x)}
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from planfence.shared_memory import (
+    KIND_PLAN,
+    Frontier,
+    KeyState,
+    Record,
+    canonical_json,
+    is_record_id,
+)
+
+from .policy import Policy, ScopeError
+
+ALLOW: Literal["allow"] = "allow"
+REPLAN: Literal["replan"] = "replan"
+BLOCK: Literal["block"] = "block"
+VerdictKind = Literal["allow", "replan", "block"]
+
+# Stable reason codes.
+CURRENT = "current"
+UNGATED = "ungated"
+STALE = "stale_dependencies"
+MISSING_PLAN = "missing_plan"
+UNKNOWN_PLAN = "unknown_plan"
+UNKNOWN_RECORD = "unknown_record"
+INCOMPLETE_LINEAGE = "incomplete_lineage"
+UNDECLARED_TOOL = "undeclared_tool"
+SCOPE_UNRESOLVED = "scope_unresolved"
+OWNER_UNREACHABLE = "owner_unreachable"
+OWNER_UNAUTHENTICATED = "owner_unauthenticated"
+STALE_AFTER_REPLAN = "stale_after_replan"
+LINEAGE_TOO_LARGE = "lineage_too_large"
+STORE_UNAVAILABLE = "store_unavailable"
+AUDIT_UNAVAILABLE = "audit_unavailable"
+INTERNAL_ERROR = "internal_error"
+
+BLOCK_REASONS = frozenset(
+    {
+        MISSING_PLAN,
+        UNKNOWN_PLAN,
+        UNKNOWN_RECORD,
+        INCOMPLETE_LINEAGE,
+        UNDECLARED_TOOL,
+        SCOPE_UNRESOLVED,
+        OWNER_UNREACHABLE,
+        OWNER_UNAUTHENTICATED,
+        STALE_AFTER_REPLAN,
+        LINEAGE_TOO_LARGE,
+        STORE_UNAVAILABLE,
+        AUDIT_UNAVAILABLE,
+        INTERNAL_ERROR,
+    }
+)
+
+
+@dataclass(frozen=True)
+class StaleKey:
+    key: str
+    used: tuple[str, ...]
+    current: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "used": list(self.used), "current": self.current}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's answer for one call. `replan` carries what changed and the fresh records."""
+
+    verdict: VerdictKind
+    reason: str
+    tool: str
+    plan: str | None
+    agent: str | None = None
+    message: str = ""
+    scope: tuple[str, ...] = ()
+    frontier: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    heads: Mapping[str, str | None] = field(default_factory=dict)
+    stale: tuple[StaleKey, ...] = ()
+    current_records: Mapping[str, Record] = field(default_factory=dict)
+    args_digest: str = ""
+    latency_ms: float = 0.0
+    decision_id: int | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.verdict == ALLOW
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "tool": self.tool,
+            "plan": self.plan,
+            "agent": self.agent,
+            "message": self.message,
+            "scope": list(self.scope),
+            "frontier": {k: list(v) for k, v in self.frontier.items()},
+            "heads": dict(self.heads),
+            "stale": [s.to_dict() for s in self.stale],
+            "current_records": {k: r.to_dict() for k, r in self.current_records.items()},
+            "args_digest": self.args_digest,
+            "latency_ms": self.latency_ms,
+            "decision_id": self.decision_id,
+        }
+
+
+# ---- reads the flow asks for
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """Read the plan record, its frontier over `scope`, the owners/heads of `scope`, and whether
+    the plan it supersedes was refused as stale."""
+
+    plan_id: str
+    scope: tuple[str, ...]
+    max_records: int
+
+
+@dataclass(frozen=True)
+class PlanView:
+    plan: Record | None
+    frontier: Frontier | None = None
+    states: Mapping[str, KeyState] = field(default_factory=dict)
+    superseded_refused_stale: bool = False
+
+
+@dataclass(frozen=True)
+class AskOwners:
+    """Ask each owner for the heads of its keys (one request per owner)."""
+
+    owners: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class HeadAnswer:
+    head: str | None = None
+    error: str | None = None  # OWNER_UNREACHABLE or OWNER_UNAUTHENTICATED
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class LoadRecords:
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IOFailure:
+    """Sent into the flow instead of an answer when a read failed."""
+
+    reason: str
+    detail: str
+
+
+IORequest = LoadPlan | AskOwners | LoadRecords
+Flow = Generator[IORequest, Any, Verdict]
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    tool: str
+    args: Mapping[str, Any]
+    plan_id: Any
+    agent: str | None = None
+    replan_spent: bool = False  # the caller already used its one replan for this action
+
+
+def args_digest(args: Mapping[str, Any]) -> str:
+    try:
+        text = canonical_json(dict(args))
+    except Exception:
+        text = repr(sorted(args.items(), key=lambda kv: str(kv[0])))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def gate_flow(
+    req: CheckRequest,
+    policy: Policy,
+    *,
+    heads_from_store: bool = True,
+    max_records: int = 10_000,
+) -> Flow:
+    """Decide allow / replan / block for one call; yields reads, returns the verdict."""
+    base = Verdict(
+        BLOCK,
+        INTERNAL_ERROR,
+        req.tool,
+        req.plan_id if isinstance(req.plan_id, str) else None,
+        req.agent,
+        args_digest=args_digest(req.args),
+    )
+
+    def block(reason: str, message: str, **kw: Any) -> Verdict:
+        return replace(base, verdict=BLOCK, reason=reason, message=message, **kw)
+
+    tool = policy.get(req.tool)
+    if tool is None:
+        return block(UNDECLARED_TOOL, f"tool {req.tool!r} has no dependency declaration")
+    if tool.ungated:
+        return replace(base, verdict=ALLOW, reason=UNGATED, message="tool is declared ungated")
+    try:
+        scope = tool.scope(req.args)
+    except ScopeError as exc:
+        return block(SCOPE_UNRESOLVED, str(exc))
+    if req.plan_id is None or req.plan_id == "":
+        return block(MISSING_PLAN, "the call carries no plan reference", scope=scope)
+    if not is_record_id(req.plan_id):
+        return block(
+            UNKNOWN_PLAN, f"malformed plan reference {str(req.plan_id)[:80]!r}", scope=scope
+        )
+
+    view = yield LoadPlan(req.plan_id, scope, max_records)
+    if isinstance(view, IOFailure):
+        return block(view.reason, view.detail, scope=scope)
+    if view.plan is None:
+        return block(UNKNOWN_PLAN, f"no plan {req.plan_id} in the store", scope=scope)
+    if view.plan.kind != KIND_PLAN:
+        return block(
+            UNKNOWN_PLAN, f"record {req.plan_id} is a {view.plan.kind!r}, not a plan", scope=scope
+        )
+    fr = view.frontier
+    if fr is None:
+        return block(INTERNAL_ERROR, "no frontier was computed", scope=scope)
+    frontier = {k: tuple(sorted(fr.used(k))) for k in scope}
+    if fr.unknown:
+        return block(
+            UNKNOWN_RECORD,
+            f"lineage cites {len(fr.unknown)} record(s) the store does not hold: "
+            + ", ".join(sorted(fr.unknown)[:3]),
+            scope=scope,
+            frontier=frontier,
+        )
+    if fr.cycle:
+        return block(INCOMPLETE_LINEAGE, "lineage contains a parent cycle", scope=scope)
+    if fr.truncated:
+        return block(LINEAGE_TOO_LARGE, f"lineage walk exceeded {max_records} records", scope=scope)
+    unused = [k for k in scope if not frontier[k]]
+    if unused:
+        return block(
+            INCOMPLETE_LINEAGE,
+            "the plan's lineage never reaches " + ", ".join(unused),
+            scope=scope,
+            frontier=frontier,
+        )
+    unowned = [k for k in scope if k not in view.states]
+    if unowned:
+        return block(
+            UNKNOWN_RECORD,
+            "no owner for " + ", ".join(unowned),
+            scope=scope,
+            frontier=frontier,
+        )
+
+    heads: dict[str, str | None]
+    if heads_from_store:
+        heads = {k: view.states[k].head for k in scope}
+    else:
+        owners: dict[str, list[str]] = {}
+        for k in scope:
+            owners.setdefault(view.states[k].owner, []).append(k)
+        answers = yield AskOwners({o: tuple(ks) for o, ks in sorted(owners.items())})
+        if isinstance(answers, IOFailure):
+            return block(answers.reason, answers.detail, scope=scope, frontier=frontier)
+        heads = {}
+        for k in scope:
+            owner = view.states[k].owner
+            ans = answers.get(k)
+            if ans is None:
+                return block(
+                    OWNER_UNREACHABLE,
+                    f"owner {owner!r} gave no head for {k}",
+                    scope=scope,
+                    frontier=frontier,
+                )
+            if ans.error is not None:
+                reason = ans.error if ans.error in BLOCK_REASONS else OWNER_UNREACHABLE
+                return block(
+                    reason,
+                    f"owner {owner!r} of {k}: {ans.detail or ans.error}",
+                    scope=scope,
+                    frontier=frontier,
+                )
+            heads[k] = ans.head
+
+    stale = tuple(
+        StaleKey(k, frontier[k], heads[k]) for k in scope if set(frontier[k]) != {heads[k]}
+    )
+    if not stale:
+        return replace(
+            base,
+            verdict=ALLOW,
+            reason=CURRENT,
+            message=f"{len(scope)} dependencies current",
+            scope=scope,
+            frontier=frontier,
+            heads=heads,
+        )
+    changed = ", ".join(s.key for s in stale)
+    if req.replan_spent or view.superseded_refused_stale:
+        return block(
+            STALE_AFTER_REPLAN,
+            f"stale again after the one replan: {changed}",
+            scope=scope,
+            frontier=frontier,
+            heads=heads,
+            stale=stale,
+        )
+    current_ids = tuple(s.current for s in stale if s.current)
+    records: Mapping[str, Record] = {}
+    if current_ids:
+        got = yield LoadRecords(current_ids)
+        if isinstance(got, IOFailure):
+            return block(got.reason, got.detail, scope=scope, frontier=frontier, heads=heads)
+        records = {s.key: got[s.current] for s in stale if s.current and s.current in got}
+    return replace(
+        base,
+        verdict=REPLAN,
+        reason=STALE,
+        message=f"plan was derived from outdated versions of {changed}; replan once",
+        scope=scope,
+        frontier=frontier,
+        heads=heads,
+        stale=stale,
+        current_records=records,
+    )

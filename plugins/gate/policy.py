@@ -1,0 +1,222 @@
+"""Declared scopes: which public keys each tool's call depends on.
+
+Declared in application code or a TOML policy file, never by generated text:
+
+    [tools.ship_order]
+    depends_on = ["order/{order_id}", "address/{customer}"]
+
+    [tools.get_weather]
+    ungated = true          # explicitly exempt (read-only tools)
+
+Templates are filled from the call's arguments (`{order_id}`, `{customer.id}` for nested values).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planfence.shared_memory import ConfigError, InvalidKeyError, validate_key
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class PolicyError(ConfigError):
+    """A policy that cannot be loaded; carries the file and line when known."""
+
+    def __init__(self, message: str, *, source: str = "<policy>", line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {message}")
+
+
+class ScopeError(Exception):
+    """A template whose argument is missing or does not form a valid key."""
+
+
+_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+)*$")
+_TOOL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
+
+
+@dataclass(frozen=True)
+class KeyTemplate:
+    text: str
+    fields: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> KeyTemplate:
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"key template must be a non-empty string, got {text!r}")
+        fields = []
+        try:
+            parsed = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise ValueError(f"bad key template {text!r}: {exc}") from None
+        for _literal, name, spec, conv in parsed:
+            if name is None:
+                continue
+            if not _FIELD_RE.match(name) or spec or conv:
+                raise ValueError(
+                    f"bad placeholder {{{name}}} in {text!r}: "
+                    "use {argument} or {argument.field}"
+                )
+            fields.append(name)
+        if not fields:
+            validate_key(text)
+        return cls(text, tuple(fields))
+
+    def fill(self, args: Mapping[str, Any]) -> str:
+        values: dict[str, str] = {}
+        for name in self.fields:
+            values[name] = _lookup(args, name)
+        out = self.text
+        for name, value in values.items():
+            out = out.replace("{" + name + "}", value)
+        try:
+            return validate_key(out)
+        except InvalidKeyError as exc:
+            raise ScopeError(f"{self.text!r} filled to an invalid key: {exc}") from None
+
+
+def _lookup(args: Mapping[str, Any], path: str) -> str:
+    cur: Any = args
+    for part in path.split("."):
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            raise ScopeError(f"argument {path!r} is missing from the call")
+    if isinstance(cur, bool) or not isinstance(cur, str | int):
+        raise ScopeError(f"argument {path!r} must be a string or integer, got {type(cur).__name__}")
+    text = str(cur)
+    if not text or "/" in text:
+        raise ScopeError(f"argument {path!r} = {text!r} cannot name a key segment")
+    return text
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    """What one tool depends on, or that it is explicitly exempt."""
+
+    name: str
+    depends_on: tuple[KeyTemplate, ...] = ()
+    ungated: bool = False
+
+    def scope(self, args: Mapping[str, Any]) -> tuple[str, ...]:
+        """The keys D(a) for a call with `args`. Raises `ScopeError`."""
+        return tuple(sorted({t.fill(args) for t in self.depends_on}))
+
+
+@dataclass(frozen=True)
+class Policy:
+    tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    source: str = "<code>"
+
+    def get(self, tool: str) -> ToolPolicy | None:
+        return self.tools.get(tool)
+
+    def declare(
+        self, tool: str, depends_on: Iterable[str] = (), *, ungated: bool = False
+    ) -> Policy:
+        """A new policy with `tool` declared (policies are immutable)."""
+        tp = _tool_policy(tool, {"depends_on": list(depends_on), "ungated": ungated}, self.source)
+        return Policy({**self.tools, tool: tp}, self.source)
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], *, source: str = "<code>", text: str = ""
+    ) -> Policy:
+        """Build from `{"tools": {name: {"depends_on": [...], "ungated": bool}}}`."""
+        if not isinstance(data, Mapping):
+            raise PolicyError("a policy must be a table", source=source)
+        unknown = set(data) - {"tools"}
+        if unknown:
+            raise PolicyError(
+                f"unknown top-level entry {sorted(unknown)[0]!r} (expected [tools.NAME])",
+                source=source,
+                line=_line_of(text, sorted(unknown)[0]),
+            )
+        tools = data.get("tools", {})
+        if not isinstance(tools, Mapping):
+            raise PolicyError("'tools' must be a table of tool declarations", source=source)
+        out: dict[str, ToolPolicy] = {}
+        for name, spec in tools.items():
+            try:
+                out[name] = _tool_policy(name, spec, source)
+            except (ValueError, TypeError) as exc:
+                if isinstance(exc, PolicyError):
+                    raise
+                raise PolicyError(
+                    f"[tools.{name}]: {exc}", source=source, line=_line_of(text, name)
+                ) from None
+        return cls(out, source)
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str = "<policy>") -> Policy:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            line = getattr(exc, "lineno", None) or _line_from_message(str(exc))
+            raise PolicyError(f"invalid TOML: {exc}", source=source, line=line) from None
+        return cls.from_dict(data, source=source, text=text)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PolicyError(f"cannot read policy file: {exc.strerror}", source=str(p)) from None
+        return cls.from_toml(text, source=str(p))
+
+
+def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
+    if not isinstance(name, str) or not _TOOL_RE.match(name):
+        raise ValueError(f"invalid tool name {name!r}")
+    if not isinstance(spec, Mapping):
+        raise ValueError("a tool declaration must be a table with depends_on or ungated")
+    unknown = set(spec) - {"depends_on", "ungated", "description"}
+    if unknown:
+        raise ValueError(f"unknown field {sorted(unknown)[0]!r} (expected depends_on, ungated)")
+    ungated = spec.get("ungated", False)
+    if not isinstance(ungated, bool):
+        raise ValueError("ungated must be true or false")
+    deps = spec.get("depends_on", [])
+    if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+        raise ValueError("depends_on must be a list of key templates (strings)")
+    if ungated and deps:
+        raise ValueError("a tool is either ungated or has depends_on, not both")
+    if not ungated and not deps:
+        raise ValueError("declare depends_on (at least one key template) or ungated = true")
+    try:
+        templates = tuple(KeyTemplate.parse(d) for d in deps)
+    except InvalidKeyError as exc:
+        raise ValueError(str(exc)) from None
+    return ToolPolicy(name, templates, ungated)
+
+
+def _line_of(text: str, name: str) -> int | None:
+    if not text:
+        return None
+    pat = re.compile(
+        rf"^\s*\[\s*tools\.\"?{re.escape(name)}\"?\s*\]|^\s*\"?{re.escape(name)}\"?\s*="
+    )
+    for i, line in enumerate(text.splitlines(), start=1):
+        if pat.search(line):
+            return i
+    return None
+
+
+def _line_from_message(msg: str) -> int | None:
+    m = re.search(r"line (\d+)", msg)
+    return int(m.group(1)) if m else None
