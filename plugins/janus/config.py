@@ -1,0 +1,96 @@
+"""Controller settings; the defaults are the reference settings of the Janus authors."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, get_args
+
+from .errors import JanusConfigError
+
+TriggerKind = Literal["momentum", "always", "random", "periodic", "never"]
+TRIGGER_KINDS: tuple[str, ...] = get_args(TriggerKind)
+
+
+@dataclass(frozen=True)
+class JanusConfig:
+    """How Janus decides between the current memory and a candidate.
+
+    Attributes:
+        support_size: K, warm-up length and coverage + boundary size (20).
+        coverage_size: K', k-means clusters giving the coverage set (12); the boundary set
+            holds the other K - K' tasks.
+        fresh_size: L, tasks sampled from those met since the last comparison (5).
+        tau: compare when cos(z_t, m_{t-1}) < tau (0.0).
+        beta: momentum decay (0.9).
+        trigger: "momentum" (Janus), or an ablation: "always", "random", "periodic", "never"
+            (never compares: the plain updater).
+        random_rate: trigger probability per step for "random".
+        period: compare every `period` post-warm-up steps for "periodic".
+        use_coverage, use_boundary, use_fresh: evaluation-set ablations.
+        seed: seeds every random choice (fresh sampling, k-means++, boundary sampling).
+        kmeans_iters: Lloyd iterations at most per clustering.
+        eps: norms below this count as zero (cosine 0).
+        max_seen_tasks: keep at most this many seen tasks for coverage (oldest dropped first);
+            None keeps all, as the paper does.
+    """
+
+    support_size: int = 20
+    coverage_size: int = 12
+    fresh_size: int = 5
+    tau: float = 0.0
+    beta: float = 0.9
+    trigger: TriggerKind = "momentum"
+    random_rate: float = 0.2
+    period: int = 5
+    use_coverage: bool = True
+    use_boundary: bool = True
+    use_fresh: bool = True
+    seed: int = 0
+    kmeans_iters: int = 50
+    eps: float = 1e-9
+    max_seen_tasks: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.support_size < 1:
+            raise JanusConfigError(f"support_size must be >= 1, got {self.support_size}")
+        if not 1 <= self.coverage_size <= self.support_size:
+            raise JanusConfigError(
+                f"coverage_size must be in 1..support_size ({self.support_size}), "
+                f"got {self.coverage_size}"
+            )
+        if self.fresh_size < 0:
+            raise JanusConfigError(f"fresh_size must be >= 0, got {self.fresh_size}")
+        if not 0.0 <= self.beta < 1.0:
+            raise JanusConfigError(f"beta must be in [0, 1), got {self.beta}")
+        if not -1.0 <= self.tau <= 1.0:
+            raise JanusConfigError(f"tau must be in [-1, 1], got {self.tau}")
+        if self.trigger not in TRIGGER_KINDS:
+            raise JanusConfigError(
+                f"unknown trigger {self.trigger!r}: use one of {', '.join(TRIGGER_KINDS)}"
+            )
+        if not 0.0 <= self.random_rate <= 1.0:
+            raise JanusConfigError(f"random_rate must be in [0, 1], got {self.random_rate}")
+        if self.period < 1:
+            raise JanusConfigError(f"period must be >= 1, got {self.period}")
+        if self.kmeans_iters < 1:
+            raise JanusConfigError(f"kmeans_iters must be >= 1, got {self.kmeans_iters}")
+        if self.max_seen_tasks is not None and self.max_seen_tasks < self.support_size:
+            raise JanusConfigError(
+                f"max_seen_tasks must be >= support_size ({self.support_size}), "
+                f"got {self.max_seen_tasks}"
+            )
+
+    @property
+    def boundary_size(self) -> int:
+        return self.support_size - self.coverage_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JanusConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise JanusConfigError(f"unknown Janus settings: {', '.join(unknown)}")
+        return cls(**data)

@@ -1,0 +1,163 @@
+"""The Janus controller: deploy a candidate memory or keep the current one.
+
+    controller = JanusController(evaluator, config=JanusConfig(seed=7))
+    verdict = await controller.consider(current, candidate, task)
+    memory = candidate if verdict.deploy else current
+
+`JanusUpdater` wraps any `MemoryUpdater` with a controller for the usual sequential loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .config import JanusConfig
+from .decision import Plan, Verdict, accept, finish_step, plan_step
+from .encoders import CachedEncoder, Encoder, default_encoder
+from .errors import JanusError
+from .evaluators import Evaluator
+from .memory import Memory, Render, render_memory
+from .state import Counters, JanusState
+from .tasks import Feedback, Task
+from .updaters.base import MemoryUpdater
+
+T = TypeVar("T")
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise JanusError("use the async method inside a running event loop")
+
+
+def _copy_state(state: JanusState) -> JanusState:
+    # Cheaper than a deep copy: tasks are immutable and may be shared.
+    rng = np.random.default_rng()
+    rng.bit_generator.state = state.rng.bit_generator.state
+    return JanusState(
+        config=state.config,
+        rng=rng,
+        step=state.step,
+        momentum=None if state.momentum is None else state.momentum.copy(),
+        centroids=None if state.centroids is None else state.centroids.copy(),
+        coverage=list(state.coverage),
+        boundary=list(state.boundary),
+        seen=dict(state.seen),
+        since_trigger=list(state.since_trigger),
+        last_trigger_step=state.last_trigger_step,
+        counters=Counters(**state.counters.to_dict()),
+    )
+
+
+class JanusController:
+    """Decides deploy-new vs keep-old for each candidate; seeded and resumable.
+
+    A step either completes or leaves the controller exactly as it was (the work happens on a
+    copy of the state, committed at the end), so a failed evaluation can simply be retried.
+    """
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        *,
+        config: JanusConfig | None = None,
+        encoder: Encoder | None = None,
+        render: Render = render_memory,
+        state: JanusState | None = None,
+    ) -> None:
+        if state is not None and config is not None and state.config != config:
+            raise JanusError("state and config disagree; resume with the saved config")
+        self.config = state.config if state is not None else (config or JanusConfig())
+        self.evaluator = evaluator
+        enc = encoder if encoder is not None else default_encoder()
+        self.encoder: Encoder = enc if isinstance(enc, CachedEncoder) else CachedEncoder(enc)
+        self.render = render
+        self.state = state if state is not None else JanusState.initial(self.config)
+
+    # ---- persistence
+
+    def save_state(self) -> dict[str, Any]:
+        """JSON-ready state; feed it to `resume` after a restart."""
+        return self.state.to_json()
+
+    @classmethod
+    def resume(
+        cls,
+        data: dict[str, Any],
+        evaluator: Evaluator,
+        *,
+        config: JanusConfig | None = None,
+        encoder: Encoder | None = None,
+        render: Render = render_memory,
+    ) -> JanusController:
+        """A controller continuing from `save_state()` output (config checked when given)."""
+        state = JanusState.from_json(data, config=config)
+        return cls(evaluator, encoder=encoder, render=render, state=state)
+
+    # ---- one step
+
+    def _vectors_of(self, state: JanusState) -> Any:
+        def vectors_of(ids: Sequence[str]) -> np.ndarray:
+            return self.encoder.encode([state.seen[i].question for i in ids])
+
+        return vectors_of
+
+    async def consider(self, current: Memory, candidate: Memory, task: Task) -> Verdict:
+        """Judge `candidate` against `current` after `task`; the verdict says which to keep."""
+        old_text, new_text = self.render(current), self.render(candidate)
+        old_vec, new_vec = self.encoder.encode([old_text, new_text])
+        work = _copy_state(self.state)
+        plan = plan_step(
+            work, task, new_vec - old_vec, self._vectors_of(work), unchanged=old_text == new_text
+        )
+        verdict = await self._judge(work, plan, current, candidate)
+        self.state = work
+        return verdict
+
+    async def _judge(
+        self, work: JanusState, plan: Plan, current: Memory, candidate: Memory
+    ) -> Verdict:
+        if not plan.compare:
+            return accept(work, plan)
+        tasks = [work.seen[i] for i in plan.eval_ids]
+        old_correct, new_correct = await asyncio.gather(
+            self.evaluator.evaluate(current, tasks),
+            self.evaluator.evaluate(candidate, tasks),
+        )
+        return finish_step(work, plan, old_correct, new_correct)
+
+    def consider_sync(self, current: Memory, candidate: Memory, task: Task) -> Verdict:
+        """`consider` for synchronous callers (not from inside a running event loop)."""
+        return _run_sync(self.consider(current, candidate, task))
+
+
+@dataclass(frozen=True)
+class StepResult:
+    memory: Memory
+    candidate: Memory
+    verdict: Verdict
+
+
+class JanusUpdater:
+    """A base updater with Janus in front: proposes with the updater, deploys what Janus keeps."""
+
+    def __init__(self, updater: MemoryUpdater, controller: JanusController) -> None:
+        self.updater = updater
+        self.controller = controller
+
+    @property
+    def name(self) -> str:
+        return f"janus({self.updater.name})"
+
+    async def step(self, memory: Memory, task: Task, feedback: Feedback) -> StepResult:
+        candidate = await self.updater.propose(memory, task, feedback)
+        verdict = await self.controller.consider(memory, candidate, task)
+        return StepResult(candidate if verdict.deploy else memory, candidate, verdict)

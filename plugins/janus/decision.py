@@ -1,0 +1,207 @@
+"""One Janus step as pure logic: plan (trigger + evaluation set), then verdict from the scores.
+
+The controller drives these two functions around its encoder and evaluator calls, the way a
+generator-based auth flow is driven by sync and async shells. Both mutate only the `JanusState`
+they are given and draw randomness only from its generator, so a step is reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .evalset import assemble, build_coverage, refill_boundary, sample
+from .state import JanusState
+from .tasks import Task
+from .trigger import TriggerInfo, decide_trigger, momentum_update
+
+VectorsOf = Callable[[Sequence[str]], np.ndarray]
+"""Embeddings (one row per id) of seen tasks."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a step needs: nothing (accept directly) or a comparison on `eval_ids`."""
+
+    step: int
+    compare: bool
+    reason: str
+    trigger: TriggerInfo | None = None
+    coverage: tuple[str, ...] = ()
+    boundary: tuple[str, ...] = ()
+    fresh: tuple[str, ...] = ()
+
+    @property
+    def eval_ids(self) -> list[str]:
+        return assemble(self.coverage, self.boundary, self.fresh)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision for one candidate, with everything needed to audit it."""
+
+    deploy: bool
+    step: int
+    reason: str
+    compared: bool = False
+    trigger: TriggerInfo | None = None
+    acc_old: float | None = None
+    acc_new: float | None = None
+    coverage: tuple[str, ...] = ()
+    boundary: tuple[str, ...] = ()
+    fresh: tuple[str, ...] = ()
+    flips: tuple[str, ...] = ()
+    scores: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return "deploy" if self.deploy else "keep"
+
+    def to_payload(self) -> dict[str, Any]:
+        """JSON form for the decision log."""
+        return {
+            "step": self.step,
+            "compared": self.compared,
+            "trigger": None if self.trigger is None else self.trigger.to_dict(),
+            "scores": {"old": self.acc_old, "new": self.acc_new},
+            "tasks": {
+                "coverage": list(self.coverage),
+                "boundary": list(self.boundary),
+                "fresh": list(self.fresh),
+            },
+            "flips": list(self.flips),
+            "per_task": {k: {"old": o, "new": n} for k, (o, n) in self.scores.items()},
+        }
+
+
+def plan_step(
+    state: JanusState,
+    task: Task,
+    z: np.ndarray,
+    vectors_of: VectorsOf,
+    *,
+    unchanged: bool = False,
+) -> Plan:
+    """Advance the state by one candidate and say whether it must be compared.
+
+    Args:
+        z: phi(candidate) - phi(current memory).
+        vectors_of: embeddings of seen tasks (for k-means).
+        unchanged: the candidate renders exactly as the current memory; deploying it is a no-op,
+            so no strategy spends a comparison on it (the momentum still moves).
+    """
+    cfg = state.config
+    state.step += 1
+    state.counters.steps += 1
+    t = state.step
+    state.remember(task)
+    state.since_trigger.append(task.id)
+
+    if t <= cfg.support_size:
+        if t == cfg.support_size:
+            _seed_sets(state, vectors_of)
+        return Plan(t, False, f"warm-up step {t} of {cfg.support_size}: deploy")
+
+    draw = float(state.rng.random())
+    info = decide_trigger(cfg, z, state.momentum, t - cfg.support_size, draw)
+    state.momentum = momentum_update(state.momentum, z, cfg.beta)
+    if unchanged:
+        return Plan(t, False, "candidate equals the current memory", info)
+    if not info.fired:
+        return Plan(t, False, f"no trigger ({info.reason}): deploy", info)
+
+    fresh: list[str] = []
+    if cfg.use_fresh:
+        fresh = sample(state.since_trigger, cfg.fresh_size, state.rng)
+    coverage: list[str] = []
+    if cfg.use_coverage:
+        ids = list(state.seen)
+        cov = build_coverage(
+            ids,
+            vectors_of(ids),
+            cfg.coverage_size,
+            state.rng,
+            previous=state.centroids,
+            max_iter=cfg.kmeans_iters,
+        )
+        state.centroids = cov.centroids
+        state.coverage = coverage = cov.ids
+    boundary = list(state.boundary) if cfg.use_boundary else []
+    state.since_trigger = []
+    state.last_trigger_step = t
+    return Plan(t, True, info.reason, info, tuple(coverage), tuple(boundary), tuple(fresh))
+
+
+def _seed_sets(state: JanusState, vectors_of: VectorsOf) -> None:
+    """End of warm-up: k-means over the first K tasks; the rest seed the boundary set."""
+    cfg = state.config
+    ids = list(state.seen)
+    cov = build_coverage(
+        ids, vectors_of(ids), cfg.coverage_size, state.rng, max_iter=cfg.kmeans_iters
+    )
+    state.centroids = cov.centroids
+    state.coverage = cov.ids
+    state.boundary = [i for i in ids if i not in cov.ids][: cfg.boundary_size]
+    state.since_trigger = []
+
+
+def accept(state: JanusState, plan: Plan) -> Verdict:
+    """Verdict for a step that needed no comparison: the candidate is deployed."""
+    state.counters.deployed += 1
+    return Verdict(True, plan.step, plan.reason, trigger=plan.trigger)
+
+
+def finish_step(
+    state: JanusState,
+    plan: Plan,
+    old_correct: Sequence[bool],
+    new_correct: Sequence[bool],
+) -> Verdict:
+    """Compare scores on `plan.eval_ids` (ties go to the new memory) and refill the boundary."""
+    cfg = state.config
+    ids = plan.eval_ids
+    if len(old_correct) != len(ids) or len(new_correct) != len(ids):
+        raise ValueError(
+            f"expected {len(ids)} results per memory, got {len(old_correct)} and {len(new_correct)}"
+        )
+    acc_old = sum(map(bool, old_correct)) / len(ids) if ids else 0.0
+    acc_new = sum(map(bool, new_correct)) / len(ids) if ids else 0.0
+    deploy = acc_new >= acc_old
+    coverage = set(plan.coverage)
+    flips = [
+        i
+        for i, o, n in zip(ids, old_correct, new_correct, strict=True)
+        if i not in coverage and bool(o) != bool(n)
+    ]
+    if cfg.use_boundary:
+        state.boundary = refill_boundary(flips, state.boundary, cfg.boundary_size, state.rng)
+    state.counters.comparisons += 1
+    state.counters.evaluations += 2 * len(ids)
+    if deploy:
+        state.counters.deployed += 1
+    else:
+        state.counters.rejected += 1
+    relation = ">=" if deploy else "<"
+    reason = (
+        f"{plan.reason}; compared on {len(ids)} tasks: new {acc_new:.3f} {relation} "
+        f"old {acc_old:.3f}"
+    )
+    return Verdict(
+        deploy,
+        plan.step,
+        reason,
+        compared=True,
+        trigger=plan.trigger,
+        acc_old=acc_old,
+        acc_new=acc_new,
+        coverage=plan.coverage,
+        boundary=plan.boundary,
+        fresh=plan.fresh,
+        flips=tuple(flips),
+        scores={
+            i: (bool(o), bool(n)) for i, o, n in zip(ids, old_correct, new_correct, strict=True)
+        },
+    )

@@ -1,0 +1,96 @@
+"""Seeded k-means with k-means++ initialisation and warm starts; numpy only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class KMeansResult:
+    centroids: np.ndarray
+    labels: np.ndarray
+    iterations: int
+
+
+def _sq_dists(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    # |p|^2 - 2 p.c + |c|^2, clipped: rounding can make tiny distances negative.
+    d = (
+        np.sum(points**2, axis=1)[:, None]
+        - 2.0 * points @ centroids.T
+        + np.sum(centroids**2, axis=1)[None, :]
+    )
+    return np.maximum(d, 0.0)
+
+
+def kmeans_pp_init(points: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++: each next centre drawn with probability proportional to squared distance."""
+    n = points.shape[0]
+    first = int(rng.integers(n))
+    centres = [points[first]]
+    closest = _sq_dists(points, points[first : first + 1])[:, 0]
+    for _ in range(1, k):
+        total = float(closest.sum())
+        # When every point already sits on a centre, any point will do.
+        idx = int(rng.integers(n)) if total <= 0.0 else int(rng.choice(n, p=closest / total))
+        centres.append(points[idx])
+        closest = np.minimum(closest, _sq_dists(points, points[idx : idx + 1])[:, 0])
+    return np.array(centres, dtype=np.float64)
+
+
+def kmeans(
+    points: np.ndarray,
+    k: int,
+    rng: np.random.Generator,
+    *,
+    init: np.ndarray | None = None,
+    max_iter: int = 50,
+) -> KMeansResult:
+    """Lloyd's algorithm; `init` (k x d) warm-starts from earlier centroids.
+
+    k is clipped to the number of points. An emptied cluster is re-seeded at the point farthest
+    from its centre, so the result always has k centroids.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    n = points.shape[0]
+    if n == 0:
+        raise ValueError("k-means needs at least one point")
+    k = max(1, min(k, n))
+    if init is not None and init.shape == (k, points.shape[1]):
+        centroids = np.array(init, dtype=np.float64, copy=True)
+    else:
+        centroids = kmeans_pp_init(points, k, rng)
+    labels = np.zeros(n, dtype=np.int64)
+    it = 0
+    for it in range(1, max_iter + 1):
+        dists = _sq_dists(points, centroids)
+        new_labels = np.argmin(dists, axis=1)
+        new_centroids = centroids.copy()
+        for c in range(k):
+            members = points[new_labels == c]
+            if len(members):
+                new_centroids[c] = members.mean(axis=0)
+            else:
+                far = int(np.argmax(dists[np.arange(n), new_labels]))
+                new_centroids[c] = points[far]
+                new_labels[far] = c
+        converged = it > 1 and np.array_equal(new_labels, labels)
+        labels, centroids = new_labels, new_centroids
+        if converged:
+            break
+    return KMeansResult(centroids, labels, it)
+
+
+def representatives(points: np.ndarray, centroids: np.ndarray) -> list[int]:
+    """Index of the point nearest each centroid, all distinct (next nearest on collisions)."""
+    dists = _sq_dists(np.asarray(points, dtype=np.float64), centroids)
+    chosen: list[int] = []
+    taken: set[int] = set()
+    for c in range(centroids.shape[0]):
+        for idx in np.argsort(dists[:, c], kind="stable"):
+            if int(idx) not in taken:
+                chosen.append(int(idx))
+                taken.add(int(idx))
+                break
+    return chosen
