@@ -140,6 +140,9 @@ class PostgresStore(AsyncStore):
         )
         self._listener: psycopg.AsyncConnection[Any] | None = None
         self._listen_lock = asyncio.Lock()
+        # One channel per schema: writers in other schemas (other teams, other tests) do not wake
+        # this store's readers. Only a hint either way; readers re-read the feed.
+        self.channel = f"{CHANNEL}_{self.schema}"[:63] if self.schema else CHANNEL
         self._ready = False
 
     async def setup(self) -> None:
@@ -257,7 +260,7 @@ class PostgresStore(AsyncStore):
                                 ch.at,
                             )
                         )
-                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(out[-1].seq)))
+                    await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, str(out[-1].seq)))
                 if batch.decisions:
                     async with conn.cursor() as c:
                         await c.executemany(
@@ -344,7 +347,7 @@ class PostgresStore(AsyncStore):
                     self._listener = await psycopg.AsyncConnection.connect(
                         self._conninfo, **self._kwargs
                     )
-                    await self._listener.execute(f"LISTEN {CHANNEL}")
+                    await self._listener.execute(f"LISTEN {self.channel}")
                 async for _ in self._listener.notifies(timeout=timeout, stop_after=1):
                     break
             except psycopg.OperationalError:

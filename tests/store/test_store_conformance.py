@@ -467,7 +467,7 @@ async def test_frontier_bound_is_reported_as_truncated(astore: AsyncStore) -> No
 
 async def test_frontier_at_depth(astore: AsyncStore) -> None:
     """A long derivation chain on top of one requirement version still finds it."""
-    r3, r4, _ = await _trip(astore)
+    r3, _, _ = await _trip(astore)
     prev = [r3.id]
     for i in range(60):
         prev = [(await astore.add(f"steps/{i % 3}", i, author="a", parents=prev)).id]
@@ -596,7 +596,8 @@ async def test_change_feed_order(astore: AsyncStore) -> None:
     await astore.own(QUOTE, "quoter")
     feed = await astore.changes()
     seqs = [c.seq for c in feed]
-    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) == 7
+    assert seqs == sorted(seqs)
+    assert len(set(seqs)) == len(seqs) == 7
     head_changes = [c for c in feed if c.kind == "head"]
     assert [c.head for c in head_changes] == heads[1:]
     assert [c.previous for c in head_changes] == heads[:-1]

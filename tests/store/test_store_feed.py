@@ -1,0 +1,168 @@
+"""Change feed across processes, LISTEN/NOTIFY wake-up, and the replica that follows the feed."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from store_helpers import needs_sql
+
+from planfence.shared_memory import AsyncStore, Change, Replica, create_async_store
+
+KEY = "feed/key"
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from planfence.shared_memory import open_store
+    url, key, n, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    with open_store(url) as store:
+        for i in range(n):
+            store.put(key, {"i": i}, author="writer")
+            time.sleep(delay)
+    """
+)
+
+
+def start_writer(url: str, n: int, delay: float) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, url, KEY, str(n), str(delay)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def collect_heads(store: AsyncStore, since: int, n: int, timeout: float) -> list[Change]:
+    out: list[Change] = []
+    async with asyncio.timeout(timeout):
+        async for change in store.subscribe(since, idle_timeout=timeout):
+            out.append(change)
+            if len(out) == n:
+                break
+    return out
+
+
+def assert_linear(changes: list[Change], store_head: str | None) -> None:
+    assert [c.seq for c in changes] == sorted({c.seq for c in changes})
+    previous = None
+    for c in changes:
+        assert c.kind == "head"
+        assert c.previous == previous
+        previous = c.head
+    assert previous == store_head
+
+
+async def test_another_process_writing_nothing_lost(astore: AsyncStore, store_url: str) -> None:
+    needs_sql(store_url)
+    await astore.own(KEY, "writer")
+    since = await astore.last_seq()
+    proc = start_writer(store_url, 25, 0.005)
+    try:
+        changes = await collect_heads(astore, since, 25, timeout=60)
+    finally:
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert len(changes) == 25
+    assert_linear(changes, await astore.head(KEY))
+    values = await astore.get_many([c.head for c in changes if c.head])
+    assert [values[c.head].value["i"] for c in changes if c.head] == list(range(25))
+
+
+async def test_postgres_notify_wakes_a_slow_poller(pg_url: str) -> None:
+    """With a 30 s poll interval only a NOTIFY can deliver a change within seconds."""
+    reader = create_async_store(pg_url)
+    async with reader:
+        await reader.own(KEY, "writer")
+        since = await reader.last_seq()
+        reader.poll_interval = 30.0
+        loop = asyncio.get_running_loop()
+
+        async def got_one() -> float:
+            async for _ in reader.subscribe(since, idle_timeout=60):
+                return loop.time()
+            raise AssertionError("idle")
+
+        task = asyncio.create_task(got_one())
+        await asyncio.sleep(0.5)  # the reader is now waiting on LISTEN
+        proc = start_writer(pg_url, 1, 0)
+        _, err = await asyncio.to_thread(proc.communicate, timeout=30)
+        assert proc.returncode == 0, err.decode()
+        written = loop.time()
+        arrived = await asyncio.wait_for(task, 20)
+        assert arrived - written < 10
+
+
+async def test_postgres_lost_listener_loses_nothing(pg_url: str) -> None:
+    """Kill the LISTEN connection mid-stream: the reader reconnects, re-reads, misses nothing."""
+    import psycopg
+
+    reader = create_async_store(pg_url)
+    writer = create_async_store(pg_url)
+    async with reader, writer:
+        await writer.own(KEY, "writer")
+        since = await reader.last_seq()
+        reader.poll_interval = 0.5
+        seen: list[Change] = []
+
+        async def follow() -> None:
+            async for change in reader.subscribe(since, idle_timeout=30):
+                seen.append(change)
+                if len(seen) == 10:
+                    return
+
+        task = asyncio.create_task(follow())
+        for i in range(10):
+            if i == 5:
+                listener = reader._listener  # type: ignore[attr-defined]
+                assert listener is not None
+                with psycopg.connect(pg_url.split("?")[0], autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (listener.info.backend_pid,))
+            await writer.put(KEY, i, author="writer")
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(task, 30)
+        assert_linear(seen, await writer.head(KEY))
+
+
+async def test_replica_stays_fresh(astore: AsyncStore) -> None:
+    await astore.own("trip/1/req", "planner")
+    await astore.own("other/x", "planner")
+    old = await astore.put("trip/1/req", {"v": 0}, author="planner")
+    replica = Replica(astore, prefix="trip/")
+    seen: list[Change] = []
+    replica.on_change(seen.append)
+    transferred = asyncio.Event()
+    replica.on_change(lambda c: transferred.set() if c.owner == "reviewer" else None)
+    applied = await replica.sync()
+    assert replica.head("trip/1/req") == old.id
+    assert replica.current("trip/1/req") == old
+    assert [c.key for c in applied] == ["trip/1/req", "trip/1/req"]
+    replica.start()
+    try:
+        for i in range(1, 6):
+            rec = await astore.put("trip/1/req", {"v": i}, author="planner")
+            await astore.put("other/x", i, author="planner")
+        await astore.transfer("trip/1/req", "reviewer", by="planner")
+        await asyncio.wait_for(transferred.wait(), 20)
+    finally:
+        await replica.stop()
+    assert replica.head("trip/1/req") == rec.id == await astore.head("trip/1/req")
+    current = replica.current("trip/1/req")
+    assert current is not None
+    assert current.value == {"v": 5}
+    assert replica.head("other/x") is None  # outside the prefix
+    assert replica.states["trip/1/req"].version == 6
+    assert all(c.key.startswith("trip/") for c in seen)
+    assert replica.seq == await astore.last_seq()
+    await replica.stop()  # idempotent
+
+
+@pytest.mark.parametrize("idle", [0.05, 0.3])
+async def test_subscribe_idle_timeout_is_wall_clock(astore: AsyncStore, idle: float) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert [c async for c in astore.subscribe(10**9, idle_timeout=idle)] == []
+    elapsed = loop.time() - start
+    assert idle * 0.9 <= elapsed < idle + 1.5
