@@ -190,15 +190,14 @@ class EagerExecutor(GuardedExecutor):
         self.sync = sync
         self.replica = sync.register()
 
-    async def _adopt(self, plan: Record) -> dict[str, frozenset[str]]:
+    async def _adopt(self, plan: Record, scope: tuple[str, ...]) -> dict[str, frozenset[str]]:
+        """Learn which versions a plan used: the versions of its parents' keys and of D(a)."""
         uses = self.replica.plan_uses.get(plan.id)
         if uses is None:
-            lineage = await self.store.lineage(plan.id)
-            found: dict[str, set[str]] = {}
-            for rec in lineage.records.values():
-                if rec.kind != KIND_PLAN:
-                    found.setdefault(rec.key, set()).add(rec.id)
-            uses = {k: frozenset(v) for k, v in found.items()}
+            parents = await self.store.get_many(plan.parents)
+            keys = {r.key for r in parents.values() if r.kind != KIND_PLAN} | set(scope)
+            frontier = await self.store.frontier([plan.id], keys)
+            uses = {k: v for k, v in frontier.versions.items() if v}
             self.replica.plan_uses[plan.id] = uses
             missing = [k for k in uses if k not in self.replica.heads]
             if missing:
@@ -224,7 +223,7 @@ class EagerExecutor(GuardedExecutor):
             plan = await self.store.get(plan_id)
         except UnknownRecordError:
             return Verdict(BLOCK, UNKNOWN_PLAN, tool, plan_id, agent)
-        uses = await self._adopt(plan)
+        uses = await self._adopt(plan, pre)
         bad = sorted(self.replica.invalid.get(plan.id, set()) | {k for k in pre if k not in uses})
         if not bad:
             return Verdict(
