@@ -1,0 +1,146 @@
+"""`planfence memory ...`: the walk-through works; bad inputs give one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planfence.demos.cli import main
+
+KEY = "trip/42/requirements"
+
+
+class CLI:
+    def __init__(self, url: str, capsys: pytest.CaptureFixture[str]) -> None:
+        self.url = url
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        cmd, *rest = argv
+        code = main(["memory", cmd, *rest, "--store", self.url])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *argv: str) -> object:
+        code, out, err = self(*argv, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    def fails(self, *argv: str, match: str) -> str:
+        code, out, err = self(*argv)
+        assert code != 0
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert lines[0].startswith("planfence: error: ")
+        assert match in lines[0], lines[0]
+        assert "Traceback" not in err + out
+        code, out, err = self(*argv, "--json")
+        assert code != 0
+        data = json.loads(out)
+        assert set(data) == {"error", "message"}
+        return lines[0]
+
+
+@pytest.fixture
+def cli(store_url: str, capsys: pytest.CaptureFixture[str]) -> CLI:
+    if store_url.startswith("memory://"):
+        pytest.skip("each CLI call opens the store anew; memory:// would start empty")
+    return CLI(store_url, capsys)
+
+
+def test_walk_through(cli: CLI) -> None:
+    owner = cli.json("own", KEY, "--owner", "planner")
+    assert owner["owner"] == "planner"  # type: ignore[index]
+    r1 = cli.json("put", KEY, "--value", '{"destination": "Lisbon"}', "--as", "planner")
+    r1_id = r1["id"]  # type: ignore[index]
+    code, out, _ = cli("put", KEY, "--value", '"Porto"', "--as", "planner", "--parents", r1_id)
+    assert code == 0
+    r2_id = out.strip()
+    assert len(r2_id) == 64
+    head = cli.json("head", KEY)
+    assert head == {"key": KEY, "owner": "planner", "head": r2_id, "version": 2}
+    code, out, _ = cli("head", KEY)
+    assert out.strip() == r2_id
+    got = cli.json("get", r2_id)
+    assert got["parents"] == [r1_id]  # type: ignore[index]
+    code, out, _ = cli("get", r2_id)
+    assert f"parent:     {r1_id}" in out
+    keys = cli.json("keys")
+    assert [k["key"] for k in keys] == [KEY]  # type: ignore[union-attr,index]
+    lineage = cli.json("lineage", r2_id)
+    assert set(lineage["records"]) == {r1_id, r2_id}  # type: ignore[index]
+    code, out, _ = cli("lineage", r2_id)
+    assert code == 0
+    assert out.splitlines()[1].startswith(f"  └─ {r1_id[:12]}")
+    changes = cli.json("changes")
+    assert [c["kind"] for c in changes] == ["owner", "head", "head"]  # type: ignore[union-attr,index]
+    assert cli.json("transfer", KEY, "--to", "reviewer", "--as", "planner")["owner"] == "reviewer"  # type: ignore[index]
+    put3 = cli.json("put", KEY, "--value", "3", "--as", "reviewer", "--expect", r2_id)
+    assert put3["value"] == 3  # type: ignore[index]
+    code, out, _ = cli("keys")
+    assert out.startswith(f"{KEY}\treviewer\tv3\t")
+
+
+def test_bad_inputs(cli: CLI) -> None:
+    assert cli("own", KEY, "--owner", "planner")[0] == 0
+    r1 = cli.json("put", KEY, "--value", "1", "--as", "planner")["id"]  # type: ignore[index]
+    cli.fails("put", KEY, "--value", "2", "--as", "mallory", match="not the owner")
+    cli.fails("put", KEY, "--value", "2", "--as", "planner", "--expect", "none", match="head of")
+    cli.fails("put", KEY, "--value", "2", "--as", "planner", "--expect", "f" * 64, match=r1)
+    cli.fails("put", KEY, "--value", "{not json", "--as", "planner", match="not valid JSON")
+    cli.fails("put", KEY, "--value", "NaN", "--as", "planner", match="not JSON")
+    cli.fails("put", KEY, "--value", "1", "--as", "planner", "--expect", "xyz", match="malformed")
+    cli.fails("put", KEY, "--value", "1", "--as", "planner", "--parents", "e" * 64, match="unknown")
+    cli.fails("put", "bad key", "--value", "1", "--as", "planner", match="invalid key")
+    cli.fails("put", "nobody/owns", "--value", "1", "--as", "planner", match="no owner")
+    cli.fails("own", KEY, "--owner", "x", match="already has an owner")
+    cli.fails("own", "a//b", "--owner", "x", match="invalid key")
+    cli.fails("own", "ok/key", "--owner", "bad agent", match="invalid agent")
+    cli.fails("transfer", KEY, "--to", "x", "--as", "mallory", match="not the owner")
+    cli.fails("get", "e" * 64, match="unknown record")
+    cli.fails("get", "short", match="malformed record id")
+    cli.fails("lineage", "e" * 64, match="unknown record")
+    cli.fails("head", "nobody/owns", match="no owner")
+    cli.fails("head", "/bad", match="invalid key")
+    assert cli.json("head", KEY)["head"] == r1  # type: ignore[index]
+
+
+def test_bad_store_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "keys", "--store", "mysql://x"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "unsupported store URL" in err[0]
+
+
+def test_console_script_subprocess(tmp_path: Path) -> None:
+    """The installed entry point, in a fresh process, with the store from $PLANFENCE_STORE."""
+    env = {**os.environ, "PLANFENCE_STORE": f"sqlite:///{tmp_path / 's.db'}"}
+    run = [
+        sys.executable,
+        "-c",
+        "import sys; from planfence.demos.cli import main; sys.exit(main())",
+    ]
+
+    def call(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*run, "memory", *argv],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert call("own", KEY, "--owner", "planner").returncode == 0
+    bad = call("put", KEY, "--value", "1", "--as", "mallory")
+    assert bad.returncode == 1
+    assert bad.stderr.strip().count("\n") == 0
+    assert "'mallory' is not the owner" in bad.stderr
+    ok = call("put", KEY, "--value", "[1, 2]", "--as", "planner", "--json")
+    assert json.loads(ok.stdout)["value"] == [1, 2]
+    assert (tmp_path / "s.db").exists()

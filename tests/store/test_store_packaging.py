@@ -1,0 +1,73 @@
+"""Packaging: every package folder is installed under `planfence.*`, nothing at top level."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+TOP_LEVEL = ("shared_memory", "plugins", "adapters", "demos")
+
+
+def declared_packages() -> set[str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return set(data["tool"]["setuptools"]["packages"])
+
+
+def test_package_dirs_map_to_planfence() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert data["tool"]["setuptools"]["package-dir"] == {
+        f"planfence.{name}": name for name in TOP_LEVEL
+    }
+
+
+def test_every_package_folder_is_listed() -> None:
+    found = set()
+    for top in TOP_LEVEL:
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT)
+            if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+                continue
+            found.add("planfence." + ".".join(rel.parts))
+    missing = sorted(found - declared_packages())
+    assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {missing}"
+    assert "planfence.shared_memory.backends" in found
+
+
+@pytest.mark.parametrize("name", TOP_LEVEL)
+def test_no_top_level_module(tmp_path: Path, name: str) -> None:
+    code = (
+        "import importlib.util, sys; "
+        f"spec = importlib.util.find_spec({name!r}); "
+        "sys.exit(0 if spec is None else 'importable from ' + str(spec.origin))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_planfence_namespace_imports(tmp_path: Path) -> None:
+    code = (
+        "import planfence.shared_memory as m, planfence.shared_memory.backends.sqlite, "
+        "planfence.adapters.cli.memory, planfence.demos.bench.cli; print(m.__file__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).parent == ROOT / "shared_memory"
+
+
+def test_py_typed_everywhere() -> None:
+    for top in TOP_LEVEL:
+        assert (ROOT / top / "py.typed").exists(), top
+    assert (ROOT / "shared_memory" / "backends" / "py.typed").exists()

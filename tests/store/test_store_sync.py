@@ -1,0 +1,94 @@
+"""The synchronous twin `Store` behaves like `AsyncStore`, on every backend."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from planfence.shared_memory import (
+    AdvanceHead,
+    Decision,
+    HeadConflictError,
+    NotOwnerError,
+    Record,
+    Store,
+    StoreUnavailableError,
+    UnknownRecordError,
+    WriteBatch,
+    open_store,
+)
+
+REQ = "trip/42/requirements"
+
+
+def test_sync_twin_round_trip(store: Store) -> None:
+    store.own(REQ, "planner")
+    r1 = store.put(REQ, {"destination": "Lisbon"}, author="planner", expected_head=None)
+    r2 = store.put(REQ, {"destination": "Porto"}, author="planner", parents=[r1.id])
+    with pytest.raises(HeadConflictError) as err:
+        store.put(REQ, 3, author="planner", expected_head=r1.id)
+    assert err.value.current == r2.id
+    with pytest.raises(NotOwnerError):
+        store.put(REQ, 3, author="executor")
+    plan = store.add("trip/42/plan", "p", author="planner", parents=[r1.id], kind="plan")
+    assert store.get(plan.id) == plan
+    assert set(store.get_many([r1.id, r2.id])) == {r1.id, r2.id}
+    assert store.head(REQ) == r2.id
+    assert store.heads([REQ]) == {REQ: r2.id}
+    assert store.states([REQ])[REQ].version == 2
+    assert store.owner(REQ) == "planner"
+    assert [s.key for s in store.keys("trip/")] == [REQ]
+    fr = store.frontier([plan.id], [REQ])
+    assert fr.used(REQ) == {r1.id}
+    assert store.lineage(plan.id).visited == 2
+    cand = store.add(REQ, 3, author="updater", parents=[r2.id])
+    store.advance(REQ, cand.id, by="planner", expected_head=r2.id)
+    store.transfer(REQ, "reviewer", by="planner")
+    r4 = Record.create(REQ, 4, author="reviewer", parents=[cand.id])
+    store.write(WriteBatch(records=(r4,), ops=(AdvanceHead(REQ, r4.id, cand.id, "reviewer"),)))
+    assert store.head(REQ) == r4.id
+    feed = list(store.iter_changes())
+    assert [c.kind for c in feed] == ["owner", "head", "head", "head", "owner", "head"]
+    assert store.changes(feed[-2].seq) == feed[-1:]
+    store.log(Decision(source="gate", verdict="allow", tool="book"))
+    assert [d.tool for d in store.decisions(source="gate")] == ["book"]
+    with pytest.raises(UnknownRecordError):
+        store.get("f" * 64)
+    assert store.url
+
+
+async def test_sync_store_inside_a_running_loop(store: Store) -> None:
+    """Sync code called from async code (a sync tool in an async agent) must not deadlock."""
+    store.own(REQ, "planner")
+    rec = store.put(REQ, 1, author="planner")
+    assert store.head(REQ) == rec.id
+
+
+def test_close_is_idempotent(store_url: str) -> None:
+    s = open_store(store_url)
+    s.close()
+    s.close()
+
+
+def _threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith("planfence"))
+
+
+def test_failed_open_leaks_no_thread(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    before = _threads()
+    with pytest.raises(StoreUnavailableError):
+        open_store(f"sqlite:///{blocker / 'sub' / 'store.db'}")
+    with pytest.raises(StoreUnavailableError):
+        open_store("postgresql://postgres@127.0.0.1:1/test?schema=nope&connect_timeout=1")
+    assert _threads() == before
+
+
+def test_not_a_database_is_unavailable(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreUnavailableError):
+        open_store(f"sqlite:///{junk}")
