@@ -144,7 +144,7 @@ class Policy:
             raise PolicyError(
                 f"unknown top-level entry {sorted(unknown)[0]!r} (expected [tools.NAME])",
                 source=source,
-                line=_line_of(text, sorted(unknown)[0]),
+                line=_line_of(text, sorted(unknown)[0], table=""),
             )
         tools = data.get("tools", {})
         if not isinstance(tools, Mapping):
@@ -167,6 +167,8 @@ class Policy:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             line = getattr(exc, "lineno", None) or _line_from_message(str(exc))
+            if line is None and "end of document" in str(exc):
+                line = text.count("\n") + 1
             raise PolicyError(f"invalid TOML: {exc}", source=source, line=line) from None
         return cls.from_dict(data, source=source, text=text)
 
@@ -205,12 +207,12 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
     return ToolPolicy(name, templates, ungated)
 
 
-def _line_of(text: str, name: str) -> int | None:
+def _line_of(text: str, name: str, table: str = "tools.") -> int | None:
+    """Line where `[<table>name]` (or `name =`) is declared in the policy text."""
     if not text:
         return None
-    pat = re.compile(
-        rf"^\s*\[\s*tools\.\"?{re.escape(name)}\"?\s*\]|^\s*\"?{re.escape(name)}\"?\s*="
-    )
+    quoted = rf"\"?{re.escape(name)}\"?"
+    pat = re.compile(rf"^\s*\[\s*{re.escape(table)}{quoted}\s*[.\]]|^\s*{quoted}\s*=")
     for i, line in enumerate(text.splitlines(), start=1):
         if pat.search(line):
             return i
