@@ -1,0 +1,209 @@
+"""Property: whatever the interleaving of revisions, plans, replans and actions, the gate never
+allows an action whose plan frontier differs from the heads at the check. The freshness-only
+baseline, run on the same interleavings, does act on stale plans (so the property can fail)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    multiple,
+    rule,
+)
+
+from planfence.plugins.gate import FreshnessOnly, Policy, SyncGate, create_plan_sync
+from planfence.shared_memory import Store, open_store
+
+KEYS = ("doc/a", "doc/b", "doc/c")
+TOOLS = {
+    "use_a": ("doc/a",),
+    "use_ab": ("doc/a", "doc/b"),
+    "use_c": ("doc/c",),
+    "use_all": KEYS,
+}
+POLICY = Policy(
+    {name: Policy().declare(name, list(deps)).tools[name] for name, deps in TOOLS.items()}
+)
+
+
+class Model:
+    """Reference model: records as (key, parents), heads, and its own frontier walk."""
+
+    def __init__(self) -> None:
+        self.key_of: dict[str, str] = {}
+        self.parents: dict[str, tuple[str, ...]] = {}
+        self.heads: dict[str, str] = {}
+
+    def add(self, rid: str, key: str, parents: tuple[str, ...]) -> None:
+        self.key_of[rid] = key
+        self.parents[rid] = parents
+
+    def frontier(self, root: str, scope: tuple[str, ...]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {k: set() for k in scope}
+        seen: set[str] = set()
+        stack = [root]
+        while stack:
+            rid = stack.pop()
+            if rid in seen:
+                continue
+            seen.add(rid)
+            if self.key_of[rid] in out:
+                out[self.key_of[rid]].add(rid)
+                continue
+            stack.extend(self.parents[rid])
+        return out
+
+    def valid(self, plan: str, tool: str) -> bool:
+        fr = self.frontier(plan, TOOLS[tool])
+        return all(fr[k] == {self.heads[k]} for k in TOOLS[tool])
+
+
+class GateMachine(RuleBasedStateMachine):
+    url = "memory://"
+    plans = Bundle("plans")
+    versions = Bundle("versions")
+
+    @initialize(target=versions)
+    def setup(self):  # type: ignore[no-untyped-def]
+        self.store: Store = open_store(self.url)
+        self.model = Model()
+        self.gate = SyncGate(self.store, POLICY)
+        self.fresh = FreshnessOnly(self.store.aio, POLICY)
+        self.replanned: set[str] = set()  # plans that received a replan verdict
+        self.fresh_invalid = 0
+        first = []
+        for i, key in enumerate(KEYS):
+            self.store.own(key, f"owner{i}")
+            rec = self.store.put(key, {"v": 0}, author=f"owner{i}")
+            self.model.add(rec.id, key, ())
+            self.model.heads[key] = rec.id
+            first.append(rec.id)
+        return multiple(*first)
+
+    def teardown(self) -> None:
+        if hasattr(self, "store"):
+            self.store.close()
+
+    @rule(target=versions, key=st.sampled_from(KEYS), n=st.integers(0, 10**6))
+    def revise(self, key: str, n: int) -> str:
+        owner = f"owner{KEYS.index(key)}"
+        prev = self.model.heads[key]
+        rec = self.store.put(key, {"v": n}, author=owner, parents=[prev])
+        self.model.add(rec.id, key, rec.parents)
+        self.model.heads[key] = rec.id
+        return rec.id
+
+    @rule(target=plans, reads=st.lists(versions, min_size=1, max_size=4), via_quote=st.booleans())
+    def derive_plan(self, reads: list[str], via_quote: bool) -> str:
+        parents = list(dict.fromkeys(reads))
+        if via_quote:
+            quote = self.store.add(
+                "quotes/q", {"n": len(parents)}, author="quoter", parents=parents
+            )
+            self.model.add(quote.id, quote.key, quote.parents)
+            parents = [quote.id]
+        plan = create_plan_sync(self.store, author="planner", parents=parents)
+        self.model.add(plan.id, plan.key, plan.parents)
+        return plan.id
+
+    @rule(target=plans, old=plans)
+    def replan_current(self, old: str) -> str:
+        parents = [self.model.heads[k] for k in KEYS]
+        plan = create_plan_sync(self.store, author="planner", parents=parents, supersedes=old)
+        self.model.add(plan.id, plan.key, plan.parents)
+        return plan.id
+
+    @rule(plan=plans, tool=st.sampled_from(sorted(TOOLS)))
+    def act(self, plan: str, tool: str) -> None:
+        expected_valid = self.model.valid(plan, tool)
+        verdict = self.gate.check(tool, {}, plan)
+        if verdict.allowed:
+            assert expected_valid, f"gate allowed {tool} on a stale or incomplete plan {plan}"
+        elif expected_valid:
+            raise AssertionError(f"gate refused a current plan: {verdict.reason}")
+        if verdict.verdict == "replan":
+            self.replanned.add(plan)
+        superseded = self.store.get(plan).supersedes
+        if verdict.verdict == "replan":
+            assert superseded not in self.replanned, "a second replan was granted"
+        baseline = self.store._run(self.fresh.check(tool, {}, plan))
+        if baseline.allowed and not expected_valid:
+            self.fresh_invalid += 1
+
+    @rule(plan=consumes(plans))
+    def forget(self, plan: str) -> None:
+        """Plans go out of use; keeps the bundle small."""
+
+    @invariant()
+    def heads_match_model(self) -> None:
+        if hasattr(self, "store"):
+            assert self.store.heads(KEYS) == self.model.heads
+
+
+GateMachine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestGateOnMemory = GateMachine.TestCase
+
+
+class SQLiteGateMachine(GateMachine):
+    counter = 0
+
+    @initialize(target=GateMachine.versions)
+    def setup(self):  # type: ignore[no-untyped-def]
+        SQLiteGateMachine.counter += 1
+        self.url = f"sqlite:///{TMP / f'gate-{SQLiteGateMachine.counter}.db'}"
+        return super().setup()
+
+
+TMP = Path("/tmp")
+
+
+@pytest.fixture(autouse=True)
+def _tmp_dir(tmp_path: Path) -> None:
+    global TMP
+    TMP = tmp_path
+
+
+SQLiteGateMachine.TestCase.settings = settings(
+    max_examples=15,
+    stateful_step_count=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+TestGateOnSQLite = SQLiteGateMachine.TestCase
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    revisions=st.lists(st.sampled_from(KEYS), min_size=1, max_size=5),
+    tool=st.sampled_from(sorted(TOOLS)),
+)
+def test_freshness_only_acts_on_stale_plans_planfence_never_does(
+    revisions: list[str], tool: str
+) -> None:
+    """Plan, then revise: freshness allows exactly when planfence refuses."""
+    with open_store("memory://") as store:
+        ids = {}
+        for i, key in enumerate(KEYS):
+            store.own(key, f"o{i}")
+            ids[key] = store.put(key, {"v": 0}, author=f"o{i}").id
+        plan = create_plan_sync(store, author="p", parents=list(ids.values()))
+        for key in revisions:
+            store.put(key, {"v": 1}, author=f"o{KEYS.index(key)}")
+        stale = bool(set(revisions) & set(TOOLS[tool]))
+        gate = SyncGate(store, POLICY).check(tool, {}, plan.id)
+        fresh = store._run(FreshnessOnly(store.aio, POLICY).check(tool, {}, plan.id))
+        assert fresh.allowed  # the baseline always acts
+        assert gate.allowed == (not stale)
