@@ -1,0 +1,199 @@
+"""`HttpOwnerHeads`: the gate's head source over HTTP, one signed request per owner, in parallel.
+
+Whatever cannot be verified becomes a `HeadAnswer` with an error, which the gate turns into a
+block; this class never raises from `heads()` and never passes on a head it could not verify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+from pydantic import ValidationError
+
+from planfence.plugins.gate import HeadAnswer
+from planfence.plugins.gate.decision import OWNER_UNAUTHENTICATED, OWNER_UNREACHABLE
+from planfence.shared_memory import validate_agent
+
+from .keyring import Keyring, KeyringError
+from .wire import ErrorBody, HeadsAnswer, new_nonce, now_ms, signed_request, verify
+
+DEFAULT_TIMEOUT_S = 2.0
+DEFAULT_MAX_SKEW_S = 30.0
+MAX_ANSWER_BYTES = 4 << 20
+
+
+@dataclass
+class WireStats:
+    """HTTP/1.1 bytes on the wire for head requests (request and status lines, headers, bodies)."""
+
+    requests: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.bytes_sent + self.bytes_received
+
+
+class _Refused(Exception):
+    def __init__(self, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.error = error
+        self.detail = detail
+
+
+class HttpOwnerHeads:
+    """Ask owner services for heads (a `planfence.plugins.gate.HeadSource`).
+
+    Args:
+        directory: owner agent -> base URL of its service (`http://127.0.0.1:8701`).
+        keyring: the requester's own secret (to sign) and each owner's (to verify answers).
+        agent: who is asking; the owners must know its secret.
+        timeout: seconds for each owner to answer in full; a later answer blocks.
+        max_skew_s: how far an answer's timestamp may be from this process's clock.
+        client: an `httpx.AsyncClient` to use (the caller closes it); by default one is created
+            and closed by `aclose()`.
+        transport: transport for the created client (e.g. `httpx.ASGITransport` in tests).
+
+    Raises:
+        KeyringError: `agent` has no secret in `keyring`.
+    """
+
+    def __init__(
+        self,
+        directory: Mapping[str, str],
+        keyring: Keyring,
+        *,
+        agent: str,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_skew_s: float = DEFAULT_MAX_SKEW_S,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        validate_agent(agent)
+        if agent not in keyring:
+            raise KeyringError(f"{keyring.source}: no secret for the requesting agent {agent!r}")
+        self.directory = {owner: url.rstrip("/") for owner, url in directory.items()}
+        self.keyring = keyring
+        self.agent = agent
+        self.timeout = timeout
+        self.max_skew_ms = int(max_skew_s * 1000)
+        self.stats = WireStats()
+        self._own_client = client is None
+        self._client = client or httpx.AsyncClient(transport=transport, timeout=timeout)
+
+    async def heads(self, owners: Mapping[str, tuple[str, ...]]) -> Mapping[str, HeadAnswer]:
+        asked = [(owner, tuple(keys)) for owner, keys in owners.items() if keys]
+        results = await asyncio.gather(*(self._answer(owner, keys) for owner, keys in asked))
+        out: dict[str, HeadAnswer] = {}
+        for answers in results:
+            out.update(answers)
+        return out
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self._client.aclose()
+
+    async def _answer(self, owner: str, keys: tuple[str, ...]) -> dict[str, HeadAnswer]:
+        try:
+            answer = await self._ask(owner, keys)
+        except _Refused as exc:
+            return {k: HeadAnswer(error=exc.error, detail=exc.detail) for k in keys}
+        except Exception as exc:  # whatever else went wrong, this owner's heads are unknown
+            detail = f"{type(exc).__name__}: {exc}"
+            return {k: HeadAnswer(error=OWNER_UNREACHABLE, detail=detail) for k in keys}
+        out: dict[str, HeadAnswer] = {}
+        not_owned = set(answer.not_owned)
+        for key in keys:
+            if key in not_owned:
+                out[key] = HeadAnswer(
+                    error=OWNER_UNAUTHENTICATED, detail=f"{owner!r} says it does not own {key}"
+                )
+            elif key in answer.heads:
+                out[key] = HeadAnswer(head=answer.heads[key])
+            else:
+                out[key] = HeadAnswer(
+                    error=OWNER_UNAUTHENTICATED, detail=f"{owner!r} left {key} out of its answer"
+                )
+        return out
+
+    async def _ask(self, owner: str, keys: tuple[str, ...]) -> HeadsAnswer:
+        base = self.directory.get(owner)
+        if base is None:
+            raise _Refused(OWNER_UNREACHABLE, f"no address for owner {owner!r}")
+        owner_secret = self.keyring.get(owner)
+        if owner_secret is None:
+            raise _Refused(OWNER_UNAUTHENTICATED, f"no secret for owner {owner!r} in the keyring")
+        nonce = new_nonce()
+        request = signed_request(
+            self.keyring[self.agent],
+            requester=self.agent,
+            owner=owner,
+            keys=list(keys),
+            nonce=nonce,
+            at=now_ms(),
+        )
+        try:
+            status, body = await asyncio.wait_for(
+                self._post(f"{base}/heads", request.model_dump_json().encode()), self.timeout
+            )
+        except asyncio.TimeoutError:
+            raise _Refused(OWNER_UNREACHABLE, f"no answer within {self.timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise _Refused(OWNER_UNREACHABLE, f"{type(exc).__name__}: {exc}") from None
+        if status != 200:
+            try:
+                refusal = ErrorBody.model_validate_json(body)
+                why = f"{refusal.error}: {refusal.detail}"
+            except ValidationError:
+                why = "no readable reason"
+            # 401/403: the owner does not accept our credentials; anything else: no answer.
+            error = OWNER_UNAUTHENTICATED if status in (401, 403) else OWNER_UNREACHABLE
+            raise _Refused(error, f"HTTP {status} ({why})")
+        try:
+            answer = HeadsAnswer.model_validate_json(body)
+        except ValidationError as exc:
+            raise _Refused(
+                OWNER_UNAUTHENTICATED, f"malformed answer ({exc.error_count()} invalid field(s))"
+            ) from None
+        if answer.agent != owner:
+            raise _Refused(OWNER_UNAUTHENTICATED, f"answered as {answer.agent!r}, not {owner!r}")
+        if not verify(answer, owner_secret):
+            raise _Refused(OWNER_UNAUTHENTICATED, "answer signature does not verify")
+        if answer.nonce != nonce:
+            raise _Refused(OWNER_UNAUTHENTICATED, "answer is for another request (nonce differs)")
+        skew = now_ms() - answer.at
+        if abs(skew) > self.max_skew_ms:
+            raise _Refused(OWNER_UNAUTHENTICATED, f"answer timestamp is {skew} ms off")
+        return answer
+
+    async def _post(self, url: str, body: bytes) -> tuple[int, bytes]:
+        # identity: the signed bytes are parsed as they arrive, and counted as they travel.
+        headers = {"content-type": "application/json", "accept-encoding": "identity"}
+        async with self._client.stream("POST", url, content=body, headers=headers) as response:
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_raw():
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise _Refused(OWNER_UNAUTHENTICATED, f"answer over {MAX_ANSWER_BYTES} bytes")
+                chunks.append(chunk)
+            self.stats.requests += 1
+            self.stats.bytes_sent += _request_size(response.request, len(body))
+            self.stats.bytes_received += _response_size(response, size)
+            return response.status_code, b"".join(chunks)
+
+
+def _request_size(request: httpx.Request, body_len: int) -> int:
+    line = len(request.method) + 1 + len(request.url.raw_path) + len(b" HTTP/1.1\r\n")
+    headers = sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
+    return line + headers + 2 + body_len
+
+
+def _response_size(response: httpx.Response, body_len: int) -> int:
+    line = len(b"HTTP/1.1 200 \r\n") + len(response.reason_phrase)
+    headers = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
+    return line + headers + 2 + body_len

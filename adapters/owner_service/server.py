@@ -1,0 +1,171 @@
+"""The owner service: one agent answers, over HTTP, which version of each of its keys is current.
+
+It reads heads from the shared store's owner table and signs what it says. It refuses requests
+it cannot authenticate, requests meant for another owner, stale requests and replayed nonces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from planfence.shared_memory import (
+    AsyncStore,
+    InvalidKeyError,
+    StoreError,
+    create_async_store,
+    validate_agent,
+    validate_key,
+)
+
+from .keyring import Keyring, KeyringError
+from .wire import ErrorBody, HeadsRequest, now_ms, signed_answer, verify
+
+DEFAULT_MAX_SKEW_S = 30.0
+MAX_BODY_BYTES = 1 << 20
+
+
+class NonceCache:
+    """Nonces seen within the freshness window; older requests are refused by their timestamp,
+    so older nonces need not be remembered. Full means refuse (fail closed), never forget early."""
+
+    def __init__(self, window_ms: int, max_entries: int = 200_000) -> None:
+        self.window_ms = window_ms
+        self.max_entries = max_entries
+        self._seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def add(self, requester: str, nonce: str, now: int) -> bool:
+        """Remember a nonce; False when it was already used or there is no room."""
+        while self._seen:
+            oldest, seen_at = next(iter(self._seen.items()))
+            if now - seen_at <= 2 * self.window_ms:
+                break
+            del self._seen[oldest]
+        key = (requester, nonce)
+        if key in self._seen or len(self._seen) >= self.max_entries:
+            return False
+        self._seen[key] = now
+        return True
+
+
+def _error(status: int, error: str, detail: str = "") -> JSONResponse:
+    return JSONResponse(ErrorBody(error=error, detail=detail).model_dump(), status_code=status)
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(
+    agent: str,
+    store: AsyncStore | str,
+    keyring: Keyring,
+    *,
+    max_skew_s: float = DEFAULT_MAX_SKEW_S,
+) -> Starlette:
+    """The ASGI app of `agent`'s owner service.
+
+    Args:
+        agent: the owner this service speaks for; it must have a secret in `keyring`.
+        store: an open store (the caller closes it), or a store URL the app opens and closes
+            with its lifespan.
+        keyring: secrets of this agent and of every agent allowed to ask.
+        max_skew_s: how far a request's timestamp may be from this service's clock.
+
+    Raises:
+        KeyringError: `agent` has no secret in `keyring`.
+    """
+    validate_agent(agent)
+    if agent not in keyring:
+        raise KeyringError(f"{keyring.source}: no secret for the owner agent {agent!r}")
+    secret = keyring[agent]
+    window_ms = int(max_skew_s * 1000)
+    nonces = NonceCache(window_ms)
+    state: dict[str, AsyncStore] = {}
+    if isinstance(store, AsyncStore):
+        state["store"] = store
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if isinstance(store, str):
+            opened = create_async_store(store)
+            await opened.setup()
+            state["store"] = opened
+            try:
+                yield
+            finally:
+                await opened.aclose()
+        else:
+            yield
+
+    async def heads(request: Request) -> Response:
+        body = await _read_body(request, MAX_BODY_BYTES)
+        if body is None:
+            return _error(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")
+        try:
+            req = HeadsRequest.model_validate_json(body)
+        except ValidationError as exc:
+            return _error(400, "malformed", f"{exc.error_count()} invalid field(s)")
+        requester_secret = keyring.get(req.requester)
+        if requester_secret is None:
+            return _error(401, "unknown_requester", f"no secret for {req.requester!r}")
+        if not verify(req, requester_secret):
+            return _error(401, "bad_signature", "request signature does not verify")
+        if req.owner != agent:
+            return _error(403, "wrong_owner", f"this service answers for {agent!r}")
+        now = now_ms()
+        if abs(now - req.at) > window_ms:
+            return _error(401, "stale_request", f"timestamp {req.at} is {now - req.at} ms off")
+        if not nonces.add(req.requester, req.nonce, now):
+            return _error(401, "replayed_nonce", "nonce already used (or replay cache full)")
+        try:
+            for key in req.keys:
+                validate_key(key)
+        except InvalidKeyError as exc:
+            return _error(400, "invalid_key", str(exc))
+        try:
+            states = await state["store"].states(req.keys)
+        except StoreError as exc:
+            return _error(503, "store_unavailable", str(exc))
+        found: dict[str, str | None] = {}
+        not_owned: list[str] = []
+        for key in dict.fromkeys(req.keys):
+            ks = states.get(key)
+            if ks is not None and ks.owner == agent:
+                found[key] = ks.head
+            else:
+                not_owned.append(key)
+        answer = signed_answer(
+            secret, agent=agent, nonce=req.nonce, heads=found, not_owned=not_owned, at=now_ms()
+        )
+        return JSONResponse(answer.model_dump())
+
+    async def health(request: Request) -> Response:
+        payload: dict[str, Any] = {"agent": agent}
+        return JSONResponse(payload)
+
+    return Starlette(
+        routes=[
+            Route("/heads", heads, methods=["POST"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
