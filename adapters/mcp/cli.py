@@ -1,0 +1,103 @@
+"""`planfence proxy`: run the PlanFence MCP proxy in front of an MCP server.
+
+    planfence proxy --policy policy.toml -- python -m my_mcp_server --flag
+    planfence proxy --policy policy.toml --upstream-url http://127.0.0.1:9000/mcp \\
+        --transport http --port 8808
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from planfence.adapters.cli.common import guarded, store_url
+from planfence.shared_memory import ConfigError, MissingExtraError
+
+HELP = "serve an MCP server through the PlanFence gate (every tools/call checked first)"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "proxy",
+        help=HELP,
+        description=HELP + ". The plan travels in each call's _meta: dev.planfence/plan "
+        "(plan record id) and dev.planfence/agent (optional).",
+        usage="planfence proxy --policy FILE [options] -- UPSTREAM_COMMAND [ARGS...]",
+    )
+    p.add_argument("--policy", required=True, metavar="FILE", help="TOML policy (tool scopes)")
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help="store URL (default: $PLANFENCE_STORE or sqlite:///.planfence/memory.db)",
+    )
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8808, help="HTTP port (default 8808)")
+    p.add_argument(
+        "--upstream-url", default=None, metavar="URL", help="a streamable-HTTP upstream server"
+    )
+    p.add_argument(
+        "--upstream-mode",
+        choices=("auto", "legacy"),
+        default="auto",
+        help="auto: discover the upstream's protocol era, falling back to the initialize "
+        "handshake (default); legacy: always use the handshake",
+    )
+    p.add_argument(
+        "--call-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="abandon (and cancel upstream) a tool call after this long (default 60)",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="timeout for connecting and for list/read/get requests (default 30)",
+    )
+    p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    p.add_argument(
+        "upstream",
+        nargs=argparse.REMAINDER,
+        metavar="-- UPSTREAM_COMMAND [ARGS...]",
+        help="the upstream server's command line (stdio upstream)",
+    )
+    p.set_defaults(handler=guarded(run))
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.upstream or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if bool(command) == bool(args.upstream_url):
+        raise ConfigError("give either -- UPSTREAM_COMMAND [ARGS...] or --upstream-url URL")
+    try:
+        import anyio
+
+        from .serve import serve
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
+            raise MissingExtraError("the MCP proxy", "mcp") from None
+        raise
+    logging.basicConfig(
+        stream=sys.stderr, level=args.log_level.upper(), format="planfence proxy: %(message)s"
+    )
+    options: dict[str, Any] = {
+        "policy_path": args.policy,
+        "store_url": store_url(args),
+        "command": command,
+        "upstream_url": args.upstream_url,
+        "upstream_mode": args.upstream_mode,
+        "transport": args.transport,
+        "host": args.host,
+        "port": args.port,
+        "call_timeout": args.call_timeout if args.call_timeout > 0 else None,
+        "request_timeout": args.request_timeout if args.request_timeout > 0 else None,
+    }
+    anyio.run(lambda: serve(**options))
+    return 0

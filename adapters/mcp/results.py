@@ -1,0 +1,95 @@
+"""What a client sees when the proxy does not hand it the upstream's own result.
+
+Refusals and proxy failures are tool results with `isError: true`, never JSON-RPC errors: the
+model that made the call reads them and can replan (the MCP spec puts business failures in
+results "so models can self-correct"). `to_wire_result` is the one place that shapes them.
+
+A refusal (the gate said replan or block, or the call's `_meta` was malformed):
+
+    {"planfence": {"verdict": "replan" | "block", "reason": CODE, "tool": NAME, "plan": ID,
+                   "stale": [{"key": K, "used": [IDS], "current": ID}], "message": TEXT,
+                   "decision_id": N}}
+
+A failure after the gate allowed the call (upstream crashed, hung, or answered with an error):
+
+    {"planfence": {"error": CODE, "tool": NAME, "message": TEXT,
+                   "decision": {"verdict": "allow", "reason": CODE, "decision_id": N, ...}}}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from planfence.plugins.gate import Verdict
+
+# The one reason code the proxy adds to the gate's: `_meta` planfence keys of the wrong type.
+MALFORMED_META = "malformed_meta"
+
+# Failure codes for calls the gate allowed but the upstream did not complete.
+UPSTREAM_TIMEOUT = "upstream_timeout"
+UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+UPSTREAM_ERROR = "upstream_error"
+PROXY_ERROR = "proxy_error"
+
+
+@dataclass(frozen=True)
+class ProxyFailure:
+    """The gate allowed the call (or had no say) but no upstream result can be returned."""
+
+    code: str
+    tool: str
+    message: str
+    decision: dict[str, Any] | None = None
+
+
+def decision_meta(verdict: Verdict) -> dict[str, Any]:
+    """The `_meta["dev.planfence/decision"]` value attached to a forwarded call's result."""
+    return {
+        "verdict": verdict.verdict,
+        "reason": verdict.reason,
+        "decision_id": verdict.decision_id,
+        "plan": verdict.plan,
+    }
+
+
+def to_wire_result(problem: Verdict | ProxyFailure) -> dict[str, Any]:
+    """The `CallToolResult` (wire form) for a refused call or a failed forwarded call."""
+    body: dict[str, Any]
+    if isinstance(problem, Verdict):
+        body = {
+            "verdict": problem.verdict,
+            "reason": problem.reason,
+            "tool": problem.tool,
+            "plan": problem.plan,
+            "stale": [s.to_dict() for s in problem.stale],
+            "message": problem.message,
+            "decision_id": problem.decision_id,
+        }
+    else:
+        body = {
+            "error": problem.code,
+            "tool": problem.tool,
+            "message": problem.message,
+            "decision": problem.decision,
+        }
+    payload = {"planfence": body}
+    return {
+        "content": [{"type": "text", "text": json.dumps(payload, sort_keys=True)}],
+        "structuredContent": payload,
+        "isError": True,
+        "resultType": "complete",
+    }
+
+
+__all__ = [
+    "MALFORMED_META",
+    "PROXY_ERROR",
+    "UPSTREAM_ERROR",
+    "UPSTREAM_TIMEOUT",
+    "UPSTREAM_UNAVAILABLE",
+    "ProxyFailure",
+    "decision_meta",
+    "to_wire_result",
+]

@@ -1,0 +1,75 @@
+"""Run the proxy: open the store, build the gate, connect the upstream, serve a transport."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.server.stdio import stdio_server
+
+from planfence.plugins.gate import Gate, Policy
+from planfence.shared_memory import open_async_store
+
+from .proxy import UpstreamMode, UpstreamTarget, open_proxy, stdio_upstream
+
+logger = logging.getLogger("planfence.mcp")
+
+
+async def serve(
+    *,
+    policy_path: str,
+    store_url: str,
+    command: list[str],
+    upstream_url: str | None,
+    upstream_mode: UpstreamMode = "auto",
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8808,
+    call_timeout: float | None = 60.0,
+    request_timeout: float | None = 30.0,
+) -> None:
+    """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
+    policy = Policy.load(policy_path)
+    target: UpstreamTarget = upstream_url if upstream_url else stdio_upstream(command)
+    store = await open_async_store(store_url)
+    try:
+        gate = Gate(store, policy)
+        async with open_proxy(
+            gate,
+            target,
+            mode=upstream_mode,
+            call_timeout=call_timeout,
+            request_timeout=request_timeout,
+        ) as (proxy, server):
+            await _warn_uncovered(proxy)
+            if transport == "http":
+                await _serve_http(server, host, port)
+            else:
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+    finally:
+        await store.aclose()
+
+
+async def _warn_uncovered(proxy: Any) -> None:
+    try:
+        listing = await proxy.upstream.request("tools/list", None)
+    except Exception:
+        return
+    names = [t.get("name") for t in listing.get("tools", []) if isinstance(t, dict)]
+    uncovered = proxy.uncovered_tools([n for n in names if isinstance(n, str)])
+    if uncovered:
+        logger.warning(
+            "the policy declares nothing for %s: every call to them will be blocked "
+            "(undeclared_tool); declare depends_on or ungated = true",
+            ", ".join(uncovered),
+        )
+
+
+async def _serve_http(server: Any, host: str, port: int) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    logger.warning("serving MCP over streamable HTTP at http://%s:%d/mcp", host, port)
+    await uvicorn.Server(config).serve()
