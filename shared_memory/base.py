@@ -258,7 +258,8 @@ def decision_from_row(row: Sequence[Any]) -> Decision:
 
 def decision_filter(query: DecisionQuery, mark: str) -> tuple[str, list[Any]]:
     """WHERE clause shared by the SQL backends (`mark` is the driver's placeholder)."""
-    clauses, args = [], []
+    clauses: list[str] = []
+    args: list[Any] = []
     for column, value in (
         ("source", query.source),
         ("tool", query.tool),
