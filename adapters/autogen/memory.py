@@ -1,0 +1,178 @@
+"""`SharedMemory`: an AutoGen `Memory` that shows an agent the current public records.
+
+Each turn, `update_context` reads the heads of the configured keys, adds one system message with
+their values, and remembers exactly which record ids it showed (`last_read`): the read set a
+`PlanningAgent` stamps on its plan as parents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from planfence.shared_memory import (
+    AsyncStore,
+    ConfigError,
+    MissingExtraError,
+    Record,
+    Store,
+    canonical_json,
+)
+
+try:
+    from autogen_core import CancellationToken, Component
+    from autogen_core.memory import (
+        Memory,
+        MemoryContent,
+        MemoryMimeType,
+        MemoryQueryResult,
+        UpdateContextResult,
+    )
+    from autogen_core.model_context import ChatCompletionContext
+    from autogen_core.models import SystemMessage
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise MissingExtraError("planfence.adapters.autogen", "autogen") from exc
+from pydantic import BaseModel, Field
+from typing_extensions import Self
+
+from ._store import StoreRef
+
+DEFAULT_HEADER = "Current public records (planfence shared memory); plan from these values:"
+
+
+class SharedMemoryConfig(BaseModel):
+    """Declarative form of `SharedMemory`; the store travels as a URL."""
+
+    store: str
+    keys: list[str] = Field(default_factory=list)
+    prefixes: list[str] = Field(default_factory=list)
+    agent: str | None = None
+    header: str = DEFAULT_HEADER
+
+
+class SharedMemory(Memory, Component[SharedMemoryConfig]):
+    """Injects the current versions of public records into an agent's context each turn.
+
+    Args:
+        store: an `AsyncStore`, a sync `Store`, or a store URL (opened on first use).
+        keys: keys whose current version the agent sees.
+        prefixes: key prefixes; every key under them is shown too.
+        agent: the agent id that `add` publishes as (it must own the keys it writes).
+        header: the first line of the injected system message.
+    """
+
+    component_type = "memory"
+    component_config_schema = SharedMemoryConfig
+    component_provider_override = "planfence.adapters.autogen.SharedMemory"
+
+    def __init__(
+        self,
+        store: AsyncStore | Store | str,
+        *,
+        keys: Iterable[str] = (),
+        prefixes: Iterable[str] = (),
+        agent: str | None = None,
+        header: str = DEFAULT_HEADER,
+    ) -> None:
+        self.store = StoreRef(store)
+        self.keys = list(keys)
+        self.prefixes = list(prefixes)
+        if not self.keys and not self.prefixes:
+            raise ConfigError("SharedMemory needs keys or prefixes to show")
+        self.agent = agent
+        self.header = header
+        self._last_read: tuple[str, ...] = ()
+
+    @property
+    def last_read(self) -> tuple[str, ...]:
+        """Record ids injected by the latest `update_context` (the read set of that turn)."""
+        return self._last_read
+
+    async def read(self) -> list[Record]:
+        """The current record of every configured key that has a version, ordered by key."""
+
+        async def fetch(store: AsyncStore) -> list[Record]:
+            heads = await store.heads(self.keys)
+            for prefix in self.prefixes:
+                heads.update({s.key: s.head for s in await store.keys(prefix)})
+            ids = [h for _, h in sorted(heads.items()) if h is not None]
+            found = await store.get_many(ids)
+            return [found[i] for i in ids if i in found]
+
+        return await self.store.run(fetch)
+
+    async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
+        records = await self.read()
+        self._last_read = tuple(r.id for r in records)
+        if records:
+            lines = [self.header]
+            lines += [
+                f"- {r.key} (version {r.id[:12]}): {canonical_json(r.value)}" for r in records
+            ]
+            await model_context.add_message(SystemMessage(content="\n".join(lines)))
+        return UpdateContextResult(
+            memories=MemoryQueryResult(results=[_content(r) for r in records])
+        )
+
+    async def query(
+        self,
+        query: str | MemoryContent,
+        cancellation_token: CancellationToken | None = None,
+        **kwargs: Any,
+    ) -> MemoryQueryResult:
+        """Current records whose key contains `query` (all configured ones for an empty query)."""
+        text = query if isinstance(query, str) else str(query.content)
+        return MemoryQueryResult(results=[_content(r) for r in await self.read() if text in r.key])
+
+    async def add(
+        self, content: MemoryContent, cancellation_token: CancellationToken | None = None
+    ) -> None:
+        """Publish a new version of `content.metadata["key"]` as `agent` (its owner)."""
+        key = (content.metadata or {}).get("key")
+        if not isinstance(key, str) or self.agent is None:
+            raise ConfigError(
+                "SharedMemory.add publishes a record: set agent= and metadata={'key': ...}"
+            )
+        value = content.content
+        if not isinstance(value, str | dict):
+            raise ConfigError("SharedMemory.add takes text or JSON content")
+        author = self.agent
+
+        async def put(store: AsyncStore) -> None:
+            await store.put(key, value, author=author)
+
+        await self.store.run(put)
+
+    async def clear(self) -> None:
+        """Forget the read set; public records themselves are immutable and stay."""
+        self._last_read = ()
+
+    async def close(self) -> None:
+        await self.store.aclose()
+
+    def _to_config(self) -> SharedMemoryConfig:
+        return SharedMemoryConfig(
+            store=self.store.url,
+            keys=self.keys,
+            prefixes=self.prefixes,
+            agent=self.agent,
+            header=self.header,
+        )
+
+    @classmethod
+    def _from_config(cls, config: SharedMemoryConfig) -> Self:
+        return cls(
+            config.store,
+            keys=config.keys,
+            prefixes=config.prefixes,
+            agent=config.agent,
+            header=config.header,
+        )
+
+
+def _content(record: Record) -> MemoryContent:
+    return MemoryContent(
+        content={"key": record.key, "value": record.value},
+        mime_type=MemoryMimeType.JSON,
+        metadata={"record_id": record.id, "key": record.key, "author": record.author},
+    )
