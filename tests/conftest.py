@@ -16,9 +16,7 @@ import pytest
 
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
-PG_URL = os.environ.get(
-    "PLANFENCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+PG_URL = os.environ.get("PLANFENCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("PLANFENCE_REQUIRE_POSTGRES", "") not in ("", "0", "false")
 BACKENDS = ("memory", "sqlite", "postgres")
 

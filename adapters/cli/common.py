@@ -59,4 +59,6 @@ def parse_json_arg(text: str, what: str = "value") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidValueError(f"--{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+        raise InvalidValueError(
+            f"--{what} is not valid JSON: {exc.msg} at column {exc.colno}"
+        ) from None
