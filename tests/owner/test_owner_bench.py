@@ -1,0 +1,53 @@
+"""Smoke run of `planfence bench gate --quick`: the JSON has the documented shape.
+
+Numbers are not checked (they depend on the machine); only that every row is there and sane.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planfence.demos.cli import main
+
+ROW_FIELDS = {
+    "heads_from",
+    "deps",
+    "depth",
+    "allow_p50_ms",
+    "allow_p99_ms",
+    "bare_read_p50_ms",
+    "ratio_p50",
+}
+TRAFFIC_FIELDS = {"keys", "deps", "planfence_bytes", "allkeys_bytes"}
+
+
+def test_bench_gate_quick_writes_the_documented_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "gate.json"
+    assert main(["bench", "gate", "--quick", "--iterations", "3", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data) == {"rows", "traffic"}
+
+    for row in data["rows"]:
+        assert set(row) == ROW_FIELDS
+        assert row["heads_from"] in {"sqlite", "postgres", "http"}
+        assert row["allow_p50_ms"] > 0 and row["allow_p99_ms"] >= row["allow_p50_ms"]
+        assert row["bare_read_p50_ms"] > 0 and row["ratio_p50"] > 0
+    grid = {(r["heads_from"], r["deps"], r["depth"]) for r in data["rows"]}
+    for source in ("sqlite", "http"):
+        assert {(d, n) for s, d, n in grid if s == source} == {
+            (d, n) for d in (1, 4, 16) for n in (1, 10, 100)
+        }
+    if not any(s == "postgres" for s, _, _ in grid):
+        assert "PostgreSQL rows skipped" in capsys.readouterr().out
+
+    sizes = {(t["keys"], t["deps"]) for t in data["traffic"]}
+    assert {k for k, _ in sizes} == {8, 32, 128}
+    for t in data["traffic"]:
+        assert set(t) == TRAFFIC_FIELDS
+        assert t["deps"] < t["keys"]
+        assert 0 < t["planfence_bytes"] < t["allkeys_bytes"]
