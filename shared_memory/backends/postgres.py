@@ -4,6 +4,8 @@ Writes lock the touched keys with transaction-scoped advisory locks (which also 
 do not exist yet) and then run the shared `plan_batch` checks. Transactions that append to the
 change feed also take one feed lock, so feed sequence numbers become visible in commit order and
 a reader polling `seq > last` never skips an entry. LISTEN/NOTIFY only wakes readers early.
+Lock ids and the NOTIFY channel are derived from the schema, so stores sharing a database do not
+serialize on each other.
 
 The URL may carry `?schema=NAME` to keep planfence's tables in their own schema.
 """
@@ -39,7 +41,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("the PostgreSQL store", "postgres") from exc
 
 CHANNEL = "planfence_changes"
-_FEED_LOCK = 0x706C616E  # one advisory lock id for ordering the change feed
+_MIGRATION_LOCK = 0x706C616F  # advisory lock id held while migrating any schema
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -140,10 +142,16 @@ class PostgresStore(AsyncStore):
         )
         self._listener: psycopg.AsyncConnection[Any] | None = None
         self._listen_lock = asyncio.Lock()
-        # One channel per schema: writers in other schemas (other teams, other tests) do not wake
-        # this store's readers. Only a hint either way; readers re-read the feed.
-        self.channel = f"{CHANNEL}_{self.schema}"[:63] if self.schema else CHANNEL
+        self._name_locks(self.schema or "public")
         self._ready = False
+
+    def _name_locks(self, schema: str) -> None:
+        # Advisory locks and NOTIFY channels are database-wide: name them after the schema the
+        # tables live in, so stores in other schemas of the same database never wait on this
+        # one's locks or wake its readers, while every store on these tables agrees on them.
+        self.channel = f"{CHANNEL}_{schema}"[:63]
+        self._lock_prefix = f"{schema}:"
+        self._feed_lock = f"planfence-feed:{schema}"
 
     async def setup(self) -> None:
         if self._ready:
@@ -158,7 +166,7 @@ class PostgresStore(AsyncStore):
                         await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             await self._pool.open(wait=True, timeout=self._connect_timeout)
             async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_FEED_LOCK + 1,))
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 await conn.execute(
                     "CREATE TABLE IF NOT EXISTS pf_schema (version INTEGER NOT NULL)"
                 )
@@ -167,6 +175,8 @@ class PostgresStore(AsyncStore):
                 for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
                     await conn.execute(script)  # type: ignore[arg-type]
                     await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
+                row = await (await conn.execute("SELECT current_schema()")).fetchone()
+                self._name_locks(str(row[0]) if row and row[0] else self.schema or "public")
         except (psycopg.OperationalError, TimeoutError) as exc:
             raise StoreUnavailableError(f"cannot reach PostgreSQL store: {exc}") from exc
         except Exception as exc:
@@ -198,8 +208,9 @@ class PostgresStore(AsyncStore):
                     # Taken in lock-id order, so two writers can never wait on each other.
                     await conn.execute(
                         "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT "
-                        "hashtextextended(k, 0) AS h FROM unnest(%s::text[]) AS k ORDER BY h) AS l",
-                        (keys,),
+                        "hashtextextended(%s || k, 0) AS h FROM unnest(%s::text[]) AS k "
+                        "ORDER BY h) AS l",
+                        (self._lock_prefix, keys),
                     )
                 cur = await conn.execute(
                     "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (keys,)
@@ -240,7 +251,9 @@ class PostgresStore(AsyncStore):
                     )
                 out: list[Change] = []
                 if planned.changes:
-                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_FEED_LOCK,))
+                    await conn.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._feed_lock,)
+                    )
                     for ch in planned.changes:
                         cur = await conn.execute(
                             "INSERT INTO pf_changes (key, kind, head, previous, owner, by, at) "
