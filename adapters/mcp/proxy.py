@@ -36,6 +36,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.server import Server
+from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -331,6 +332,9 @@ class PlanFenceProxy:
             kwargs["on_completion"] = self._passthrough("completion/complete")
         server: Server[Any] = Server(
             self.name,
+            # Fills the 2026-era freshness fields only where the upstream gave none (a
+            # handshake-era upstream): immediately stale, never shared across callers.
+            cache_hints={m: CacheHint(ttl_ms=0, scope="private") for m in CACHEABLE_METHODS},
             version=_version(),
             title=f"{info.name} (gated by planfence)" if info is not None else None,
             instructions=self.upstream.client.instructions,

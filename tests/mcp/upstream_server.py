@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 EFFECTS_ENV = "PLANFENCE_TEST_EFFECTS"
@@ -93,7 +94,7 @@ def build(effects: Path | None) -> MCPServer:
 
     @server.tool(description="Raise an error from the tool.")
     def fail(tag: str) -> str:
-        raise ValueError(f"tool failed on purpose: {tag}")
+        raise ToolError(f"tool failed on purpose: {tag}")
 
     @server.resource("test://greeting", description="A static resource.")
     def greeting() -> str:
