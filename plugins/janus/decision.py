@@ -91,7 +91,7 @@ def plan_step(
         z: phi(candidate) - phi(current memory).
         vectors_of: embeddings of seen tasks (for k-means).
         unchanged: the candidate renders exactly as the current memory; deploying it is a no-op,
-            so no strategy spends a comparison on it (the momentum still moves).
+            so no strategy spends a draw or a comparison on it (the momentum still decays).
     """
     cfg = state.config
     state.step += 1
@@ -105,11 +105,14 @@ def plan_step(
             _seed_sets(state, vectors_of)
         return Plan(t, False, f"warm-up step {t} of {cfg.support_size}: deploy")
 
-    draw = float(state.rng.random())
-    info = decide_trigger(cfg, z, state.momentum, t - cfg.support_size, draw)
-    state.momentum = momentum_update(state.momentum, z, cfg.beta)
     if unchanged:
-        return Plan(t, False, "candidate equals the current memory", info)
+        # Deploying an identical memory is a no-op: no strategy draws, counts or compares.
+        state.momentum = momentum_update(state.momentum, z, cfg.beta)
+        return Plan(t, False, "candidate equals the current memory")
+    state.counters.candidates += 1
+    draw = float(state.rng.random())
+    info = decide_trigger(cfg, z, state.momentum, state.counters.candidates, draw)
+    state.momentum = momentum_update(state.momentum, z, cfg.beta)
     if not info.fired:
         return Plan(t, False, f"no trigger ({info.reason}): deploy", info)
 

@@ -30,6 +30,7 @@ def _vector(data: Any, what: str) -> np.ndarray | None:
 @dataclass
 class Counters:
     steps: int = 0
+    candidates: int = 0  # post-warm-up candidates that differ from the current memory
     comparisons: int = 0
     deployed: int = 0
     rejected: int = 0

@@ -49,7 +49,7 @@ def decide_trigger(
     config: JanusConfig,
     z: Vector,
     momentum: Vector | None,
-    steps_after_warmup: int,
+    candidate_number: int,
     draw: float,
 ) -> TriggerInfo:
     """Decide one post-warm-up step.
@@ -57,7 +57,8 @@ def decide_trigger(
     Args:
         z: phi(candidate) - phi(current memory).
         momentum: m_{t-1}, None before the first post-warm-up step.
-        steps_after_warmup: 1 for the first step after warm-up.
+        candidate_number: 1 for the first changed candidate after warm-up (periodic counts
+            candidates, so "every N" means every N real updates).
         draw: a uniform [0, 1) number, drawn every step so every strategy consumes the same
             random stream; only "random" looks at it.
     """
@@ -71,7 +72,7 @@ def decide_trigger(
         fired = draw < config.random_rate
         return TriggerInfo(fired, kind, f"random draw {draw:.4f} vs rate {config.random_rate}", cos)
     if kind == "periodic":
-        fired = steps_after_warmup % config.period == 0
+        fired = candidate_number % config.period == 0
         return TriggerInfo(fired, kind, f"every {config.period} steps", cos)
     if cos is None:
         return TriggerInfo(False, kind, "no momentum yet", None)

@@ -1,0 +1,306 @@
+"""`planfence bench janus`: does gating memory updates with Janus pay off?
+
+Default: a controlled simulation (no LLM, deterministic, offline; see `janus_sim`). Over several
+seeds it runs the plain updater, Janus, always-compare, random and periodic triggering at
+Janus's observed rate, and Janus without each evaluation subset, and reports final held-out
+accuracy, comparisons, deployed and rejected candidates, and accuracy along the stream.
+
+With `--tasks FILE` it runs the real path instead: DC-RS and ExpeL with an LLM evaluator on your
+JSONL tasks (see `janus_llm`), using the endpoint in PLANFENCE_LLM_BASE_URL,
+PLANFENCE_LLM_MODEL and PLANFENCE_LLM_API_KEY.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from planfence.plugins.janus import (
+    CachedEncoder,
+    FunctionEvaluator,
+    HashingEncoder,
+    JanusConfig,
+    JanusController,
+)
+
+from .common import write_json
+from .janus_sim import World, WorldConfig, WorldEncoder, empty_memory
+
+HELP = "Janus memory-update gating on a controlled stream (or your tasks with an LLM)"
+
+STRATEGIES = (
+    "plain",
+    "janus",
+    "always",
+    "random",
+    "periodic",
+    "janus-no-coverage",
+    "janus-no-boundary",
+    "janus-no-fresh",
+)
+BANNER = (
+    "CONTROLLED SIMULATION: a synthetic task stream, a rule-based solver and a deliberately "
+    "faulty updater (no LLM).\nThe numbers show how the controller behaves on a world built to "
+    "have the paper's failure modes; they are not LLM results."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
+    p.add_argument("--steps", type=int, default=300, help="stream length per seed (default 300)")
+    p.add_argument("--curve-every", type=int, default=10, help="held-out accuracy every N steps")
+    p.add_argument("--json", metavar="FILE", help="write rows and curves as JSON")
+    p.add_argument("--plot", metavar="FILE", help="save a figure (needs planfence[bench])")
+    p.add_argument(
+        "--encoder",
+        choices=("world", "hashing"),
+        default="world",
+        help="simulation encoder: the world's sentence-encoder stand-in (default) or the "
+        "product's offline hashing encoder",
+    )
+    p.add_argument(
+        "--tasks",
+        metavar="FILE",
+        help="JSONL tasks ({'question', 'answer'} per line): run DC-RS and ExpeL with an LLM "
+        "on them instead of the simulation (needs PLANFENCE_LLM_BASE_URL and PLANFENCE_LLM_MODEL)",
+    )
+    p.add_argument(
+        "--updater",
+        choices=("dc-rs", "expel", "both"),
+        default="both",
+        help="with --tasks: which base updater(s) to run",
+    )
+    p.add_argument(
+        "--holdout", type=float, default=0.3, help="with --tasks: fraction kept for the final test"
+    )
+    p.add_argument(
+        "--llm-budget", type=int, default=None, help="with --tasks: stop after this many LLM calls"
+    )
+
+
+@dataclass
+class Run:
+    strategy: str
+    seed: int
+    final_accuracy: float
+    comparisons: int
+    deployed: int
+    rejected: int
+    candidates: int = 0
+    curve: list[float] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "seed": self.seed,
+            "final_accuracy": round(self.final_accuracy, 4),
+            "comparisons": self.comparisons,
+            "deployed": self.deployed,
+            "rejected": self.rejected,
+        }
+
+
+async def simulate(
+    world: World,
+    strategy: str,
+    config: JanusConfig,
+    encoder: CachedEncoder,
+    curve_every: int,
+) -> Run:
+    """One pass over the stream with one strategy; returns its counts and held-out curve."""
+    controller = JanusController(FunctionEvaluator(world.correct), config=config, encoder=encoder)
+    memory = empty_memory()
+    curve: list[float] = []
+    recent: deque[bool] = deque(maxlen=4)
+    for step, task in enumerate(world.stream, 1):
+        solved = world.correct(memory, task)
+        recent.append(solved)
+        failing = len(recent) == recent.maxlen and sum(not r for r in recent) >= 3
+        candidate = world.propose(memory, task, step, solved, failing=failing)
+        verdict = await controller.consider(memory, candidate, task)
+        if verdict.deploy:
+            memory = candidate
+        if step % curve_every == 0:
+            curve.append(world.accuracy(memory))
+    c = controller.state.counters
+    return Run(
+        strategy,
+        world.seed,
+        world.accuracy(memory),
+        c.comparisons,
+        c.deployed,
+        c.rejected,
+        c.candidates,
+        curve,
+    )
+
+
+def strategy_configs(seed: int, janus_rate: float) -> dict[str, JanusConfig]:
+    """Settings of every strategy but Janus itself; random/periodic match Janus's rate.
+
+    `janus_rate` is comparisons per changed candidate, the unit both ablations count in.
+    """
+    base = JanusConfig(seed=seed)
+    rate = min(1.0, max(janus_rate, 1e-6))
+    return {
+        "plain": replace(base, trigger="never"),
+        "always": replace(base, trigger="always"),
+        "random": replace(base, trigger="random", random_rate=rate),
+        "periodic": replace(base, trigger="periodic", period=max(1, round(1 / rate))),
+        "janus-no-coverage": replace(base, use_coverage=False),
+        "janus-no-boundary": replace(base, use_boundary=False),
+        "janus-no-fresh": replace(base, use_fresh=False),
+    }
+
+
+async def run_simulation(
+    seeds: int,
+    steps: int,
+    curve_every: int,
+    *,
+    encoder_name: str = "world",
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every strategy on `seeds` worlds; the JSON document the bench writes."""
+    world_config = WorldConfig(stream_length=steps)
+    runs: list[Run] = []
+    for seed in range(seeds):
+        world = World(world_config, seed)
+        inner = WorldEncoder(world) if encoder_name == "world" else HashingEncoder()
+        encoder = CachedEncoder(inner)
+        janus = await simulate(world, "janus", JanusConfig(seed=seed), encoder, curve_every)
+        configs = strategy_configs(seed, janus.comparisons / max(1, janus.candidates))
+        by_name = {"janus": janus}
+        for name, cfg in configs.items():
+            by_name[name] = await simulate(world, name, cfg, encoder, curve_every)
+        runs.extend(by_name[s] for s in STRATEGIES)
+        progress(f"seed {seed}: done")
+    points = list(range(curve_every, steps + 1, curve_every))
+    curves: dict[str, Any] = {"steps": points, "accuracy": {}}
+    for s in STRATEGIES:
+        mine = [r.curve for r in runs if r.strategy == s]
+        curves["accuracy"][s] = [round(statistics.fmean(col), 4) for col in zip(*mine, strict=True)]
+    return {
+        "simulation": True,
+        "note": "controlled simulation: synthetic stream, rule-based solver, faulty updater",
+        "config": {
+            "seeds": seeds,
+            "steps": steps,
+            "encoder": encoder_name,
+            "world": asdict(world_config),
+            "janus": JanusConfig().to_dict(),
+        },
+        "rows": [r.row() for r in runs],
+        "curves": curves,
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean and spread (population stdev, min, max) per strategy."""
+    out: dict[str, dict[str, float]] = {}
+    for s in dict.fromkeys(r["strategy"] for r in rows):
+        mine = [r for r in rows if r["strategy"] == s]
+        acc = [r["final_accuracy"] for r in mine]
+        out[s] = {
+            "accuracy_mean": statistics.fmean(acc),
+            "accuracy_sd": statistics.pstdev(acc),
+            "accuracy_min": min(acc),
+            "accuracy_max": max(acc),
+            "comparisons": statistics.fmean(r["comparisons"] for r in mine),
+            "deployed": statistics.fmean(r["deployed"] for r in mine),
+            "rejected": statistics.fmean(r["rejected"] for r in mine),
+        }
+    return out
+
+
+def print_table(summary: dict[str, dict[str, float]]) -> None:
+    print(f"{'strategy':<20}{'final acc (mean ± sd)':>24}{'min..max':>15}"
+          f"{'comparisons':>13}{'deployed':>10}{'rejected':>10}")  # fmt: skip
+    for s, v in summary.items():
+        acc = f"{v['accuracy_mean']:.3f} ± {v['accuracy_sd']:.3f}"
+        span = f"{v['accuracy_min']:.3f}..{v['accuracy_max']:.3f}"
+        print(
+            f"{s:<20}{acc:>24}{span:>15}{v['comparisons']:>13.1f}"
+            f"{v['deployed']:>10.1f}{v['rejected']:>10.1f}"
+        )
+
+
+def verdict_lines(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]]) -> list[str]:
+    """The target check: Janus >= always with <= 40% of its comparisons, and beats plain."""
+    j, a, p = summary["janus"], summary["always"], summary["plain"]
+    share = j["comparisons"] / a["comparisons"] if a["comparisons"] else float("nan")
+    seeds = sorted({r["seed"] for r in rows})
+    acc = {(r["strategy"], r["seed"]): r["final_accuracy"] for r in rows}
+    wins = sum(acc[("janus", s)] > acc[("plain", s)] for s in seeds)
+    gain = j["accuracy_mean"] - p["accuracy_mean"]
+    lines = [
+        f"Janus vs always-compare: accuracy {j['accuracy_mean']:.3f} vs {a['accuracy_mean']:.3f} "
+        f"with {share:.0%} of its comparisons",
+        f"Janus vs plain updater: {gain:+.3f} mean accuracy, better on {wins}/{len(seeds)} seeds",
+    ]
+    met = j["accuracy_mean"] >= a["accuracy_mean"] and share <= 0.4 and wins == len(seeds)
+    lines.append(f"target (>= always, <= 40% of its comparisons, beats plain): "
+                 f"{'met' if met else 'NOT met'}")  # fmt: skip
+    return lines
+
+
+def plot(doc: dict[str, Any], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install 'planfence[bench]'") from None
+    summary = summarise(doc["rows"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    steps = doc["curves"]["steps"]
+    for s in ("plain", "janus", "always", "random", "periodic"):
+        left.plot(steps, doc["curves"]["accuracy"][s], label=s)
+    left.set_xlabel("stream step")
+    left.set_ylabel("held-out accuracy (mean over seeds)")
+    left.set_title("Accuracy along the stream (controlled simulation)")
+    left.legend()
+    names = list(summary)
+    right.scatter([summary[n]["comparisons"] for n in names],
+                  [summary[n]["accuracy_mean"] for n in names])  # fmt: skip
+    for n in names:
+        right.annotate(n, (summary[n]["comparisons"], summary[n]["accuracy_mean"]), fontsize=8)
+    right.set_xlabel("memory comparisons")
+    right.set_ylabel("final held-out accuracy")
+    right.set_title("Accuracy vs comparisons")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tasks:
+        from .janus_llm import run_tasks
+
+        return run_tasks(args)
+    if args.seeds < 1 or args.steps <= JanusConfig().support_size:
+        print(f"need --seeds >= 1 and --steps > {JanusConfig().support_size}")
+        return 2
+    print(BANNER)
+    print(f"{args.seeds} seeds x {args.steps} steps, 8 strategies, encoder: {args.encoder}\n")
+    doc = asyncio.run(
+        run_simulation(args.seeds, args.steps, args.curve_every, encoder_name=args.encoder)
+    )
+    summary = summarise(doc["rows"])
+    print_table(summary)
+    print()
+    for line in verdict_lines(doc["rows"], summary):
+        print(line)
+    write_json(args.json, doc)
+    if args.json:
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        plot(doc, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
