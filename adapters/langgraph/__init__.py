@@ -1,1 +1,55 @@
-"""planfence."""
+"""planfence for LangGraph 1.x and LangChain v1 agents.
+
+    agent = create_agent(model, tools, middleware=[PlanfenceMiddleware(store, policy, keys=[...])])
+
+For hand-written graphs: `GraphFence` (a gated `ToolNode` that routes refusals to the planner,
+and plan stamping for the planner node), `PlanfenceState` for the graph state, and
+`PlanfenceStore`, LangGraph's store API over the shared memory with tracked reads.
+
+Needs the `langgraph` extra; names are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .graph import GraphFence
+    from .middleware import PlanfenceAgentState, PlanfenceMiddleware, refusal_message
+    from .state import PlanfenceState
+    from .store import ImmutableRecordError, PlanfenceStore
+
+_EXPORTS = {
+    "GraphFence": "graph",
+    "ImmutableRecordError": "store",
+    "PlanfenceAgentState": "middleware",
+    "PlanfenceMiddleware": "middleware",
+    "PlanfenceState": "state",
+    "PlanfenceStore": "store",
+    "refusal_message": "middleware",
+}
+
+__all__ = [
+    "GraphFence",
+    "ImmutableRecordError",
+    "PlanfenceAgentState",
+    "PlanfenceMiddleware",
+    "PlanfenceState",
+    "PlanfenceStore",
+    "refusal_message",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Each module raises MissingExtraError (with the pip hint) when the extra is missing.
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

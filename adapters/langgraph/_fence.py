@@ -1,0 +1,188 @@
+"""Framework-free pieces of the LangGraph adapter: reaching the store from sync and async code,
+checkers, refusal text, and the state keys a fenced graph carries."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from planfence.plugins.gate import (
+    ALLOW,
+    BLOCK,
+    REPLAN,
+    FreshnessOnly,
+    Gate,
+    GuardedExecutor,
+    Policy,
+    Verdict,
+)
+from planfence.plugins.gate.decision import INTERNAL_ERROR
+from planfence.shared_memory import (
+    AsyncStore,
+    ConfigError,
+    LoopThread,
+    Record,
+    Store,
+    canonical_json,
+)
+
+T = TypeVar("T")
+CheckerKind = Literal["planfence", "freshness"]
+CHECKERS: tuple[CheckerKind, ...] = ("planfence", "freshness")
+
+_shared_loop: LoopThread | None = None
+_shared_lock = threading.Lock()
+
+
+def _loop_thread() -> LoopThread:
+    global _shared_loop
+    with _shared_lock:
+        if _shared_loop is None:
+            _shared_loop = LoopThread("planfence-langgraph")
+        return _shared_loop
+
+
+class StoreBridge:
+    """Runs store work from sync or async LangGraph code, where the store lives.
+
+    A sync `Store` works from both (its own loop thread). An `AsyncStore` is awaited directly from
+    async code; sync code drives it on a shared background loop, which suits the memory and
+    SQLite backends; give sync agents a sync `Store` for PostgreSQL.
+    """
+
+    def __init__(self, store: AsyncStore | Store) -> None:
+        if not isinstance(store, AsyncStore | Store):
+            raise ConfigError(f"expected a planfence store, got {type(store).__name__}")
+        self.store = store
+
+    @property
+    def aio(self) -> AsyncStore:
+        return self.store.aio if isinstance(self.store, Store) else self.store
+
+    def call(self, fn: Callable[[AsyncStore], Awaitable[T]]) -> T:
+        store = self.store
+        if isinstance(store, Store):
+            return store._run(_bound(fn, store.aio))
+        return _loop_thread().run(_bound(fn, store))
+
+    async def acall(self, fn: Callable[[AsyncStore], Awaitable[T]]) -> T:
+        store = self.store
+        if isinstance(store, Store):
+            sync = store
+            return await asyncio.to_thread(lambda: sync._run(_bound(fn, sync.aio)))
+        return await fn(store)
+
+
+async def _bound(fn: Callable[[AsyncStore], Awaitable[T]], store: AsyncStore) -> T:
+    return await fn(store)
+
+
+class Checkers:
+    """One checker per store object (the gate, or the freshness-only baseline)."""
+
+    def __init__(self, kind: str, policy: Policy, agent: str | None) -> None:
+        if kind not in CHECKERS:
+            raise ConfigError(f"unknown checker {kind!r}: use one of {', '.join(CHECKERS)}")
+        self.kind = kind
+        self.policy = policy
+        self.agent = agent
+        self._by_store: dict[int, tuple[AsyncStore, GuardedExecutor]] = {}
+
+    def for_store(self, store: AsyncStore) -> GuardedExecutor:
+        hit = self._by_store.get(id(store))
+        if hit is None or hit[0] is not store:
+            checker: GuardedExecutor = (
+                Gate(store, self.policy, agent=self.agent)
+                if self.kind == "planfence"
+                else FreshnessOnly(store, self.policy)
+            )
+            hit = self._by_store[id(store)] = (store, checker)
+        return hit[1]
+
+    def judge(
+        self, tool: str, args: Mapping[str, Any], plan_id: Any
+    ) -> Callable[[AsyncStore], Awaitable[Verdict]]:
+        async def run(store: AsyncStore) -> Verdict:
+            return await self.for_store(store).check(tool, args, plan_id, agent=self.agent)
+
+        return run
+
+    def failed(self, tool: str, plan_id: Any, exc: BaseException) -> Verdict:
+        """Fail closed when the check itself could not run."""
+        return Verdict(
+            BLOCK,
+            INTERNAL_ERROR,
+            tool,
+            plan_id if isinstance(plan_id, str) else None,
+            self.agent,
+            message=f"gate error: {type(exc).__name__}: {exc}",
+        )
+
+
+def coerce_policy(policy: Policy | Mapping[str, Any] | str) -> Policy:
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, str):
+        return Policy.from_toml(policy)
+    return Policy.from_dict(policy)
+
+
+def _short(record_id: str | None) -> str:
+    return record_id[:12] if record_id else "none"
+
+
+def refusal_text(v: Verdict) -> str:
+    """What the model reads when the gate refuses: which records changed and what they are now."""
+    if v.verdict == REPLAN:
+        head = (
+            f"planfence refused {v.tool}: the plan was derived from outdated public records. "
+            "Plan again from the current records (one replan is allowed)."
+        )
+    elif v.verdict == BLOCK:
+        head = f"planfence blocked {v.tool} ({v.reason}): {v.message}. This action will not run."
+    else:
+        return f"planfence allowed {v.tool}"
+    lines = [head]
+    for s in v.stale:
+        current = v.current_records.get(s.key)
+        now = f" = {canonical_json(current.value)}" if current is not None else ""
+        used = ", ".join(_short(u) for u in s.used) or "none"
+        lines.append(f"- {s.key} changed: the plan used {used}, current {_short(s.current)}{now}")
+    return "\n".join(lines)
+
+
+def summary(v: Verdict) -> dict[str, Any]:
+    """The JSON-able part of a verdict kept in graph state."""
+    return {
+        "verdict": v.verdict,
+        "reason": v.reason,
+        "tool": v.tool,
+        "plan": v.plan,
+        "stale": [s.key for s in v.stale],
+    }
+
+
+def outcome_of(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Fold one step's verdicts: blocked beats replan beats done."""
+    for kind, status in ((BLOCK, "blocked"), (REPLAN, "replan"), (ALLOW, "done")):
+        hit = next((s for s in summaries if s["verdict"] == kind), None)
+        if hit is not None:
+            return {"status": status, **{k: hit[k] for k in ("tool", "reason", "plan", "stale")}}
+    return None
+
+
+def records_text(header: str, records: list[Record]) -> str:
+    lines = [header]
+    lines += [f"- {r.key} (version {r.id[:12]}): {canonical_json(r.value)}" for r in records]
+    return "\n".join(lines)
+
+
+async def read_heads(store: AsyncStore, keys: list[str], prefixes: list[str]) -> list[Record]:
+    heads = await store.heads(keys)
+    for prefix in prefixes:
+        heads.update({s.key: s.head for s in await store.keys(prefix)})
+    ids = [h for _, h in sorted(heads.items()) if h is not None]
+    found = await store.get_many(ids)
+    return [found[i] for i in ids if i in found]
