@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -168,3 +170,22 @@ async def wait_for_port(port: int, limit: float = 30.0) -> None:
             else:
                 await stream.aclose()
                 return
+
+
+@asynccontextmanager
+async def background(args: list[str], log: Path) -> AsyncIterator[anyio.abc.Process]:
+    """A long-running process (an HTTP server), stopped and reaped on exit."""
+    with log.open("wb") as err:
+        proc = await anyio.open_process(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+        )
+        try:
+            yield proc
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+                with anyio.move_on_after(10):
+                    await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+            await proc.aclose()

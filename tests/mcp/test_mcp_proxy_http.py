@@ -1,0 +1,106 @@
+"""Streamable HTTP on either side of the proxy: the proxy serving HTTP to clients of both modes,
+and the proxy in front of an upstream that itself serves streamable HTTP."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.stdio import StdioServerParameters
+from mcp_helpers import (
+    UPSTREAM,
+    World,
+    background,
+    connect,
+    free_port,
+    plan_meta,
+    refusal,
+    wait_for,
+    wait_for_port,
+)
+
+MODES = ("legacy", "auto")
+
+
+@asynccontextmanager
+async def http_proxy(world: World, tmp_path: Path, *options: str) -> AsyncIterator[str]:
+    port = free_port()
+    args = [sys.executable, *world.proxy_args("--transport", "http", "--port", str(port), *options)]
+    if "--upstream-url" not in options:
+        args += ["--", *world.upstream_command()]
+    async with background(args, tmp_path / "proxy.log"):
+        await wait_for_port(port)
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_http_front(world: World, tmp_path: Path, mode: str) -> None:
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with http_proxy(world, tmp_path) as url, connect(url, mode) as client:
+        assert "book" in [t.name for t in (await client.list_tools()).tools]
+        ok = await client.call_tool(
+            "book", {"destination": "Lisbon", "trip": "t1"}, meta=plan_meta(world.plan)
+        )
+        assert ok.structured_content == {"booking": "t1-Lisbon", "destination": "Lisbon"}
+        assert ok.meta["dev.planfence/decision"]["verdict"] == "allow"
+
+        refused = refusal(await client.call_tool("book", {"destination": "X", "trip": "t1"}))
+        assert (refused["verdict"], refused["reason"]) == ("block", "missing_plan")
+
+        slow = await client.call_tool("slow", {"steps": 2}, progress_callback=on_progress)
+        assert slow.content[0].text == "done 2"
+        assert progress == [1.0, 2.0]
+
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await client.call_tool("wait_forever", {"tag": "http"})
+
+            tg.start_soon(call)
+            await wait_for(lambda: bool(world.effects_log("wait_started")), "the upstream call")
+            tg.cancel_scope.cancel()
+        await wait_for(lambda: bool(world.effects_log("wait_cancelled")), "upstream cancellation")
+
+    assert [e["destination"] for e in world.effects_log("book")] == ["Lisbon"]
+
+
+@pytest.mark.parametrize("upstream_mode", ["auto", "legacy"])
+async def test_http_upstream(world: World, tmp_path: Path, upstream_mode: str) -> None:
+    port = free_port()
+    upstream = [sys.executable, UPSTREAM, "--effects", str(world.effects)]
+    upstream += ["--transport", "http", "--port", str(port)]
+    async with background(upstream, tmp_path / "upstream.log"):
+        await wait_for_port(port)
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=world.proxy_args(
+                "--upstream-url",
+                f"http://127.0.0.1:{port}/mcp",
+                "--upstream-mode",
+                upstream_mode,
+            ),
+        )
+        async with connect(params) as client:
+            ok = await client.call_tool(
+                "book", {"destination": "Lisbon", "trip": "t1"}, meta=plan_meta(world.plan)
+            )
+            assert ok.meta["dev.planfence/decision"]["verdict"] == "allow"
+            second = await world.revise({"destination": "Porto"})
+            stale = refusal(
+                await client.call_tool(
+                    "book", {"destination": "Lisbon", "trip": "t1"}, meta=plan_meta(world.plan)
+                )
+            )
+            assert stale["verdict"] == "replan"
+            assert stale["stale"][0]["current"] == second.id
+    [booked] = world.effects_log("book")
+    expected = "2025-11-25" if upstream_mode == "legacy" else "2026-07-28"
+    assert booked["protocol_version"] == expected
