@@ -308,10 +308,12 @@ class PostgresStore(AsyncStore):
             WITH RECURSIVE walk(id) AS (
                 SELECT unnest(%s::text[])
                 UNION
-                SELECT p.id FROM walk w
-                JOIN pf_records r ON r.id = w.id
-                CROSS JOIN LATERAL unnest(r.parents) AS p(id)
-                WHERE NOT (r.key = ANY(%s::text[]))
+                -- A scalar subquery per walked id: always one primary-key probe. As a join, the
+                -- planner chose a scan of the whole table at every level of the walk.
+                SELECT unnest((
+                    SELECT r.parents FROM pf_records r
+                    WHERE r.id = w.id AND NOT (r.key = ANY(%s::text[]))
+                )) FROM walk w
             )
             SELECT {_RECORD_COLS} FROM pf_records
             WHERE id IN (SELECT id FROM walk LIMIT %s)
