@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
-from conftest import BUDGET, POLICY, REQ, Owners, free_port
 from fault_owner import EXPECTED_BLOCK
+from owner_helpers import BUDGET, POLICY, REQ, Owners, free_port
 
 from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyring
 from planfence.plugins.gate import Gate, Replanned, Verdict, create_plan, refreshed_parents

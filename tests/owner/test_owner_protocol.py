@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import BUDGET, POLICY, REQ, free_port
 from fault_owner import EXPECTED_BLOCK, create_fault_app
+from owner_helpers import BUDGET, POLICY, REQ, free_port
 
 from planfence.adapters.owner_service import (
     KEYRING_ENV,
