@@ -183,9 +183,11 @@ class PlanfenceStore(BaseStore):
 
             def match(
                 ns: tuple[str, ...], path: tuple[str, ...] = path, kind: str = cond.match_type
-            ):
+            ) -> bool:
                 part = ns[: len(path)] if kind == "prefix" else ns[len(ns) - len(path) :]
-                return len(ns) >= len(path) and all(p in ("*", n) for p, n in zip(path, part))
+                return len(ns) >= len(path) and all(
+                    p in ("*", n) for p, n in zip(path, part, strict=False)
+                )
 
             spaces = [ns for ns in spaces if match(ns)]
         if op.max_depth is not None:
