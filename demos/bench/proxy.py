@@ -1,0 +1,138 @@
+"""`planfence bench proxy`: what the MCP proxy adds to a tool call.
+
+One trivial echo tool, called over stdio (a) directly, (b) through `planfence proxy` with the gate
+on (a real plan checked against a SQLite store, every decision audited), and (c) through the proxy
+as an ungated tool. The three clients are open at once and called in turn, so drift on a shared
+machine hits all three alike. Run as a module, this file is the trivial upstream server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import percentile, write_json
+
+HELP = "latency of a tool call directly vs through the MCP proxy (gate on / ungated)"
+
+POLICY = """
+[tools.echo]
+depends_on = ["bench/{key}"]
+
+[tools.echo_free]
+ungated = true
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--calls", type=int, default=300, help="timed calls per path (default 300)")
+    parser.add_argument("--warmup", type=int, default=30, help="untimed calls first (default 30)")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import anyio
+        import mcp  # noqa: F401
+    except ModuleNotFoundError as exc:
+        from planfence.shared_memory import MissingExtraError
+
+        raise MissingExtraError("the proxy benchmark", "mcp") from exc
+    result = anyio.run(_measure, max(1, args.calls), max(0, args.warmup))
+    write_json(args.json, result)
+    r = result
+    print(f"calls per path: {r['calls']}")
+    print(f"direct          p50 {r['direct_p50_ms']:.3f} ms   p99 {r['direct_p99_ms']:.3f} ms")
+    print(f"proxied (gate)  p50 {r['proxied_p50_ms']:.3f} ms   p99 {r['proxied_p99_ms']:.3f} ms")
+    print(f"proxied ungated p50 {r['ungated_p50_ms']:.3f} ms")
+    print(f"ratio proxied/direct at p50: {r['ratio_p50']:.2f}x")
+    return 0
+
+
+async def _measure(calls: int, warmup: int) -> dict[str, Any]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from planfence.plugins.gate import create_plan
+    from planfence.shared_memory import open_async_store
+
+    with tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'store.db'}"
+        store = await open_async_store(url)
+        try:
+            await store.own("bench/k", "planner")
+            rec = await store.put("bench/k", {"v": 1}, author="planner")
+            plan = await create_plan(store, author="planner", parents=[rec.id])
+        finally:
+            await store.aclose()
+        policy = Path(tmp) / "policy.toml"
+        policy.write_text(POLICY)
+
+        env = dict(os.environ)
+        upstream = [sys.executable, "-m", "planfence.demos.bench.proxy"]
+        direct = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
+        proxy = ["-m", "planfence.demos.cli", "proxy", "--policy", str(policy), "--store", url]
+        proxied = StdioServerParameters(
+            command=sys.executable, args=[*proxy, "--", *upstream], env=env
+        )
+        gated_meta = {"dev.planfence/plan": plan.id}
+        samples: dict[str, list[float]] = {"direct": [], "proxied": [], "ungated": []}
+        async with (
+            Client(direct, cache=None) as d,
+            Client(proxied, cache=None) as p,
+        ):
+            paths = {
+                "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
+                "proxied": lambda i: p.call_tool(
+                    "echo", {"key": "k", "text": str(i)}, meta=gated_meta
+                ),
+                "ungated": lambda i: p.call_tool("echo_free", {"text": str(i)}),
+            }
+            for i in range(warmup + calls):
+                for name, call in paths.items():
+                    start = time.perf_counter()
+                    result = await call(i)
+                    elapsed = time.perf_counter() - start
+                    if result.is_error:
+                        raise RuntimeError(f"{name} call failed: {result.content}")
+                    if i >= warmup:
+                        samples[name].append(elapsed * 1000.0)
+
+    def pct(name: str, q: float) -> float:
+        return round(percentile(samples[name], q), 4)
+
+    return {
+        "direct_p50_ms": pct("direct", 50),
+        "direct_p99_ms": pct("direct", 99),
+        "proxied_p50_ms": pct("proxied", 50),
+        "proxied_p99_ms": pct("proxied", 99),
+        "ungated_p50_ms": pct("ungated", 50),
+        "ratio_p50": round(pct("proxied", 50) / pct("direct", 50), 3),
+        "calls": calls,
+    }
+
+
+def serve_upstream() -> None:
+    """The trivial upstream: two echo tools, one the policy gates and one it exempts."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("planfence-bench-echo")
+
+    @server.tool()
+    def echo(key: str, text: str) -> str:
+        return text
+
+    @server.tool()
+    def echo_free(text: str) -> str:
+        return text
+
+    server.run()
+
+
+if __name__ == "__main__":
+    serve_upstream()
