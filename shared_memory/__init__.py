@@ -14,6 +14,7 @@ from .base import (
     Change,
     Decision,
     KeyState,
+    PlanSnapshot,
     TransferOwner,
     WriteBatch,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "NotOwnerError",
     "OwnershipError",
     "PlanFenceError",
+    "PlanSnapshot",
     "Record",
     "Replica",
     "Store",

@@ -287,6 +287,15 @@ class DecisionQuery:
     before_id: int | None = None
 
 
+@dataclass(frozen=True)
+class PlanSnapshot:
+    """A root record, its frontier over a scope, and the owners/heads of that scope."""
+
+    root: Record | None
+    frontier: Frontier | None = None
+    states: Mapping[str, KeyState] = field(default_factory=dict)
+
+
 # --- the abstract store -----------------------------------------------------------------------
 
 
@@ -325,6 +334,19 @@ class AsyncStore:
     ) -> dict[str, Record] | None:
         """Optionally fetch a plan's ancestry in one query; None means walk level by level."""
         return None
+
+    async def _snapshot(self, root_id: str, scope: list[str], max_records: int) -> PlanSnapshot:
+        """Backends may override to read everything in one round trip."""
+        root = (await self._get_records([root_id])).get(root_id)
+        if root is None:
+            return PlanSnapshot(None)
+        frontier = await self.frontier([root_id], scope, max_records=max_records)
+        states = await self._get_keys(scope) if scope else {}
+        return PlanSnapshot(root, frontier, states)
+
+    async def _append_decision(self, decision: Decision) -> int:
+        """Store one decision-log entry; return its id."""
+        raise NotImplementedError
 
     async def _wait_for_change(self, since: int, timeout: float) -> None:
         """Return when a change after `since` may exist; a hint only (callers re-read)."""
@@ -552,6 +574,15 @@ class AsyncStore:
 
         return await frontier_async(lookup, roots, scope, max_records=max_records)
 
+    async def snapshot(
+        self, root_id: str, scope: Iterable[str], *, max_records: int = DEFAULT_MAX_RECORDS
+    ) -> PlanSnapshot:
+        """The record `root_id` (None if unknown), its frontier over `scope` and the owners and
+        heads of `scope`, read together (one round trip on the SQL backends)."""
+        validate_record_id(root_id)
+        keys = sorted({validate_key(k, self.limits) for k in scope})
+        return await self._snapshot(root_id, keys, max_records)
+
     async def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
         """Every ancestor of `record_id` (a frontier with an empty scope)."""
         return await self.frontier([record_id], (), max_records=max_records)
@@ -595,8 +626,9 @@ class AsyncStore:
 
     # ---- decision log
 
-    async def log(self, decision: Decision) -> None:
-        await self._apply(WriteBatch(decisions=(decision,)))
+    async def log(self, decision: Decision) -> int:
+        """Append one entry to the decision log; return its id."""
+        return await self._append_decision(decision)
 
     async def decisions(
         self,

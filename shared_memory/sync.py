@@ -12,7 +12,16 @@ from collections.abc import Coroutine, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from .base import CURRENT, AsyncStore, Change, Decision, KeyState, WriteBatch, _Current
+from .base import (
+    CURRENT,
+    AsyncStore,
+    Change,
+    Decision,
+    KeyState,
+    PlanSnapshot,
+    WriteBatch,
+    _Current,
+)
 from .lineage import DEFAULT_MAX_RECORDS, Frontier
 from .records import JSON, KIND_FACT, Record
 
@@ -172,6 +181,11 @@ class Store:
     ) -> Frontier:
         return self._run(self.aio.frontier(roots, scope, max_records=max_records))
 
+    def snapshot(
+        self, root_id: str, scope: Iterable[str], *, max_records: int = DEFAULT_MAX_RECORDS
+    ) -> PlanSnapshot:
+        return self._run(self.aio.snapshot(root_id, scope, max_records=max_records))
+
     def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
         return self._run(self.aio.lineage(record_id, max_records=max_records))
 
@@ -184,8 +198,8 @@ class Store:
             yield from batch
             since = batch[-1].seq
 
-    def log(self, decision: Decision) -> None:
-        self._run(self.aio.log(decision))
+    def log(self, decision: Decision) -> int:
+        return self._run(self.aio.log(decision))
 
     def decisions(self, **filters: Any) -> list[Decision]:
         return self._run(self.aio.decisions(**filters))

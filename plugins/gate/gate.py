@@ -16,7 +16,6 @@ from planfence.shared_memory import (
     PlanFenceError,
     Store,
     StoreError,
-    UnknownRecordError,
 )
 
 from .decision import (
@@ -240,24 +239,21 @@ class Gate(GuardedExecutor):
         return IOFailure(INTERNAL_ERROR, f"unknown read {type(request).__name__}")
 
     async def _load_plan(self, request: LoadPlan) -> PlanView:
-        try:
-            plan = await self.store.get(request.plan_id)
-        except UnknownRecordError:
-            return PlanView(None)
-        frontier = await self.store.frontier(
-            [plan.id], request.scope, max_records=request.max_records
+        snap = await self.store.snapshot(
+            request.plan_id, request.scope, max_records=request.max_records
         )
-        states = await self.store.states(request.scope) if request.scope else {}
+        if snap.root is None:
+            return PlanView(None)
         refused = False
-        if plan.supersedes:
+        if snap.root.supersedes:
             refused = bool(
                 await self.store.decisions(
-                    source=AUDIT_SOURCE, plan=plan.supersedes, verdict=REPLAN, limit=1
+                    source=AUDIT_SOURCE, plan=snap.root.supersedes, verdict=REPLAN, limit=1
                 )
             )
-        return PlanView(plan, frontier, states, refused)
+        return PlanView(snap.root, snap.frontier, snap.states, refused)
 
-    async def _record(self, v: Verdict) -> int | None:
+    async def _record(self, v: Verdict) -> int:
         payload = {
             "args_digest": v.args_digest,
             "scope": list(v.scope),
@@ -277,9 +273,7 @@ class Gate(GuardedExecutor):
             plan=v.plan,
             payload=payload,
         )
-        await self.store.log(decision)
-        latest = await self.store.decisions(source=AUDIT_SOURCE, plan=v.plan, limit=1)
-        return latest[0].id if latest else None
+        return await self.store.log(decision)
 
     async def aclose(self) -> None:
         if self.head_source is not None:

@@ -58,6 +58,12 @@ class MemoryStore(AsyncStore):
                 self._decision_log.append(stamped_d)
             return out
 
+    async def _append_decision(self, decision: Decision) -> int:
+        with self._lock:
+            new_id = len(self._decision_log) + 1
+            self._decision_log.append(replace(decision, id=new_id, at=decision.at or utc_now()))
+            return new_id
+
     async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
         # Fresh values, as the SQL backends give: a caller mutating `record.value` (a dict)
         # must not change what the store holds under a content-addressed id.

@@ -285,6 +285,14 @@ class PostgresStore(AsyncStore):
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
 
+    async def _append_decision(self, decision: Decision) -> int:
+        rows = await self._fetch(
+            "INSERT INTO pf_decisions (at, source, agent, tool, plan, verdict, reason, payload) "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
+            decision_row(decision, utc_now()),
+        )
+        return int(rows[0][0])
+
     async def _fetch(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
             async with await self._conn() as conn:

@@ -21,6 +21,7 @@ from ..base import (
     Decision,
     DecisionQuery,
     KeyState,
+    PlanSnapshot,
     WriteBatch,
     decision_filter,
     decision_from_row,
@@ -28,6 +29,7 @@ from ..base import (
     plan_batch,
 )
 from ..errors import ConfigError, StoreUnavailableError
+from ..lineage import frontier_sync
 from ..records import DEFAULT_LIMITS, Record, StoreLimits, utc_now
 
 T = TypeVar("T")
@@ -259,48 +261,89 @@ class SQLiteStore(AsyncStore):
 
         return await self._run(lambda conn: self._in_tx(conn, write))
 
+    async def _append_decision(self, decision: Decision) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, payload) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                decision_row(decision, utc_now()),
+            )
+            return int(cur.lastrowid or 0)
+
+        return await self._run(write)
+
+    @staticmethod
+    def _read_records(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Record]:
+        rows = conn.execute(
+            f"SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(ids)),),
+        ).fetchall()
+        return {r[0]: _record(r) for r in rows}
+
+    @staticmethod
+    def _read_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, KeyState]:
+        rows = conn.execute(
+            "SELECT key, owner, head, version FROM keys "
+            "WHERE key IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(keys)),),
+        ).fetchall()
+        return {r[0]: KeyState(r[0], r[1], r[2], r[3]) for r in rows}
+
     async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
-        def read(conn: sqlite3.Connection) -> dict[str, Record]:
-            rows = conn.execute(
-                f"SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(ids)),),
-            ).fetchall()
-            return {r[0]: _record(r) for r in rows}
+        return await self._run(lambda conn: self._read_records(conn, ids))
+
+    async def _snapshot(self, root_id: str, scope: list[str], max_records: int) -> PlanSnapshot:
+        # One hop to the database thread, one read transaction: root, lineage, heads.
+        def read(conn: sqlite3.Connection) -> PlanSnapshot:
+            conn.execute("BEGIN")
+            try:
+                root = self._read_records(conn, [root_id]).get(root_id)
+                if root is None:
+                    return PlanSnapshot(None)
+                pre = self._prefetch(conn, [root_id], scope, max_records)
+
+                def lookup(ids: list[str]) -> dict[str, Record]:
+                    got = {i: pre[i] for i in ids if i in pre}
+                    rest = [i for i in ids if i not in pre]
+                    if rest:
+                        got.update(self._read_records(conn, rest))
+                    return got
+
+                frontier = frontier_sync(lookup, [root_id], scope, max_records=max_records)
+                states = self._read_keys(conn, scope) if scope else {}
+                return PlanSnapshot(root, frontier, states)
+            finally:
+                conn.execute("COMMIT")
 
         return await self._run(read)
 
     async def _prefetch_lineage(
         self, roots: Sequence[str], scope: Sequence[str], limit: int
     ) -> dict[str, Record]:
-        def read(conn: sqlite3.Connection) -> dict[str, Record]:
-            rows = conn.execute(
-                f"""
-                WITH RECURSIVE walk(id) AS (
-                    SELECT value FROM json_each(?1)
-                    UNION
-                    SELECT e.parent FROM walk w
-                    JOIN records r ON r.id = w.id
-                    JOIN edges e ON e.child = w.id
-                    WHERE r.key NOT IN (SELECT value FROM json_each(?2))
-                )
-                SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT id FROM walk LIMIT ?3)
-                """,
-                (json.dumps(list(roots)), json.dumps(list(scope)), limit + 1),
-            ).fetchall()
-            return {r[0]: _record(r) for r in rows}
+        return await self._run(lambda conn: self._prefetch(conn, roots, scope, limit))
 
-        return await self._run(read)
+    @staticmethod
+    def _prefetch(
+        conn: sqlite3.Connection, roots: Sequence[str], scope: Sequence[str], limit: int
+    ) -> dict[str, Record]:
+        rows = conn.execute(
+            f"""
+            WITH RECURSIVE walk(id) AS (
+                SELECT value FROM json_each(?1)
+                UNION
+                SELECT e.parent FROM walk w
+                JOIN records r ON r.id = w.id
+                JOIN edges e ON e.child = w.id
+                WHERE r.key NOT IN (SELECT value FROM json_each(?2))
+            )
+            SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT id FROM walk LIMIT ?3)
+            """,
+            (json.dumps(list(roots)), json.dumps(list(scope)), limit + 1),
+        ).fetchall()
+        return {r[0]: _record(r) for r in rows}
 
     async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
-        def read(conn: sqlite3.Connection) -> dict[str, KeyState]:
-            rows = conn.execute(
-                "SELECT key, owner, head, version FROM keys "
-                "WHERE key IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(keys)),),
-            ).fetchall()
-            return {r[0]: KeyState(r[0], r[1], r[2], r[3]) for r in rows}
-
-        return await self._run(read)
+        return await self._run(lambda conn: self._read_keys(conn, keys))
 
     async def _list_keys(self, prefix: str) -> list[KeyState]:
         def read(conn: sqlite3.Connection) -> list[KeyState]:
