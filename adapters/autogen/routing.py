@@ -115,7 +115,7 @@ class PlanfenceTermination(TerminationCondition, Component[PlanfenceTerminationC
                 if route == ROUTE_BLOCKED:
                     text = f"planfence blocked {meta.get(TOOL)} ({meta.get(REASON)})"
                 else:
-                    text = f"planfence: {meta.get(TOOL)} ran under a current plan"
+                    text = f"planfence: {meta.get(TOOL)} ran ({meta.get(REASON)})"
                 return StopMessage(content=text, source="PlanfenceTermination")
         return None
 

@@ -46,7 +46,7 @@ async def test_stale_plan_is_caught_and_one_replan_books_the_new_destination(
     assert trip.booked == ["Porto"]  # the stale call never ran; the replanned one did
     outcome = run_outcome(result)
     assert (outcome.status, outcome.replans, len(outcome.plans)) == ("done", 1, 2)
-    assert "ran under a current plan" in (result.stop_reason or "")
+    assert result.stop_reason == "planfence: book_flight ran (current)"
 
     old, new = planner.plans
     assert old.parents == (first,)

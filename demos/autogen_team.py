@@ -1,0 +1,203 @@
+"""An AutoGen team that books a trip behind the PlanFence gate.
+
+    python -m planfence.demos.autogen_team [--stale-again] [--baseline]
+
+The planner plans from the trip requirements; the customer then changes them; the executor,
+holding the old plan, tries to book. The gate refuses, the planner replans once from the current
+requirements, and the booking runs with the new destination. `--stale-again` makes the customer
+change their mind twice (the second stale plan is blocked); `--baseline` runs the freshness-only
+executor, which books the stale destination.
+
+Uses a real model when PLANFENCE_LLM_MODEL is set (PLANFENCE_LLM_BASE_URL, PLANFENCE_LLM_API_KEY;
+any OpenAI-compatible endpoint, needs `pip install 'autogen-ext[openai]'`); scripted models
+otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from autogen_agentchat.agents import BaseChatAgent
+from autogen_agentchat.base import Response
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.messages import BaseChatMessage, TextMessage
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core import CancellationToken, FunctionCall
+from autogen_core.models import ChatCompletionClient, CreateResult, ModelInfo, RequestUsage
+from autogen_core.tools import FunctionTool, StaticWorkbench
+from autogen_ext.models.replay import ReplayChatCompletionClient
+
+from planfence.adapters.autogen import (
+    FencedAgent,
+    FencedWorkbench,
+    PlanfenceTermination,
+    PlanningAgent,
+    SharedMemory,
+    run_outcome,
+)
+from planfence.plugins.gate import Policy
+from planfence.shared_memory import AsyncStore, open_async_store
+
+REQ = "trip/42/requirements"
+POLICY = Policy().declare("book_flight", depends_on=[REQ])
+MODEL_INFO = ModelInfo(
+    vision=False,
+    function_calling=True,
+    json_output=False,
+    family="unknown",
+    structured_output=False,
+    multiple_system_messages=True,
+)
+
+
+class Customer(BaseChatAgent):
+    """Owns the trip requirements and changes them on the turns listed in `changes`."""
+
+    def __init__(self, store: AsyncStore, changes: Sequence[str]) -> None:
+        super().__init__("customer", "The traveller; owns the trip requirements.")
+        self.store = store
+        self.changes = list(changes)
+
+    @property
+    def produced_message_types(self) -> Sequence[type[BaseChatMessage]]:
+        return (TextMessage,)
+
+    async def on_messages(
+        self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
+    ) -> Response:
+        if not self.changes:
+            return Response(chat_message=TextMessage(content="No changes.", source=self.name))
+        destination = self.changes.pop(0)
+        await self.store.put(REQ, {"destination": destination}, author="customer")
+        text = f"(customer updated {REQ}: destination {destination})"
+        return Response(chat_message=TextMessage(content=text, source=self.name))
+
+    async def on_reset(self, cancellation_token: CancellationToken) -> None:
+        pass
+
+
+def _call(destination: str, n: int) -> CreateResult:
+    return CreateResult(
+        finish_reason="function_calls",
+        content=[
+            FunctionCall(
+                id=f"call-{n}",
+                name="book_flight",
+                arguments=json.dumps({"destination": destination}),
+            )
+        ],
+        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+        cached=False,
+    )
+
+
+def real_client() -> ChatCompletionClient | None:
+    """An OpenAI-compatible client from PLANFENCE_LLM_* variables, or None when unset."""
+    model = os.environ.get("PLANFENCE_LLM_MODEL")
+    if not model:
+        return None
+    try:
+        from autogen_ext.models.openai import OpenAIChatCompletionClient
+    except ImportError:
+        sys.exit("PLANFENCE_LLM_MODEL is set: pip install 'autogen-ext[openai]' to use it")
+    return OpenAIChatCompletionClient(
+        model=model,
+        base_url=os.environ.get("PLANFENCE_LLM_BASE_URL") or None,
+        api_key=os.environ.get("PLANFENCE_LLM_API_KEY") or "not-needed",
+        model_info=MODEL_INFO,
+    )
+
+
+@dataclass
+class DemoResult:
+    booked: list[str] = field(default_factory=list)
+    status: str = ""
+    replans: int = 0
+    stop_reason: str = ""
+    lines: list[str] = field(default_factory=list)
+
+
+async def run(
+    *, stale_again: bool = False, baseline: bool = False, scripted: bool | None = None
+) -> DemoResult:
+    out = DemoResult()
+    store = await open_async_store("memory://")
+    await store.own(REQ, "customer")
+    await store.put(REQ, {"destination": "Lisbon"}, author="customer")
+    changes = ["Porto", "Madrid"] if stale_again else ["Porto"]
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight to `destination`."""
+        out.booked.append(destination)
+        return f"booked a flight to {destination}"
+
+    client = None if scripted else real_client()
+    planner_client = client or ReplayChatCompletionClient(
+        ["Plan: book a flight to Lisbon.", "Plan: book a flight to Porto."], model_info=MODEL_INFO
+    )
+    executor_client = client or ReplayChatCompletionClient(
+        [_call("Lisbon", 0), _call("Porto", 1)], model_info=MODEL_INFO
+    )
+    planner = PlanningAgent(
+        "planner",
+        planner_client,
+        memory=[SharedMemory(store, keys=[REQ])],
+        system_message="You plan trips. Say in one sentence which flight to book, from the "
+        "current trip requirements only.",
+    )
+    tools = FencedWorkbench(
+        StaticWorkbench([FunctionTool(book_flight, description="Book the trip's flight.")]),
+        store=store,
+        policy=POLICY,
+        agent="executor",
+        checker="freshness" if baseline else "planfence",
+    )
+    executor = FencedAgent(
+        "executor",
+        executor_client,
+        workbench=tools,
+        system_message="You execute the latest plan by calling book_flight exactly once.",
+    )
+    team = RoundRobinGroupChat(
+        [planner, Customer(store, changes), executor],
+        termination_condition=PlanfenceTermination() | MaxMessageTermination(16),
+    )
+    result = await team.run(task="Book the flight for trip 42.")
+    for message in result.messages:
+        if isinstance(message, BaseChatMessage):
+            route = message.metadata.get("planfence.route")
+            tag = f" [planfence: {route}]" if route else ""
+            plan = message.metadata.get("planfence.plan")
+            if plan and not route:
+                tag = f" [plan {plan[:12]}]"
+            out.lines.append(f"{message.source}: {message.to_text()}{tag}")
+    outcome = run_outcome(result)
+    out.status, out.replans = outcome.status, outcome.replans
+    out.stop_reason = result.stop_reason or ""
+    await store.aclose()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--stale-again", action="store_true", help="the customer changes twice")
+    parser.add_argument("--baseline", action="store_true", help="freshness-only executor")
+    parser.add_argument("--scripted", action="store_true", help="ignore PLANFENCE_LLM_*")
+    args = parser.parse_args(argv)
+    result = asyncio.run(
+        run(stale_again=args.stale_again, baseline=args.baseline, scripted=args.scripted or None)
+    )
+    print("\n".join(result.lines))
+    print(f"-- {result.stop_reason}")
+    print(f"-- outcome: {result.status}, replans: {result.replans}, booked: {result.booked}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
