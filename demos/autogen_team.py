@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from autogen_agentchat.agents import BaseChatAgent
 from autogen_agentchat.base import Response
@@ -106,12 +107,11 @@ def real_client() -> ChatCompletionClient | None:
         from autogen_ext.models.openai import OpenAIChatCompletionClient
     except ImportError:
         sys.exit("PLANFENCE_LLM_MODEL is set: pip install 'autogen-ext[openai]' to use it")
-    return OpenAIChatCompletionClient(
-        model=model,
-        base_url=os.environ.get("PLANFENCE_LLM_BASE_URL") or None,
-        api_key=os.environ.get("PLANFENCE_LLM_API_KEY") or "not-needed",
-        model_info=MODEL_INFO,
-    )
+    options: dict[str, Any] = {"model_info": MODEL_INFO}
+    if base_url := os.environ.get("PLANFENCE_LLM_BASE_URL"):
+        options["base_url"] = base_url
+    api_key = os.environ.get("PLANFENCE_LLM_API_KEY") or "not-needed"
+    return OpenAIChatCompletionClient(model=model, api_key=api_key, **options)
 
 
 @dataclass

@@ -152,7 +152,10 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         return self._extend(response, seen, plan)
 
     def _seen(self, request: ModelRequest[Any], records: list[Record]) -> dict[str, str]:
-        seen = dict(request.state.get("planfence_reads") or {})
+        seen: dict[str, str] = {}
+        previous = request.state.get("planfence_reads")
+        if isinstance(previous, dict):
+            seen.update(previous)
         if self.reads is not None:
             seen.update(self.reads.take_reads())
         seen.update({r.key: r.id for r in records})
