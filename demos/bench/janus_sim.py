@@ -294,7 +294,8 @@ class WorldEncoder:
         c, v = world.config, world.vocab
 
         def unit(x: np.ndarray) -> np.ndarray:
-            return x / np.linalg.norm(x)
+            out: np.ndarray = x / np.linalg.norm(x)
+            return out
 
         def noise() -> np.ndarray:
             return unit(rng.standard_normal(dim))

@@ -21,7 +21,8 @@ def _sq_dists(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:
         - 2.0 * points @ centroids.T
         + np.sum(centroids**2, axis=1)[None, :]
     )
-    return np.maximum(d, 0.0)
+    out: np.ndarray = np.maximum(d, 0.0)
+    return out
 
 
 def kmeans_pp_init(points: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

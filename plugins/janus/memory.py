@@ -25,4 +25,4 @@ def render_memory(memory: Memory) -> str:
             text = rule.get("text", "") if isinstance(rule, dict) else str(rule)
             lines.append(f"{n}. {text}")
         return "\n".join(lines)
-    return canonical_json(memory)
+    return str(canonical_json(memory))

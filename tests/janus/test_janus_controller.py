@@ -182,3 +182,13 @@ async def test_janus_updater_wraps_a_base_updater() -> None:
         kept += result.memory is memory and result.candidate != memory
         memory = result.memory
     assert kept == wrapped.controller.state.counters.rejected
+
+
+async def test_max_seen_tasks_bounds_the_state_but_keeps_the_sets() -> None:
+    cfg = replace(CONFIG, max_seen_tasks=12, trigger="always")
+    controller = JanusController(FunctionEvaluator(judge), config=cfg)
+    await run(controller, stream(60), [], 1)
+    state = controller.state
+    assert len(state.seen) <= 12 + len(state.since_trigger)
+    assert set(state.coverage) | set(state.boundary) <= set(state.seen)
+    assert "q59" in state.seen

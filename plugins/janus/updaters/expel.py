@@ -28,7 +28,7 @@ from ..tasks import Feedback, Task
 OpKind = Literal["AGREE", "REMOVE", "EDIT", "ADD"]
 _APPLY_ORDER: dict[str, int] = {"REMOVE": 0, "AGREE": 1, "EDIT": 2, "ADD": 3}
 _OP_RE = re.compile(
-    r"^\s*(?:[-*]\s*|\d+[.)]\s*)?\**(AGREE|REMOVE|EDIT|ADD)\**\b\s*(?i:rule\s*)?#?(\d+)?"
+    r"^\s*(?:[-*]\s*|\d+[.)]\s*)?\**(AGREE|REMOVE|EDIT|ADD)\b\**\s*(?i:rule\s*)?#?(\d+)?"
     r"\s*[:.\-]?\s*(.*?)\s*$"
 )
 _NONE_RE = re.compile(r"^\s*(?:NONE|NO OPERATIONS?)\.?\s*$", re.IGNORECASE | re.MULTILINE)
@@ -87,24 +87,27 @@ def apply_operations(
 ) -> list[dict[str, Any]]:
     """New rule list after `ops`; `rules` is not modified."""
     full = len(rules) >= max_rules
-    out = [{"text": str(r["text"]), "count": int(r["count"])} for r in rules]
+    texts = [str(r["text"]) for r in rules]
+    counts = [int(r["count"]) for r in rules]
     for op in sorted(ops, key=lambda o: _APPLY_ORDER[o.kind]):
         if op.kind == "ADD":
-            if all(r["text"] != op.text for r in out):
-                out.append({"text": op.text, "count": 2})
+            if op.text not in texts:
+                texts.append(op.text)
+                counts.append(2)
             continue
         assert op.rule is not None
-        rule = out[op.rule - 1]
+        i = op.rule - 1
         if op.kind == "REMOVE":
-            rule["count"] -= 3 if full else 1
+            counts[i] -= 3 if full else 1
         elif op.kind == "AGREE":
-            rule["count"] += 1
+            counts[i] += 1
         else:
-            rule["text"] = op.text
-            rule["count"] += 1
-    kept = [r for r in out if r["count"] > 0]
-    kept.sort(key=lambda r: -r["count"])
-    return kept[:max_rules]
+            texts[i] = op.text
+            counts[i] += 1
+    kept = sorted(
+        (i for i in range(len(texts)) if counts[i] > 0), key=lambda i: -counts[i]
+    )  # sorted() is stable: equal counts keep their order
+    return [{"text": texts[i], "count": counts[i]} for i in kept[:max_rules]]
 
 
 CRITIQUE_SYSTEM = """You keep a short list of general insight rules that help an agent solve \
