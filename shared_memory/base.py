@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -294,6 +294,8 @@ class PlanSnapshot:
     root: Record | None
     frontier: Frontier | None = None
     states: Mapping[str, KeyState] = field(default_factory=dict)
+    superseded_decisions: tuple[Decision, ...] = ()
+    """Decisions logged about the plan the root supersedes (newest first), if it has one."""
 
 
 # --- the abstract store -----------------------------------------------------------------------
@@ -342,7 +344,22 @@ class AsyncStore:
             return PlanSnapshot(None)
         frontier = await self.frontier([root_id], scope, max_records=max_records)
         states = await self._get_keys(scope) if scope else {}
-        return PlanSnapshot(root, frontier, states)
+        prior: tuple[Decision, ...] = ()
+        if root.supersedes:
+            prior = tuple(await self._decisions(DecisionQuery(plan=root.supersedes, limit=50)))
+        return PlanSnapshot(root, frontier, states, prior)
+
+    async def _snapshot_and_log(
+        self,
+        root_id: str,
+        scope: list[str],
+        max_records: int,
+        decide: Callable[[PlanSnapshot], Decision | None],
+    ) -> tuple[PlanSnapshot, int | None]:
+        """Backends may override to read, decide and record in one transaction."""
+        snap = await self._snapshot(root_id, scope, max_records)
+        decision = decide(snap)
+        return snap, (await self._append_decision(decision) if decision is not None else None)
 
     async def _append_decision(self, decision: Decision) -> int:
         """Store one decision-log entry; return its id."""
@@ -582,6 +599,21 @@ class AsyncStore:
         validate_record_id(root_id)
         keys = sorted({validate_key(k, self.limits) for k in scope})
         return await self._snapshot(root_id, keys, max_records)
+
+    async def snapshot_and_log(
+        self,
+        root_id: str,
+        scope: Iterable[str],
+        decide: Callable[[PlanSnapshot], Decision | None],
+        *,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> tuple[PlanSnapshot, int | None]:
+        """Read a snapshot, let `decide` (pure, fast, no I/O) turn it into a decision, and record
+        that decision with the read, atomically where the backend can (SQLite: one transaction).
+        Returns the snapshot and the decision id (None when `decide` returned None)."""
+        validate_record_id(root_id)
+        keys = sorted({validate_key(k, self.limits) for k in scope})
+        return await self._snapshot_and_log(root_id, keys, max_records, decide)
 
     async def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
         """Every ancestor of `record_id` (a frontier with an empty scope)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -262,3 +263,50 @@ class Record:
             )
         except (KeyError, TypeError) as exc:
             raise InvalidValueError(f"malformed record: {exc}") from None
+
+
+StoredFields = tuple[str, str, str, tuple[str, ...], str, str, "str | None", str]
+"""(id, key, value_json, parents, author, kind, supersedes, created_at) as a backend stores them."""
+
+
+class VerifiedRecords:
+    """A bounded cache of records already checked against their id.
+
+    Records are immutable, so a row read again with exactly the same stored fields is the same
+    record and need not be re-hashed; a row that differs in any field is verified from scratch,
+    so tampering is still caught. Cached records are shared: treat `Record.value` as read-only.
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[str, tuple[tuple[object, ...], Record]] = OrderedDict()
+
+    def load(
+        self,
+        record_id: str,
+        key: str,
+        value_json: str,
+        parents: tuple[str, ...],
+        author: str,
+        kind: str,
+        supersedes: str | None,
+        created_at: str,
+    ) -> Record:
+        fields = (key, value_json, parents, author, kind, supersedes, created_at)
+        hit = self._entries.get(record_id)
+        if hit is not None and hit[0] == fields:
+            return hit[1]
+        record = Record.from_stored(
+            id=record_id,
+            key=key,
+            value_json=value_json,
+            parents=parents,
+            author=author,
+            kind=kind,
+            supersedes=supersedes,
+            created_at=created_at,
+        )
+        self._entries[record_id] = (fields, record)
+        if len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+        return record

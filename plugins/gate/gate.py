@@ -14,6 +14,7 @@ from planfence.shared_memory import (
     Decision,
     IntegrityError,
     PlanFenceError,
+    PlanSnapshot,
     Store,
     StoreError,
 )
@@ -29,6 +30,7 @@ from .decision import (
     UNKNOWN_RECORD,
     AskOwners,
     CheckRequest,
+    Flow,
     IOFailure,
     IORequest,
     LoadPlan,
@@ -181,32 +183,46 @@ class Gate(GuardedExecutor):
         """Judge one call just before it runs; never raises for bad input, blocks instead."""
         start = time.perf_counter()
         req = CheckRequest(tool, args, plan_id, agent or self.agent, replan_spent)
+        decision_id: int | None = None
         try:
-            verdict = await self._drive(req)
+            verdict, decision_id = await self._drive(req, start)
         except Exception as exc:  # fail closed on anything unexpected
-            verdict = Verdict(
-                BLOCK,
-                INTERNAL_ERROR,
-                tool,
-                plan_id if isinstance(plan_id, str) else None,
-                req.agent,
-                message=f"gate error: {type(exc).__name__}: {exc}",
+            verdict = self._stamp(
+                Verdict(
+                    BLOCK,
+                    INTERNAL_ERROR,
+                    tool,
+                    plan_id if isinstance(plan_id, str) else None,
+                    req.agent,
+                    message=f"gate error: {type(exc).__name__}: {exc}",
+                ),
+                start,
             )
-        verdict = replace(verdict, latency_ms=round((time.perf_counter() - start) * 1000, 4))
-        if self.audit:
+        if self.audit and decision_id is None:
             try:
-                verdict = replace(verdict, decision_id=await self._record(verdict))
+                decision_id = await self.store.log(self._decision(verdict))
             except Exception as exc:
-                if verdict.verdict == ALLOW:
-                    verdict = replace(
-                        verdict,
-                        verdict=BLOCK,
-                        reason=AUDIT_UNAVAILABLE,
-                        message=f"decision could not be recorded: {exc}",
-                    )
-        return verdict
+                return self._audit_failed(verdict, exc)
+        return replace(verdict, decision_id=decision_id)
 
-    async def _drive(self, req: CheckRequest) -> Verdict:
+    @staticmethod
+    def _stamp(verdict: Verdict, start: float) -> Verdict:
+        return replace(verdict, latency_ms=round((time.perf_counter() - start) * 1000, 4))
+
+    @staticmethod
+    def _audit_failed(verdict: Verdict, exc: Exception) -> Verdict:
+        if verdict.verdict != ALLOW:
+            return verdict  # a refusal stands even when it could not be recorded
+        return replace(
+            verdict,
+            verdict=BLOCK,
+            reason=AUDIT_UNAVAILABLE,
+            message=f"decision could not be recorded: {exc}",
+        )
+
+    async def _drive(self, req: CheckRequest, start: float) -> tuple[Verdict, int | None]:
+        """Run the flow; with audit on, the plan read, the decision and its audit record share
+        one store transaction whenever the decision needs no other I/O (the common case)."""
         flow = gate_flow(
             req,
             self.policy,
@@ -215,45 +231,77 @@ class Gate(GuardedExecutor):
         )
         try:
             request = next(flow)
+            if isinstance(request, LoadPlan) and self.audit:
+                done = await self._decide_in_snapshot(flow, request, start)
+                if isinstance(done, tuple):
+                    return done
+                request = done
             while True:
                 request = flow.send(await self._serve(request))
         except StopIteration as stop:
-            verdict: Verdict = stop.value
-            return verdict
+            return self._stamp(stop.value, start), None
+
+    async def _decide_in_snapshot(
+        self, flow: Flow, request: LoadPlan, start: float
+    ) -> tuple[Verdict, int | None] | IORequest:
+        outcome: dict[str, Any] = {}
+
+        def decide(snap: PlanSnapshot) -> Decision | None:
+            try:
+                outcome["next"] = flow.send(self._view(snap))
+                return None
+            except StopIteration as stop:
+                outcome["verdict"] = self._stamp(stop.value, start)
+                return self._decision(outcome["verdict"])
+
+        try:
+            _, decision_id = await self.store.snapshot_and_log(
+                request.plan_id, request.scope, decide, max_records=request.max_records
+            )
+        except Exception as exc:
+            if "verdict" in outcome:  # decided, but the audit record did not commit
+                return self._audit_failed(outcome["verdict"], exc), None
+            if "next" in outcome:
+                return outcome["next"]  # type: ignore[no-any-return]
+            failure = _read_failure(exc)
+            if failure is None:
+                raise
+            try:
+                return flow.send(failure)  # type: ignore[no-any-return]
+            except StopIteration as stop:  # must not escape a coroutine
+                return self._stamp(stop.value, start), None
+        if "verdict" in outcome:
+            return outcome["verdict"], decision_id
+        return outcome["next"]  # type: ignore[no-any-return]
 
     async def _serve(self, request: IORequest) -> Any:
         try:
             if isinstance(request, LoadPlan):
-                return await self._load_plan(request)
+                snap = await self.store.snapshot(
+                    request.plan_id, request.scope, max_records=request.max_records
+                )
+                return self._view(snap)
             if isinstance(request, AskOwners):
                 assert self.head_source is not None
                 return await self.head_source.heads(request.owners)
             if isinstance(request, LoadRecords):
                 return await self.store.get_many(request.ids)
-        except IntegrityError as exc:
-            return IOFailure(UNKNOWN_RECORD, f"record fails its integrity check: {exc}")
-        except StoreError as exc:
-            return IOFailure(STORE_UNAVAILABLE, f"store: {exc}")
         except PlanFenceError as exc:
-            return IOFailure(INTERNAL_ERROR, str(exc))
+            failure = _read_failure(exc)
+            assert failure is not None
+            return failure
         return IOFailure(INTERNAL_ERROR, f"unknown read {type(request).__name__}")
 
-    async def _load_plan(self, request: LoadPlan) -> PlanView:
-        snap = await self.store.snapshot(
-            request.plan_id, request.scope, max_records=request.max_records
-        )
+    @staticmethod
+    def _view(snap: PlanSnapshot) -> PlanView:
         if snap.root is None:
             return PlanView(None)
-        refused = False
-        if snap.root.supersedes:
-            refused = bool(
-                await self.store.decisions(
-                    source=AUDIT_SOURCE, plan=snap.root.supersedes, verdict=REPLAN, limit=1
-                )
-            )
+        refused = any(
+            d.source == AUDIT_SOURCE and d.verdict == REPLAN for d in snap.superseded_decisions
+        )
         return PlanView(snap.root, snap.frontier, snap.states, refused)
 
-    async def _record(self, v: Verdict) -> int:
+    def _decision(self, v: Verdict) -> Decision:
         payload = {
             "args_digest": v.args_digest,
             "scope": list(v.scope),
@@ -264,7 +312,7 @@ class Gate(GuardedExecutor):
             "latency_ms": v.latency_ms,
             "executor": self.name,
         }
-        decision = Decision(
+        return Decision(
             source=AUDIT_SOURCE,
             verdict=v.verdict,
             reason=v.reason,
@@ -273,11 +321,21 @@ class Gate(GuardedExecutor):
             plan=v.plan,
             payload=payload,
         )
-        return await self.store.log(decision)
 
     async def aclose(self) -> None:
         if self.head_source is not None:
             await self.head_source.aclose()
+
+
+def _read_failure(exc: BaseException) -> IOFailure | None:
+    """Map a store error to the block it causes; None for errors that are not the store's."""
+    if isinstance(exc, IntegrityError):
+        return IOFailure(UNKNOWN_RECORD, f"record fails its integrity check: {exc}")
+    if isinstance(exc, StoreError):
+        return IOFailure(STORE_UNAVAILABLE, f"store: {exc}")
+    if isinstance(exc, PlanFenceError):
+        return IOFailure(INTERNAL_ERROR, str(exc))
+    return None
 
 
 class SyncGate:

@@ -12,6 +12,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from ..base import (
 )
 from ..errors import ConfigError, StoreUnavailableError
 from ..lineage import frontier_sync
-from ..records import DEFAULT_LIMITS, Record, StoreLimits, utc_now
+from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
 
 T = TypeVar("T")
 
@@ -89,19 +90,6 @@ MIGRATIONS: tuple[str, ...] = (
 _RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
 
 
-def _record(row: Sequence[Any]) -> Record:
-    return Record.from_stored(
-        id=row[0],
-        key=row[1],
-        value_json=row[2],
-        parents=json.loads(row[3]),
-        author=row[4],
-        kind=row[5],
-        supersedes=row[6],
-        created_at=row[7],
-    )
-
-
 def sqlite_path_from_url(url: str) -> str:
     if not url.startswith("sqlite://"):
         raise ConfigError(f"not a sqlite URL: {url!r}")
@@ -127,6 +115,7 @@ class SQLiteStore(AsyncStore):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planfence-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._ready = False
+        self._verified = VerifiedRecords()
 
     # ---- plumbing
 
@@ -272,13 +261,16 @@ class SQLiteStore(AsyncStore):
 
         return await self._run(write)
 
-    @staticmethod
-    def _read_records(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Record]:
+    def _record(self, row: Sequence[Any]) -> Record:
+        parents = tuple(json.loads(row[3]))
+        return self._verified.load(row[0], row[1], row[2], parents, *row[4:8])
+
+    def _read_records(self, conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Record]:
         rows = conn.execute(
             f"SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(ids)),),
         ).fetchall()
-        return {r[0]: _record(r) for r in rows}
+        return {r[0]: self._record(r) for r in rows}
 
     @staticmethod
     def _read_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, KeyState]:
@@ -290,41 +282,79 @@ class SQLiteStore(AsyncStore):
         return {r[0]: KeyState(r[0], r[1], r[2], r[3]) for r in rows}
 
     async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
-        return await self._run(lambda conn: self._read_records(conn, ids))
+        found = await self._run(lambda conn: self._read_records(conn, ids))
+        # Callers of get/get_many may change `value`; the verified cache must not see that.
+        return {i: replace(r, value=json.loads(r.value_json)) for i, r in found.items()}
+
+    def _read_snapshot(
+        self, conn: sqlite3.Connection, root_id: str, scope: list[str], max_records: int
+    ) -> PlanSnapshot:
+        root = self._read_records(conn, [root_id]).get(root_id)
+        if root is None:
+            return PlanSnapshot(None)
+        pre = self._prefetch(conn, [root_id], scope, max_records)
+
+        def lookup(ids: list[str]) -> dict[str, Record]:
+            got = {i: pre[i] for i in ids if i in pre}
+            rest = [i for i in ids if i not in pre]
+            if rest:  # unknown ids, or a prefetch cut at the bound
+                got.update(self._read_records(conn, rest))
+            return got
+
+        frontier = frontier_sync(lookup, [root_id], scope, max_records=max_records)
+        states = self._read_keys(conn, scope) if scope else {}
+        prior: tuple[Decision, ...] = ()
+        if root.supersedes:
+            prior = tuple(
+                decision_from_row(r)
+                for r in conn.execute(
+                    "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
+                    "FROM decisions WHERE plan = ? ORDER BY id DESC LIMIT 50",
+                    (root.supersedes,),
+                )
+            )
+        return PlanSnapshot(root, frontier, states, prior)
 
     async def _snapshot(self, root_id: str, scope: list[str], max_records: int) -> PlanSnapshot:
         # One hop to the database thread, one read transaction: root, lineage, heads.
         def read(conn: sqlite3.Connection) -> PlanSnapshot:
             conn.execute("BEGIN")
             try:
-                root = self._read_records(conn, [root_id]).get(root_id)
-                if root is None:
-                    return PlanSnapshot(None)
-                pre = self._prefetch(conn, [root_id], scope, max_records)
-
-                def lookup(ids: list[str]) -> dict[str, Record]:
-                    got = {i: pre[i] for i in ids if i in pre}
-                    rest = [i for i in ids if i not in pre]
-                    if rest:
-                        got.update(self._read_records(conn, rest))
-                    return got
-
-                frontier = frontier_sync(lookup, [root_id], scope, max_records=max_records)
-                states = self._read_keys(conn, scope) if scope else {}
-                return PlanSnapshot(root, frontier, states)
+                return self._read_snapshot(conn, root_id, scope, max_records)
             finally:
                 conn.execute("COMMIT")
 
         return await self._run(read)
+
+    async def _snapshot_and_log(
+        self,
+        root_id: str,
+        scope: list[str],
+        max_records: int,
+        decide: Callable[[PlanSnapshot], Decision | None],
+    ) -> tuple[PlanSnapshot, int | None]:
+        # Read, decide and record in one transaction on the database thread.
+        def run(conn: sqlite3.Connection) -> tuple[PlanSnapshot, int | None]:
+            snap = self._read_snapshot(conn, root_id, scope, max_records)
+            decision = decide(snap)
+            if decision is None:
+                return snap, None
+            cur = conn.execute(
+                "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, payload) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                decision_row(decision, utc_now()),
+            )
+            return snap, int(cur.lastrowid or 0)
+
+        return await self._run(lambda conn: self._in_tx(conn, run))
 
     async def _prefetch_lineage(
         self, roots: Sequence[str], scope: Sequence[str], limit: int
     ) -> dict[str, Record]:
         return await self._run(lambda conn: self._prefetch(conn, roots, scope, limit))
 
-    @staticmethod
     def _prefetch(
-        conn: sqlite3.Connection, roots: Sequence[str], scope: Sequence[str], limit: int
+        self, conn: sqlite3.Connection, roots: Sequence[str], scope: Sequence[str], limit: int
     ) -> dict[str, Record]:
         rows = conn.execute(
             f"""
@@ -340,7 +370,7 @@ class SQLiteStore(AsyncStore):
             """,
             (json.dumps(list(roots)), json.dumps(list(scope)), limit + 1),
         ).fetchall()
-        return {r[0]: _record(r) for r in rows}
+        return {r[0]: self._record(r) for r in rows}
 
     async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
         return await self._run(lambda conn: self._read_keys(conn, keys))
