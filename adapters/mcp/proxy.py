@@ -27,7 +27,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
@@ -416,7 +416,7 @@ class PlanFenceProxy:
             BLOCK, MALFORMED_META, tool, plan if isinstance(plan, str) else None, message=message
         )
         try:
-            await self.store.log(
+            decision_id = await self.store.log(
                 Decision(
                     source=AUDIT_SOURCE,
                     verdict=BLOCK,
@@ -426,9 +426,7 @@ class PlanFenceProxy:
                     payload={"message": message, "executor": "mcp-proxy"},
                 )
             )
-            latest = await self.store.decisions(source=AUDIT_SOURCE, tool=tool, limit=1)
-            if latest:
-                verdict = Verdict(**{**verdict.__dict__, "decision_id": latest[0].id})
+            verdict = replace(verdict, decision_id=decision_id)
         except PlanFenceError:
             logger.warning("could not record a malformed-meta refusal", exc_info=True)
         return verdict

@@ -11,6 +11,7 @@ from planfence.plugins.gate import Gate, Policy
 from planfence.shared_memory import open_async_store
 
 from .proxy import UpstreamMode, UpstreamTarget, open_proxy, stdio_upstream
+from .stdio import native_stdio
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -45,7 +46,7 @@ async def serve(
             if transport == "http":
                 await _serve_http(server, host, port)
             else:
-                async with stdio_server() as (read, write):
+                async with native_stdio() as pipes, stdio_server(*(pipes or ())) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
     finally:
         await store.aclose()
