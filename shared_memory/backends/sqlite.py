@@ -289,10 +289,10 @@ class SQLiteStore(AsyncStore):
     def _read_snapshot(
         self, conn: sqlite3.Connection, root_id: str, scope: list[str], max_records: int
     ) -> PlanSnapshot:
-        root = self._read_records(conn, [root_id]).get(root_id)
+        pre = self._prefetch(conn, [root_id], scope, max_records)  # the root comes with it
+        root = pre.get(root_id) or self._read_records(conn, [root_id]).get(root_id)
         if root is None:
             return PlanSnapshot(None)
-        pre = self._prefetch(conn, [root_id], scope, max_records)
 
         def lookup(ids: list[str]) -> dict[str, Record]:
             got = {i: pre[i] for i in ids if i in pre}
@@ -317,12 +317,9 @@ class SQLiteStore(AsyncStore):
 
     async def _snapshot(self, root_id: str, scope: list[str], max_records: int) -> PlanSnapshot:
         # One hop to the database thread, one read transaction: root, lineage, heads.
+        # Records are immutable, so only the heads need to be current: they are read last.
         def read(conn: sqlite3.Connection) -> PlanSnapshot:
-            conn.execute("BEGIN")
-            try:
-                return self._read_snapshot(conn, root_id, scope, max_records)
-            finally:
-                conn.execute("COMMIT")
+            return self._read_snapshot(conn, root_id, scope, max_records)
 
         return await self._run(read)
 
