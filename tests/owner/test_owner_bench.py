@@ -20,6 +20,8 @@ ROW_FIELDS = {
     "allow_p99_ms",
     "bare_read_p50_ms",
     "ratio_p50",
+    "no_audit_p50_ms",
+    "no_audit_ratio_p50",
 }
 TRAFFIC_FIELDS = {"keys", "deps", "planfence_bytes", "allkeys_bytes"}
 
