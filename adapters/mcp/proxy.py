@@ -69,6 +69,8 @@ UpstreamMode = Literal["auto", "legacy"]
 UpstreamTarget = StdioServerParameters | str
 
 _RAW = TypeAdapter(dict[str, Any])
+# Parametrised once: building a generic pydantic class per call costs more than the call.
+_RawRequest = types.Request[dict[str, Any], str]
 
 
 class UpstreamFailure(Exception):
@@ -253,9 +255,7 @@ class Upstream:
         """
         conn = await self._connection()
         assert conn.client is not None
-        request: types.Request[Any, Any] = types.Request[dict[str, Any], str](
-            method=method, params=dict(params or {})
-        )
+        request = _RawRequest(method=method, params=dict(params or {}))
         try:
             # The raw dict keeps every field the upstream sent and skips the client-side
             # output-schema check: the proxy returns results, it does not consume them.
