@@ -180,7 +180,9 @@ def finish_step(
         if i not in coverage and bool(o) != bool(n)
     ]
     if cfg.use_boundary:
-        state.boundary = refill_boundary(flips, state.boundary, cfg.boundary_size, state.rng)
+        state.boundary = refill_boundary(
+            flips, state.boundary, cfg.boundary_size, state.rng, coverage=plan.coverage
+        )
     state.counters.comparisons += 1
     state.counters.evaluations += 2 * len(ids)
     if deploy:

@@ -51,16 +51,21 @@ def refill_boundary(
     old_boundary: Sequence[str],
     size: int,
     rng: np.random.Generator,
+    *,
+    coverage: Iterable[str] = (),
 ) -> list[str]:
     """New boundary: a sample of `size` flip tasks, topped up with old boundary tasks.
 
-    Old items keep their order and are only used when there are fewer than `size` flips.
+    Old items keep their order and are only used when there are fewer than `size` flips; an
+    old item that is now a coverage task is skipped (it is evaluated as coverage anyway, so
+    keeping it would shrink the next evaluation set), as in the reference method.
     """
     chosen = sample(flips, size, rng)
+    skip = set(coverage)
     for task_id in old_boundary:
         if len(chosen) >= size:
             break
-        if task_id not in chosen:
+        if task_id not in chosen and task_id not in skip:
             chosen.append(task_id)
     return chosen
 

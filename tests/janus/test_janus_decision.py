@@ -162,3 +162,14 @@ def test_same_seed_same_decisions() -> None:
         return out
 
     assert run(1) == run(1)
+
+
+def test_boundary_top_up_leaves_out_tasks_now_in_coverage() -> None:
+    state, plan = compared_state()
+    ids = plan.eval_ids
+    # Put a coverage task into the old boundary: after a flip-free comparison it must not stay.
+    state.boundary = [plan.coverage[0], *state.boundary]
+    n = len(ids)
+    finish_step(state, plan, [True] * n, [True] * n)
+    assert plan.coverage[0] not in state.boundary
+    assert not set(state.boundary) & set(plan.coverage)

@@ -87,3 +87,9 @@ def test_kmeans_properties(points: list[tuple[float, float]], k: int, seed: int)
     assert len(reps) == len(set(reps)) == kk
     again = kmeans(arr, k, np.random.default_rng(seed))
     assert np.array_equal(result.labels, again.labels)
+
+
+def test_boundary_refill_skips_old_items_that_became_coverage() -> None:
+    # Reference method: remaining = old boundary items not in F and not in the coverage set.
+    out = refill_boundary(["f1"], ["b1", "c1", "b2"], 3, np.random.default_rng(0), coverage=["c1"])
+    assert out == ["f1", "b1", "b2"]
