@@ -28,7 +28,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -36,8 +36,9 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.server import Server
-from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
@@ -69,6 +70,10 @@ UpstreamMode = Literal["auto", "legacy"]
 UpstreamTarget = StdioServerParameters | str
 
 _RAW = TypeAdapter(dict[str, Any])
+_NO_CACHE = cast(
+    "dict[CacheableMethod, CacheHint]",
+    {m: CacheHint(ttl_ms=0, scope="private") for m in CACHEABLE_METHODS},
+)
 # Parametrised once: building a generic pydantic class per call costs more than the call.
 _RawRequest = types.Request[dict[str, Any], str]
 
@@ -246,7 +251,7 @@ class Upstream:
         params: Mapping[str, Any] | None,
         *,
         read_timeout: float | None = None,
-        on_progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
+        on_progress: ProgressFnT | None = None,
     ) -> dict[str, Any]:
         """Send one request upstream and return its raw result.
 
@@ -259,9 +264,10 @@ class Upstream:
         try:
             # The raw dict keeps every field the upstream sent and skips the client-side
             # output-schema check: the proxy returns results, it does not consume them.
-            raw = await conn.client.session.send_request(
+            # (`send_request` takes a TypeAdapter at run time; its annotation only names models.)
+            raw: dict[str, Any] = await conn.client.session.send_request(
                 request,
-                _RAW,
+                _RAW,  # type: ignore[type-var]
                 request_read_timeout_seconds=read_timeout,
                 progress_callback=on_progress,
             )
@@ -334,7 +340,7 @@ class PlanFenceProxy:
             self.name,
             # Fills the 2026-era freshness fields only where the upstream gave none (a
             # handshake-era upstream): immediately stale, never shared across callers.
-            cache_hints={m: CacheHint(ttl_ms=0, scope="private") for m in CACHEABLE_METHODS},
+            cache_hints=_NO_CACHE,
             version=_version(),
             title=f"{info.name} (gated by planfence)" if info is not None else None,
             instructions=self.upstream.client.instructions,
@@ -393,8 +399,10 @@ class PlanFenceProxy:
         on_progress = None
         if meta.get(PROGRESS_TOKEN) is not None:
 
-            async def on_progress(p: float, total: float | None, message: str | None) -> None:
-                await ctx.session.report_progress(p, total, message)
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                await ctx.session.report_progress(progress, total, message)
 
         try:
             result = await self.upstream.request(

@@ -13,8 +13,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .common import percentile, write_json
 
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 async def _measure(calls: int, warmup: int) -> dict[str, Any]:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp_types import CallToolResult, RequestParamsMeta
 
     from planfence.plugins.gate import create_plan
     from planfence.shared_memory import open_async_store
@@ -80,13 +82,13 @@ async def _measure(calls: int, warmup: int) -> dict[str, Any]:
         proxied = StdioServerParameters(
             command=sys.executable, args=[*proxy, "--", *upstream], env=env
         )
-        gated_meta = {"dev.planfence/plan": plan.id}
+        gated_meta = cast("RequestParamsMeta", {"dev.planfence/plan": plan.id})
         samples: dict[str, list[float]] = {"direct": [], "proxied": [], "ungated": []}
         async with (
             Client(direct, cache=None) as d,
             Client(proxied, cache=None) as p,
         ):
-            paths = {
+            paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
                 "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
                 "proxied": lambda i: p.call_tool(
                     "echo", {"key": "k", "text": str(i)}, meta=gated_meta

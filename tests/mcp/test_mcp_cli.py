@@ -1,0 +1,127 @@
+"""`planfence proxy` and `planfence bench proxy` from the command line, and the pieces of the
+proxy that need no server: the wire shape of refusals and which `_meta` keys travel upstream."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_helpers import POLICY
+
+from planfence.adapters.mcp.proxy import forwardable_meta
+from planfence.adapters.mcp.results import ProxyFailure, to_wire_result
+from planfence.plugins.gate import StaleKey, Verdict
+
+
+def planfence(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "planfence.demos.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_refusal_wire_shape() -> None:
+    verdict = Verdict(
+        "replan",
+        "stale_dependencies",
+        "book",
+        "p1",
+        message="replan once",
+        stale=(StaleKey("trip/1", ("a",), "b"),),
+        decision_id=3,
+    )
+    wire = to_wire_result(verdict)
+    assert wire["isError"] is True
+    assert wire["structuredContent"] == {
+        "planfence": {
+            "verdict": "replan",
+            "reason": "stale_dependencies",
+            "tool": "book",
+            "plan": "p1",
+            "stale": [{"key": "trip/1", "used": ["a"], "current": "b"}],
+            "message": "replan once",
+            "decision_id": 3,
+        }
+    }
+    assert json.loads(wire["content"][0]["text"]) == wire["structuredContent"]
+
+    failed = to_wire_result(ProxyFailure("upstream_timeout", "book", "slow", {"verdict": "allow"}))
+    assert failed["structuredContent"]["planfence"]["error"] == "upstream_timeout"
+    assert failed["isError"] is True
+
+
+def test_only_connection_envelope_keys_stay_behind() -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "x"},
+        "progressToken": 4,
+        "dev.planfence/plan": "p",
+        "dev.planfence/agent": "a",
+        "acme.dev/trace": "t",
+    }
+    assert forwardable_meta(meta) == {
+        "dev.planfence/plan": "p",
+        "dev.planfence/agent": "a",
+        "acme.dev/trace": "t",
+    }
+    assert forwardable_meta(None) is None
+    assert forwardable_meta({"progressToken": 1}) is None
+
+
+def test_proxy_needs_an_upstream(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    done = planfence("proxy", "--policy", str(policy))
+    assert done.returncode != 0
+    assert "UPSTREAM_COMMAND" in done.stderr
+
+
+def test_bad_policy_names_file_and_line(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.book]\ndepends_on = ["trip/{trip}"]\n\n[tools.ship]\nungated = 3\n')
+    done = planfence("proxy", "--policy", str(policy), "--", sys.executable, "-c", "pass")
+    assert done.returncode != 0
+    assert f"{policy}:4" in done.stderr
+    assert "ungated" in done.stderr
+
+
+def test_missing_mcp_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planfence.adapters.mcp import cli
+    from planfence.shared_memory import MissingExtraError
+
+    for name in list(sys.modules):
+        if name.startswith("planfence.adapters.mcp.serve"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    monkeypatch.setitem(sys.modules, "mcp.server", None)
+    monkeypatch.setitem(sys.modules, "mcp.server.stdio", None)
+    parser = __import__("argparse").ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["proxy", "--policy", "p.toml", "--", "server"])
+    with pytest.raises(MissingExtraError, match=r"pip install 'planfence\[mcp\]'"):
+        cli.run(args)
+
+
+def test_bench_proxy_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = planfence("bench", "proxy", "--calls", "5", "--warmup", "2", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert set(data) == {
+        "direct_p50_ms",
+        "direct_p99_ms",
+        "proxied_p50_ms",
+        "proxied_p99_ms",
+        "ungated_p50_ms",
+        "ratio_p50",
+        "calls",
+    }
+    assert data["calls"] == 5
+    assert all(data[k] > 0 for k in data)
+    assert "ratio proxied/direct" in done.stdout
