@@ -78,7 +78,7 @@ _NO_CACHE = cast(
 _RawRequest = types.Request[dict[str, Any], str]
 
 
-class UpstreamFailure(Exception):
+class UpstreamFailure(PlanFenceError):
     """The upstream could not answer: it is gone, it timed out, or it answered with an error."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -239,7 +239,7 @@ class Upstream:
             except Exception as exc:
                 fresh.closed.set()
                 raise UpstreamFailure(
-                    UPSTREAM_UNAVAILABLE, f"cannot connect to the upstream server: {exc}"
+                    UPSTREAM_UNAVAILABLE, f"cannot connect to the upstream server: {_leaf(exc)}"
                 ) from exc
             self._conn = fresh
             self.connects += 1
@@ -442,6 +442,13 @@ class PlanFenceProxy:
     def uncovered_tools(self, tools: list[str]) -> list[str]:
         """Upstream tools the policy says nothing about (every call to them will be blocked)."""
         return [t for t in tools if self.policy.get(t) is None]
+
+
+def _leaf(exc: BaseException) -> str:
+    """The first underlying error of a (possibly nested) exception group, as text."""
+    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
+        exc = inner[0]
+    return str(exc) or type(exc).__name__
 
 
 def _version() -> str:
