@@ -11,12 +11,13 @@ from typing import Any, Literal, TypeVar
 from planfence.plugins.gate import (
     ALLOW,
     BLOCK,
+    CHECKERS,
     REPLAN,
-    FreshnessOnly,
-    Gate,
     GuardedExecutor,
     Policy,
     Verdict,
+    explain,
+    make_checker,
 )
 from planfence.plugins.gate.decision import INTERNAL_ERROR
 from planfence.shared_memory import (
@@ -30,7 +31,6 @@ from planfence.shared_memory import (
 
 T = TypeVar("T")
 CheckerKind = Literal["planfence", "freshness"]
-CHECKERS: tuple[CheckerKind, ...] = ("planfence", "freshness")
 
 _shared_loop: LoopThread | None = None
 _shared_lock = threading.Lock()
@@ -93,11 +93,7 @@ class Checkers:
     def for_store(self, store: AsyncStore) -> GuardedExecutor:
         hit = self._by_store.get(id(store))
         if hit is None or hit[0] is not store:
-            checker: GuardedExecutor = (
-                Gate(store, self.policy, agent=self.agent)
-                if self.kind == "planfence"
-                else FreshnessOnly(store, self.policy)
-            )
+            checker = make_checker(self.kind, store, self.policy, self.agent)
             hit = self._by_store[id(store)] = (store, checker)
         return hit[1]
 
@@ -121,36 +117,11 @@ class Checkers:
         )
 
 
-def coerce_policy(policy: Policy | Mapping[str, Any] | str) -> Policy:
-    if isinstance(policy, Policy):
-        return policy
-    if isinstance(policy, str):
-        return Policy.from_toml(policy)
-    return Policy.from_dict(policy)
-
-
-def _short(record_id: str | None) -> str:
-    return record_id[:12] if record_id else "none"
+coerce_policy = Policy.coerce
 
 
 def refusal_text(v: Verdict) -> str:
-    """What the model reads when the gate refuses: which records changed and what they are now."""
-    if v.verdict == REPLAN:
-        head = (
-            f"planfence refused {v.tool}: the plan was derived from outdated public records. "
-            "Plan again from the current records (one replan is allowed)."
-        )
-    elif v.verdict == BLOCK:
-        head = f"planfence blocked {v.tool} ({v.reason}): {v.message}. This action will not run."
-    else:
-        return f"planfence allowed {v.tool}"
-    lines = [head]
-    for s in v.stale:
-        current = v.current_records.get(s.key)
-        now = f" = {canonical_json(current.value)}" if current is not None else ""
-        used = ", ".join(_short(u) for u in s.used) or "none"
-        lines.append(f"- {s.key} changed: the plan used {used}, current {_short(s.current)}{now}")
-    return "\n".join(lines)
+    return explain(v)
 
 
 def summary(v: Verdict) -> dict[str, Any]:

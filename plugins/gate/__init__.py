@@ -6,10 +6,12 @@ outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_o
 """
 
 from .baselines import (
+    CHECKERS,
     AllKeysHeads,
     EagerExecutor,
     EagerSync,
     FreshnessOnly,
+    make_checker,
     store_key_space,
 )
 from .decision import (
@@ -23,6 +25,7 @@ from .decision import (
     Verdict,
     gate_flow,
 )
+from .explain import explain
 from .gate import Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
 from .heads import HeadSource
 from .plans import create_plan, create_plan_sync, plan_key, refreshed_parents
@@ -33,6 +36,7 @@ __all__ = [
     "ALLOW",
     "BLOCK",
     "BLOCK_REASONS",
+    "CHECKERS",
     "REPLAN",
     "AllKeysHeads",
     "CheckRequest",
@@ -57,7 +61,9 @@ __all__ = [
     "Verdict",
     "create_plan",
     "create_plan_sync",
+    "explain",
     "gate_flow",
+    "make_checker",
     "plan_key",
     "refreshed_parents",
     "store_key_space",

@@ -22,6 +22,7 @@ from planfence.shared_memory import (
     AdvanceHead,
     AsyncStore,
     Change,
+    ConfigError,
     Record,
     Replica,
     UnknownKeyError,
@@ -46,7 +47,7 @@ from .decision import (
     Verdict,
     args_digest,
 )
-from .gate import GuardedExecutor
+from .gate import Gate, GuardedExecutor
 from .heads import HeadSource
 from .policy import Policy, ScopeError
 
@@ -283,3 +284,17 @@ def store_key_space(store: AsyncStore, prefix: str = "") -> Callable[[], Awaitab
         return {s.key: s.owner for s in await store.keys(prefix)}
 
     return listing
+
+
+CHECKERS = ("planfence", "freshness")
+
+
+def make_checker(
+    kind: str, store: AsyncStore, policy: Policy, agent: str | None = None
+) -> GuardedExecutor:
+    """The gate (`planfence`), or the freshness-only baseline (`freshness`), by name."""
+    if kind == "planfence":
+        return Gate(store, policy, agent=agent)
+    if kind == "freshness":
+        return FreshnessOnly(store, policy)
+    raise ConfigError(f"unknown checker {kind!r}: use one of {', '.join(CHECKERS)}")

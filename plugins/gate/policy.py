@@ -132,6 +132,24 @@ class Policy:
         tp = _tool_policy(tool, {"depends_on": list(depends_on), "ungated": ungated}, self.source)
         return Policy({**self.tools, tool: tp}, self.source)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The `from_dict` form, so a policy can travel inside configs and over wires."""
+        tools: dict[str, Any] = {}
+        for name, tp in self.tools.items():
+            tools[name] = (
+                {"ungated": True} if tp.ungated else {"depends_on": [t.text for t in tp.depends_on]}
+            )
+        return {"tools": tools}
+
+    @classmethod
+    def coerce(cls, policy: Policy | Mapping[str, Any] | str) -> Policy:
+        """A `Policy`, its dict form, or TOML text."""
+        if isinstance(policy, Policy):
+            return policy
+        if isinstance(policy, str):
+            return cls.from_toml(policy)
+        return cls.from_dict(policy)
+
     @classmethod
     def from_dict(
         cls, data: Mapping[str, Any], *, source: str = "<code>", text: str = ""

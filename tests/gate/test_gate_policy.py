@@ -89,3 +89,14 @@ def test_declare_returns_a_new_policy() -> None:
     extended = base.declare("t", ["k/{a}"])
     assert base.get("t") is None
     assert extended.get("t") is not None
+
+
+def test_policy_round_trips_through_its_dict_form() -> None:
+    policy = Policy.from_toml(GOOD)
+    again = Policy.coerce(policy.to_dict())
+    assert again.to_dict() == policy.to_dict()
+    assert Policy.coerce(GOOD).to_dict() == policy.to_dict()
+    assert Policy.coerce(policy) is policy
+    ship = again.get("ship_order")
+    assert ship is not None
+    assert ship.scope({"order_id": 1, "customer": "b"}) == ("address/b", "order/1")
