@@ -26,6 +26,7 @@ from planfence.plugins.janus import (
     HashingEncoder,
     JanusConfig,
     JanusController,
+    render_memory,
 )
 
 from .common import write_json
@@ -64,6 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "product's offline hashing encoder",
     )
     p.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="also report, per updater event, how often each trigger fires and how often it "
+        "fires on harmful updates (harm measured on the held-out set, never shown to Janus)",
+    )
+    p.add_argument(
         "--tasks",
         metavar="FILE",
         help="JSONL tasks ({'question', 'answer'} per line): run DC-RS and ExpeL with an LLM "
@@ -93,6 +100,7 @@ class Run:
     rejected: int
     candidates: int = 0
     curve: list[float] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -111,18 +119,41 @@ async def simulate(
     config: JanusConfig,
     encoder: CachedEncoder,
     curve_every: int,
+    *,
+    diagnose: bool = False,
 ) -> Run:
-    """One pass over the stream with one strategy; returns its counts and held-out curve."""
+    """One pass over the stream with one strategy; returns its counts and held-out curve.
+
+    With `diagnose`, every post-warm-up candidate that changes the memory text is traced: the
+    updater's event, cos(z, m), whether it was compared and deployed, and the change in held-out
+    accuracy it would cause (measured here, for the report; the controller never sees it).
+    """
     controller = JanusController(FunctionEvaluator(world.correct), config=config, encoder=encoder)
     memory = empty_memory()
     curve: list[float] = []
     recent: deque[bool] = deque(maxlen=4)
+    trace: list[dict[str, Any]] = []
     for step, task in enumerate(world.stream, 1):
         solved = world.correct(memory, task)
         recent.append(solved)
         failing = len(recent) == recent.maxlen and sum(not r for r in recent) >= 3
         candidate = world.propose(memory, task, step, solved, failing=failing)
         verdict = await controller.consider(memory, candidate, task)
+        if (
+            diagnose
+            and step > config.support_size
+            and render_memory(candidate) != render_memory(memory)
+        ):
+            trace.append(
+                {
+                    "step": step,
+                    "event": event_kind(world.last_event),
+                    "cosine": verdict.trigger.cosine if verdict.trigger else None,
+                    "compared": verdict.compared,
+                    "deployed": verdict.deploy,
+                    "delta": world.accuracy(candidate) - world.accuracy(memory),
+                }
+            )
         if verdict.deploy:
             memory = candidate
         if step % curve_every == 0:
@@ -137,7 +168,14 @@ async def simulate(
         c.rejected,
         c.candidates,
         curve,
+        trace,
     )
+
+
+def event_kind(event: str) -> str:
+    """The updater's event, with a rewrite kept as its own kind and evictions folded in."""
+    parts = event.split("+")
+    return "rewrite" if "rewrite" in parts else parts[0]
 
 
 def strategy_configs(seed: int, janus_rate: float) -> dict[str, JanusConfig]:
@@ -164,6 +202,7 @@ async def run_simulation(
     curve_every: int,
     *,
     encoder_name: str = "world",
+    diagnose: bool = False,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Every strategy on `seeds` worlds; the JSON document the bench writes."""
@@ -173,11 +212,14 @@ async def run_simulation(
         world = World(world_config, seed)
         inner = WorldEncoder(world) if encoder_name == "world" else HashingEncoder()
         encoder = CachedEncoder(inner)
-        janus = await simulate(world, "janus", JanusConfig(seed=seed), encoder, curve_every)
+        janus = await simulate(
+            world, "janus", JanusConfig(seed=seed), encoder, curve_every, diagnose=diagnose
+        )
         configs = strategy_configs(seed, janus.comparisons / max(1, janus.candidates))
         by_name = {"janus": janus}
         for name, cfg in configs.items():
-            by_name[name] = await simulate(world, name, cfg, encoder, curve_every)
+            traced = diagnose and name in DIAGNOSED
+            by_name[name] = await simulate(world, name, cfg, encoder, curve_every, diagnose=traced)
         runs.extend(by_name[s] for s in STRATEGIES)
         progress(f"seed {seed}: done")
     points = list(range(curve_every, steps + 1, curve_every))
@@ -185,7 +227,7 @@ async def run_simulation(
     for s in STRATEGIES:
         mine = [r.curve for r in runs if r.strategy == s]
         curves["accuracy"][s] = [round(statistics.fmean(col), 4) for col in zip(*mine, strict=True)]
-    return {
+    doc: dict[str, Any] = {
         "simulation": True,
         "note": "controlled simulation: synthetic stream, rule-based solver, faulty updater",
         "config": {
@@ -198,6 +240,82 @@ async def run_simulation(
         "rows": [r.row() for r in runs],
         "curves": curves,
     }
+    if diagnose:
+        doc["diagnostics"] = diagnostics(runs)
+    return doc
+
+
+DIAGNOSED = ("janus", "always", "random", "periodic")
+
+
+def diagnostics(runs: list[Run]) -> dict[str, Any]:
+    """Trigger quality per strategy and, per updater event, what the trigger did with it.
+
+    An update is harmful when deploying it would lower held-out accuracy. Precision: share of
+    comparisons spent on harmful updates; recall: share of harmful updates compared;
+    weighted recall: the same, weighted by how much held-out accuracy each would cost.
+    """
+    out: dict[str, Any] = {}
+    for s in DIAGNOSED:
+        trace = [t for r in runs if r.strategy == s for t in r.trace]
+        if not trace:
+            continue
+        harmful = [t for t in trace if t["delta"] < 0]
+        compared = [t for t in trace if t["compared"]]
+        loss = sum(-t["delta"] for t in harmful)
+        events: dict[str, Any] = {}
+        for kind in dict.fromkeys(t["event"] for t in trace):
+            mine = [t for t in trace if t["event"] == kind]
+            fired = [t for t in mine if t["compared"]]
+            cosines = [t["cosine"] for t in mine if t["cosine"] is not None]
+            events[kind] = {
+                "n": len(mine),
+                "mean_cosine": statistics.fmean(cosines) if cosines else None,
+                "compared": len(fired) / len(mine),
+                "rejected_when_compared": (
+                    sum(not t["deployed"] for t in fired) / len(fired) if fired else None
+                ),
+                "mean_delta": statistics.fmean(t["delta"] for t in mine),
+                "harmful": sum(t["delta"] < 0 for t in mine) / len(mine),
+            }
+        out[s] = {
+            "candidates": len(trace),
+            "harmful": len(harmful),
+            "compared": len(compared),
+            "precision": sum(t["delta"] < 0 for t in compared) / len(compared) if compared else 0,
+            "recall": sum(t["compared"] for t in harmful) / len(harmful) if harmful else 0,
+            "weighted_recall": (
+                sum(-t["delta"] for t in harmful if t["compared"]) / loss if loss else 0
+            ),
+            "harmful_deployed": sum(t["deployed"] for t in harmful),
+            "events": events,
+        }
+    return out
+
+
+def print_diagnostics(diag: dict[str, Any]) -> None:
+    print("Trigger diagnostics (harmful = deploying it lowers held-out accuracy; all seeds):")
+    print(f"{'strategy':<12}{'candidates':>11}{'harmful':>9}{'compared':>10}{'precision':>11}"
+          f"{'recall':>8}{'w.recall':>10}{'harm deployed':>15}")  # fmt: skip
+    for s, d in diag.items():
+        print(
+            f"{s:<12}{d['candidates']:>11}{d['harmful']:>9}{d['compared']:>10}"
+            f"{d['precision']:>11.2f}{d['recall']:>8.2f}{d['weighted_recall']:>10.2f}"
+            f"{d['harmful_deployed']:>15}"
+        )
+    if "janus" not in diag:
+        return
+    print()
+    print("Janus, per updater event:")
+    print(f"{'event':<15}{'n':>6}{'cos(z,m)':>10}{'compared':>10}{'rejected|cmp':>14}"
+          f"{'harmful':>9}{'mean d acc':>12}")  # fmt: skip
+    for kind, e in sorted(diag["janus"]["events"].items(), key=lambda kv: -kv[1]["n"]):
+        cos = "-" if e["mean_cosine"] is None else f"{e['mean_cosine']:+.2f}"
+        rej = "-" if e["rejected_when_compared"] is None else f"{e['rejected_when_compared']:.2f}"
+        print(
+            f"{kind:<15}{e['n']:>6}{cos:>10}{e['compared']:>10.2f}{rej:>14}"
+            f"{e['harmful']:>9.2f}{e['mean_delta']:>+12.4f}"
+        )
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -290,13 +408,22 @@ def run(args: argparse.Namespace) -> int:
     print(BANNER)
     print(f"{args.seeds} seeds x {args.steps} steps, 8 strategies, encoder: {args.encoder}\n")
     doc = asyncio.run(
-        run_simulation(args.seeds, args.steps, args.curve_every, encoder_name=args.encoder)
+        run_simulation(
+            args.seeds,
+            args.steps,
+            args.curve_every,
+            encoder_name=args.encoder,
+            diagnose=args.diagnose,
+        )
     )
     summary = summarise(doc["rows"])
     print_table(summary)
     print()
     for line in verdict_lines(doc["rows"], summary):
         print(line)
+    if args.diagnose:
+        print()
+        print_diagnostics(doc["diagnostics"])
     write_json(args.json, doc)
     if args.json:
         print(f"\nwrote {args.json}")

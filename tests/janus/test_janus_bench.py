@@ -127,3 +127,35 @@ def test_llm_path_without_an_endpoint_explains(
     monkeypatch.delenv("PLANFENCE_LLM_BASE_URL", raising=False)
     assert run_tasks(parse("--tasks", str(tasks))) == 2
     assert "PLANFENCE_LLM_BASE_URL" in capsys.readouterr().out
+
+
+def test_elaborating_a_rule_changes_its_text_but_not_the_solver() -> None:
+    world = World(WorldConfig(stream_length=30, elaborate=1.0, rephrase=0.0), seed=1)
+    task = world.stream[0]
+    topic, skill = task.meta["topic"], task.meta["skill"]
+    memory = {"rules": [world.general_rule(topic, skill)]}
+    candidate = world.propose(memory, task, 1, solved=True)
+    assert world.last_event == "elaborate"
+    (rule,) = candidate["rules"]
+    assert rule["text"] != memory["rules"][0]["text"] and rule["examples"]
+    on_topic = set(world.vocab.topic_words[topic]) | set(world.vocab.skill_words[topic][skill])
+    assert set(rule["examples"]) <= on_topic  # the task's own topic vocabulary, no incidentals
+    assert all(world.p_correct(candidate, t) == world.p_correct(memory, t) for t in world.holdout)
+
+
+def test_diagnose_reports_trigger_quality_without_changing_the_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import asyncio
+
+    plain = asyncio.run(bench.run_simulation(1, 80, 10))
+    traced = asyncio.run(bench.run_simulation(1, 80, 10, diagnose=True))
+    assert traced["rows"] == plain["rows"] and traced["curves"] == plain["curves"]
+    diag = traced["diagnostics"]
+    assert set(diag) == set(bench.DIAGNOSED)
+    assert diag["always"]["recall"] == 1.0 or diag["always"]["harmful"] == 0
+    for d in diag.values():
+        assert 0.0 <= d["precision"] <= 1.0 and 0.0 <= d["recall"] <= 1.0
+        assert sum(e["n"] for e in d["events"].values()) == d["candidates"]
+    assert bench.run(parse("--seeds", "1", "--steps", "60", "--diagnose")) == 0
+    assert "Trigger diagnostics" in capsys.readouterr().out
