@@ -19,11 +19,21 @@ COMMANDS: tuple[str, ...] = (
 )
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("planfence")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="planfence",
         description="No action on a stale plan; no harmful memory update deployed blindly.",
     )
+    parser.add_argument("--version", action="version", version=f"planfence {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
