@@ -9,6 +9,7 @@ import importlib
 BENCHES: dict[str, str] = {
     "store": "planfence.demos.bench.store",
     "gate": "planfence.demos.bench.gate",
+    "link": "planfence.demos.bench.link",
     "proxy": "planfence.demos.bench.proxy",
     "janus": "planfence.demos.bench.janus",
 }
