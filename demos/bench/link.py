@@ -322,6 +322,8 @@ class LinkRelay:
         self.host = host
         self.port = port
         self.connections = 0
+        # how late each write went out after the model's delivery time (the emulator's own error)
+        self.late_ms: list[float] = []
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -401,6 +403,7 @@ class LinkRelay:
             while (item := await due.get()) is not None:
                 at_ms, data = item
                 await self.link.sleep_until(at_ms)
+                self.late_ms.append(self.link.now_ms() - at_ms)
                 dst.write(data)
                 await dst.drain()
             if dst.can_write_eof():
@@ -474,14 +477,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="timed checks per gate row (default 40; 3 with --quick)",
+        help="timed checks per gate row (default 60; 3 with --quick)",
     )
     parser.add_argument(
         "--sync-iterations",
         type=int,
         default=None,
         metavar="N",
-        help="timed syncs per size and path (default 30; 3 with --quick)",
+        help="timed syncs per size and path (default 40; 3 with --quick)",
     )
 
 
@@ -549,8 +552,8 @@ def run(args: argparse.Namespace) -> int:
         rto_ms=args.rto_ms if args.rto_ms is not None else default_rto_ms(args.delay_ms),
         seed=args.seed,
         offset_ms=args.trace_offset_s * 1000.0,
-        iterations=args.iterations or (3 if args.quick else 40),
-        sync_iterations=args.sync_iterations or (3 if args.quick else 30),
+        iterations=args.iterations or (3 if args.quick else 60),
+        sync_iterations=args.sync_iterations or (3 if args.quick else 40),
     )
     result = asyncio.run(_bench(settings))
     _print_tables(result)
@@ -745,11 +748,14 @@ async def _bench(settings: Settings) -> dict[str, Any]:
             link, lossy = settings.link(), settings.link(settings.loss)
             async with AsyncExitStack() as relays:
                 via: dict[str, str] = {}
+                all_relays: list[LinkRelay] = []
                 for owner, url in direct.items():
                     relay = LinkRelay(link, "127.0.0.1", _port_of(url))
                     via[owner] = (await relays.enter_async_context(relay)).url
+                    all_relays.append(relay)
                 lossy_relay = LinkRelay(lossy, "127.0.0.1", _port_of(direct[OWNERS[0]]))
                 lossy_url = (await relays.enter_async_context(lossy_relay)).url
+                all_relays.append(lossy_relay)
                 gate = await _gate_rows(
                     store,
                     policy,
@@ -773,6 +779,9 @@ async def _bench(settings: Settings) -> dict[str, Any]:
                     "lossy_losses": lossy.up.lost + lossy.down.lost,
                     "trace_time_used_ms": round(link.now_ms() - settings.offset_ms),
                 }
+                late = [ms for r in all_relays for ms in r.late_ms]
+                emulated["relay_late_p50_ms"] = round(percentile(late, 50), 3)
+                emulated["relay_late_p99_ms"] = round(percentile(late, 99), 3)
         finally:
             await store.aclose()
     return {"settings": {**settings.as_json(), **emulated}, "gate": gate, "sync": sync}
@@ -788,6 +797,10 @@ def _print_tables(result: Mapping[str, Any]) -> None:
         f"Link: {s['trace_up']} ({s['trace_up_mean_mbps']} Mbit/s up), {s['trace_down']} "
         f"({s['trace_down_mean_mbps']} Mbit/s down), {s['delay_ms']:g} ms one way, "
         f"RTO {s['rto_ms']:g} ms; {s['trace_time_used_ms'] / 1000:.0f} s of trace replayed"
+    )
+    print(
+        f"(the relay wrote packets {s['relay_late_p50_ms']:.2f} ms p50, "
+        f"{s['relay_late_p99_ms']:.2f} ms p99 after the model's delivery times)"
     )
     print()
     print("Gate stall per validation (Gate.check wall time, ms p50 / p95) and HTTP bytes")
