@@ -23,6 +23,7 @@ from .decision import (
     HeadAnswer,
     StaleKey,
     Verdict,
+    fail_closed,
     gate_flow,
 )
 from .explain import explain
@@ -62,6 +63,7 @@ __all__ = [
     "create_plan",
     "create_plan_sync",
     "explain",
+    "fail_closed",
     "gate_flow",
     "make_checker",
     "plan_key",

@@ -119,6 +119,18 @@ class Verdict:
         }
 
 
+def fail_closed(tool: str, plan_id: Any, agent: str | None, exc: BaseException) -> Verdict:
+    """The verdict for a check that could not run at all: block, saying why."""
+    return Verdict(
+        BLOCK,
+        INTERNAL_ERROR,
+        tool,
+        plan_id if isinstance(plan_id, str) else None,
+        agent,
+        message=f"gate error: {type(exc).__name__}: {exc}",
+    )
+
+
 # ---- reads the flow asks for
 
 

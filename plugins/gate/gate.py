@@ -37,6 +37,7 @@ from .decision import (
     LoadRecords,
     PlanView,
     Verdict,
+    fail_closed,
     gate_flow,
 )
 from .heads import HeadSource
@@ -187,17 +188,7 @@ class Gate(GuardedExecutor):
         try:
             verdict, decision_id = await self._drive(req, start)
         except Exception as exc:  # fail closed on anything unexpected
-            verdict = self._stamp(
-                Verdict(
-                    BLOCK,
-                    INTERNAL_ERROR,
-                    tool,
-                    plan_id if isinstance(plan_id, str) else None,
-                    req.agent,
-                    message=f"gate error: {type(exc).__name__}: {exc}",
-                ),
-                start,
-            )
+            verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
         if self.audit and decision_id is None:
             try:
                 decision_id = await self.store.log(self._decision(verdict))
