@@ -273,6 +273,9 @@ def decision_filter(query: DecisionQuery, mark: str) -> tuple[str, list[Any]]:
     if query.before_id is not None:
         clauses.append(f"id < {mark}")
         args.append(query.before_id)
+    if query.reasons:
+        clauses.append(f"reason IN ({', '.join([mark] * len(query.reasons))})")
+        args.extend(query.reasons)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
 
@@ -285,6 +288,19 @@ class DecisionQuery:
     plan: str | None = None
     limit: int = 100
     before_id: int | None = None
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A question a snapshot answers about the plan its root supersedes: does the log hold a
+    decision from `source` with one of `reasons` about it?"""
+
+    source: str
+    reasons: tuple[str, ...]
+
+    def query(self, plan: str) -> DecisionQuery:
+        return DecisionQuery(source=self.source, plan=plan, reasons=self.reasons, limit=1)
 
 
 @dataclass(frozen=True)
@@ -294,8 +310,8 @@ class PlanSnapshot:
     root: Record | None
     frontier: Frontier | None = None
     states: Mapping[str, KeyState] = field(default_factory=dict)
-    superseded_decisions: tuple[Decision, ...] = ()
-    """Decisions logged about the plan the root supersedes (newest first), if it has one."""
+    superseded_flagged: bool = False
+    """The plan the root supersedes has a logged decision matching the snapshot's `flag`."""
 
 
 # --- the abstract store -----------------------------------------------------------------------
@@ -337,17 +353,19 @@ class AsyncStore:
         """Optionally fetch a plan's ancestry in one query; None means walk level by level."""
         return None
 
-    async def _snapshot(self, root_id: str, scope: list[str], max_records: int) -> PlanSnapshot:
+    async def _snapshot(
+        self, root_id: str, scope: list[str], max_records: int, flag: Flag | None = None
+    ) -> PlanSnapshot:
         """Backends may override to read everything in one round trip."""
         root = (await self._get_records([root_id])).get(root_id)
         if root is None:
             return PlanSnapshot(None)
         frontier = await self.frontier([root_id], scope, max_records=max_records)
         states = await self._get_keys(scope) if scope else {}
-        prior: tuple[Decision, ...] = ()
-        if root.supersedes:
-            prior = tuple(await self._decisions(DecisionQuery(plan=root.supersedes, limit=50)))
-        return PlanSnapshot(root, frontier, states, prior)
+        flagged = False
+        if root.supersedes and flag is not None:
+            flagged = bool(await self._decisions(flag.query(root.supersedes)))
+        return PlanSnapshot(root, frontier, states, flagged)
 
     async def _snapshot_and_log(
         self,
@@ -355,9 +373,10 @@ class AsyncStore:
         scope: list[str],
         max_records: int,
         decide: Callable[[PlanSnapshot], Decision | None],
+        flag: Flag | None = None,
     ) -> tuple[PlanSnapshot, int | None]:
-        """Backends may override to read, decide and record in one transaction."""
-        snap = await self._snapshot(root_id, scope, max_records)
+        """Backends may override to read, decide and record in one round trip."""
+        snap = await self._snapshot(root_id, scope, max_records, flag)
         decision = decide(snap)
         return snap, (await self._append_decision(decision) if decision is not None else None)
 
@@ -592,13 +611,19 @@ class AsyncStore:
         return await frontier_async(lookup, roots, scope, max_records=max_records)
 
     async def snapshot(
-        self, root_id: str, scope: Iterable[str], *, max_records: int = DEFAULT_MAX_RECORDS
+        self,
+        root_id: str,
+        scope: Iterable[str],
+        *,
+        max_records: int = DEFAULT_MAX_RECORDS,
+        flag: Flag | None = None,
     ) -> PlanSnapshot:
-        """The record `root_id` (None if unknown), its frontier over `scope` and the owners and
-        heads of `scope`, read together (one round trip on the SQL backends)."""
+        """The record `root_id` (None if unknown), its frontier over `scope`, the owners and
+        heads of `scope`, and (with `flag`) whether the plan it supersedes was flagged in the
+        decision log; one round trip on SQLite."""
         validate_record_id(root_id)
         keys = sorted({validate_key(k, self.limits) for k in scope})
-        return await self._snapshot(root_id, keys, max_records)
+        return await self._snapshot(root_id, keys, max_records, flag)
 
     async def snapshot_and_log(
         self,
@@ -607,13 +632,14 @@ class AsyncStore:
         decide: Callable[[PlanSnapshot], Decision | None],
         *,
         max_records: int = DEFAULT_MAX_RECORDS,
+        flag: Flag | None = None,
     ) -> tuple[PlanSnapshot, int | None]:
         """Read a snapshot, let `decide` (pure, fast, no I/O) turn it into a decision, and record
-        that decision with the read, atomically where the backend can (SQLite: one transaction).
-        Returns the snapshot and the decision id (None when `decide` returned None)."""
+        that decision, in one round trip where the backend can (SQLite). Returns the snapshot
+        and the decision id (None when `decide` returned None)."""
         validate_record_id(root_id)
         keys = sorted({validate_key(k, self.limits) for k in scope})
-        return await self._snapshot_and_log(root_id, keys, max_records, decide)
+        return await self._snapshot_and_log(root_id, keys, max_records, decide, flag)
 
     async def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
         """Every ancestor of `record_id` (a frontier with an empty scope)."""

@@ -89,6 +89,7 @@ def find_cycle(records: Mapping[str, Record]) -> tuple[str, ...]:
     store was tampered with, so finding one is a corruption signal."""
     white, grey, black = 0, 1, 2
     color = dict.fromkeys(records, white)
+    parents = {rid: [p for p in rec.parents if p in records] for rid, rec in records.items()}
     for start in records:
         if color[start] != white:
             continue
@@ -97,10 +98,9 @@ def find_cycle(records: Mapping[str, Record]) -> tuple[str, ...]:
         color[start] = grey
         while stack:
             node, i = stack[-1]
-            parents = [p for p in records[node].parents if p in records]
-            if i < len(parents):
+            if i < len(parents[node]):
                 stack[-1] = (node, i + 1)
-                nxt = parents[i]
+                nxt = parents[node][i]
                 if color[nxt] == grey:
                     return (*path[path.index(nxt) :], nxt)
                 if color[nxt] == white:

@@ -277,8 +277,10 @@ class VerifiedRecords:
     so tampering is still caught. Cached records are shared: treat `Record.value` as read-only.
     """
 
-    def __init__(self, capacity: int = 100_000) -> None:
+    def __init__(self, capacity: int = 100_000, max_bytes: int = 32 << 20) -> None:
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._entries: OrderedDict[str, tuple[tuple[object, ...], Record]] = OrderedDict()
 
     def load(
@@ -295,6 +297,7 @@ class VerifiedRecords:
         fields = (key, value_json, parents, author, kind, supersedes, created_at)
         hit = self._entries.get(record_id)
         if hit is not None and hit[0] == fields:
+            self._entries.move_to_end(record_id)
             return hit[1]
         record = Record.from_stored(
             id=record_id,
@@ -306,7 +309,12 @@ class VerifiedRecords:
             supersedes=supersedes,
             created_at=created_at,
         )
+        if hit is not None:
+            self.bytes -= len(hit[1].value_json)
         self._entries[record_id] = (fields, record)
-        if len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        self._entries.move_to_end(record_id)
+        self.bytes += len(value_json)
+        while self._entries and (len(self._entries) > self.capacity or self.bytes > self.max_bytes):
+            _, (_, old) = self._entries.popitem(last=False)
+            self.bytes -= len(old.value_json)
         return record

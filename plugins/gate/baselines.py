@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from planfence.shared_memory import (
@@ -28,56 +28,34 @@ from planfence.shared_memory import (
     UnknownKeyError,
     UnknownRecordError,
     WriteBatch,
-    is_record_id,
 )
 
 from .decision import (
     ALLOW,
     BLOCK,
-    MISSING_PLAN,
     REPLAN,
-    SCOPE_UNRESOLVED,
     STALE,
     STALE_AFTER_REPLAN,
-    UNDECLARED_TOOL,
-    UNGATED,
     UNKNOWN_PLAN,
+    CheckRequest,
     HeadAnswer,
     StaleKey,
     Verdict,
     args_digest,
+    base_verdict,
+    resolve_call,
 )
 from .gate import Gate, GuardedExecutor
 from .heads import HeadSource
-from .policy import Policy, ScopeError
+from .policy import Policy
 
 
 def _precheck(
     policy: Policy, tool: str, args: Mapping[str, Any], plan_id: Any, agent: str | None
 ) -> Verdict | tuple[str, ...]:
-    """Policy, scope and plan-reference checks every executor shares; a verdict ends the check."""
-    base = Verdict(
-        BLOCK,
-        "",
-        tool,
-        plan_id if isinstance(plan_id, str) else None,
-        agent,
-        args_digest=args_digest(args),
-    )
-    tp = policy.get(tool)
-    if tp is None:
-        return replace(base, reason=UNDECLARED_TOOL)
-    if tp.ungated:
-        return replace(base, verdict=ALLOW, reason=UNGATED)
-    try:
-        scope = tp.scope(args)
-    except ScopeError as exc:
-        return replace(base, reason=SCOPE_UNRESOLVED, message=str(exc))
-    if not plan_id:
-        return replace(base, reason=MISSING_PLAN)
-    if not is_record_id(plan_id):
-        return replace(base, reason=UNKNOWN_PLAN)
-    return scope
+    """The same read-free checks as the gate: a verdict ends the check, else the scope D(a)."""
+    req = CheckRequest(tool, args, plan_id, agent)
+    return resolve_call(req, policy, base_verdict(req))
 
 
 class FreshnessOnly(GuardedExecutor):

@@ -200,22 +200,10 @@ def args_digest(args: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def gate_flow(
-    req: CheckRequest,
-    policy: Policy,
-    *,
-    heads_from_store: bool = True,
-    max_records: int = 10_000,
-) -> Flow:
-    """Decide allow / replan / block for one call; yields reads, returns the verdict."""
-    base = Verdict(
-        BLOCK,
-        INTERNAL_ERROR,
-        req.tool,
-        req.plan_id if isinstance(req.plan_id, str) else None,
-        req.agent,
-        args_digest=args_digest(req.args),
-    )
+def resolve_call(req: CheckRequest, policy: Policy, base: Verdict) -> Verdict | tuple[str, ...]:
+    """The checks that need no reads, shared by the gate and the baselines: the tool's
+    declaration, its scope D(a) for these arguments, and the plan reference's form. Returns the
+    scope, or the verdict that ends the check (built from `base`)."""
 
     def block(reason: str, message: str, **kw: Any) -> Verdict:
         return replace(base, verdict=BLOCK, reason=reason, message=message, **kw)
@@ -229,12 +217,46 @@ def gate_flow(
         scope = tool.scope(req.args)
     except ScopeError as exc:
         return block(SCOPE_UNRESOLVED, str(exc))
+    if not scope:  # a gated tool that depends on nothing cannot be proven current
+        return block(UNDECLARED_TOOL, f"tool {req.tool!r} declares no dependencies")
     if req.plan_id is None or req.plan_id == "":
         return block(MISSING_PLAN, "the call carries no plan reference", scope=scope)
     if not is_record_id(req.plan_id):
         return block(
             UNKNOWN_PLAN, f"malformed plan reference {str(req.plan_id)[:80]!r}", scope=scope
         )
+    return scope
+
+
+def base_verdict(req: CheckRequest) -> Verdict:
+    """The verdict a check starts from: block, until proven otherwise."""
+    return Verdict(
+        BLOCK,
+        INTERNAL_ERROR,
+        req.tool,
+        req.plan_id if isinstance(req.plan_id, str) else None,
+        req.agent,
+        args_digest=args_digest(req.args),
+    )
+
+
+def gate_flow(
+    req: CheckRequest,
+    policy: Policy,
+    *,
+    heads_from_store: bool = True,
+    max_records: int = 10_000,
+) -> Flow:
+    """Decide allow / replan / block for one call; yields reads, returns the verdict."""
+    base = base_verdict(req)
+
+    def block(reason: str, message: str, **kw: Any) -> Verdict:
+        return replace(base, verdict=BLOCK, reason=reason, message=message, **kw)
+
+    pre = resolve_call(req, policy, base)
+    if isinstance(pre, Verdict):
+        return pre
+    scope = pre
 
     view = yield LoadPlan(req.plan_id, scope, max_records)
     if isinstance(view, IOFailure):

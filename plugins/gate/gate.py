@@ -5,13 +5,14 @@ and runs tools with the one-replan loop. Async first; `SyncGate` is the sync twi
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from planfence.shared_memory import (
     AsyncStore,
     Decision,
+    Flag,
     IntegrityError,
     PlanFenceError,
     PlanSnapshot,
@@ -26,6 +27,7 @@ from .decision import (
     INTERNAL_ERROR,
     REPLAN,
     STALE,
+    STALE_AFTER_REPLAN,
     STORE_UNAVAILABLE,
     UNKNOWN_RECORD,
     AskOwners,
@@ -45,6 +47,9 @@ from .policy import Policy
 
 T = TypeVar("T")
 AUDIT_SOURCE = "gate"
+BUDGET_REASONS = (STALE, STALE_AFTER_REPLAN)
+# A plan superseding a plan that the gate refused as stale gets no second replan.
+REFUSED_AS_STALE = Flag(AUDIT_SOURCE, BUDGET_REASONS)
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,43 @@ class Outcome:
     @property
     def blocked(self) -> bool:
         return self.final.verdict == BLOCK
+
+
+@dataclass(frozen=True)
+class Check:
+    args: Mapping[str, Any]
+    plan_id: Any
+    replan_spent: bool
+
+
+@dataclass(frozen=True)
+class AskReplan:
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Call:
+    args: Mapping[str, Any]
+
+
+Step = Check | AskReplan | Call
+
+
+def executor_flow(
+    tool: str, args: Mapping[str, Any], plan_id: Any, can_replan: bool
+) -> Generator[Step, Any, Outcome]:
+    """The one-replan loop without I/O: check; if told to replan, ask once for a new plan and
+    check it; run the call only on an allow. Driven by `GuardedExecutor.run` and `SyncGate.run`."""
+    verdicts: list[Verdict] = [(yield Check(args, plan_id, False))]
+    if verdicts[-1].verdict == REPLAN and can_replan:
+        fresh: Replanned | None = yield AskReplan(verdicts[-1])
+        if fresh is not None:
+            args, plan_id = fresh.args, fresh.plan_id
+            verdicts.append((yield Check(args, plan_id, True)))
+    if verdicts[-1].verdict != ALLOW:
+        return Outcome(tool, False, args, plan_id, tuple(verdicts))
+    result = yield Call(args)
+    return Outcome(tool, True, args, plan_id, tuple(verdicts), result)
 
 
 class Checker(Protocol):
@@ -126,19 +168,23 @@ class GuardedExecutor:
         *,
         agent: str | None = None,
     ) -> Outcome:
-        verdicts = [await self.check(tool, args, plan_id, agent=agent)]
-        if verdicts[-1].verdict == REPLAN and replan is not None:
-            fresh = await replan(verdicts[-1])
-            if fresh is not None:
-                args, plan_id = fresh.args, fresh.plan_id
-                verdicts.append(
-                    await self.check(tool, args, plan_id, agent=agent, replan_spent=True)
-                )
-        final = verdicts[-1]
-        if final.verdict != ALLOW:
-            return Outcome(tool, False, args, plan_id, tuple(verdicts))
-        result = await call(args)
-        return Outcome(tool, True, args, plan_id, tuple(verdicts), result)
+        flow = executor_flow(tool, args, plan_id, replan is not None)
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, Check):
+                    answer: Any = await self.check(
+                        tool, step.args, step.plan_id, agent=agent, replan_spent=step.replan_spent
+                    )
+                elif isinstance(step, AskReplan):
+                    assert replan is not None
+                    answer = await replan(step.verdict)
+                else:
+                    answer = await call(step.args)
+                step = flow.send(answer)
+        except StopIteration as stop:
+            outcome: Outcome = stop.value
+            return outcome
 
 
 class Gate(GuardedExecutor):
@@ -189,7 +235,9 @@ class Gate(GuardedExecutor):
             verdict, decision_id = await self._drive(req, start)
         except Exception as exc:  # fail closed on anything unexpected
             verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
-        if self.audit and decision_id is None:
+        # Refusals for staleness are what the one-replan budget is made of: they are recorded even
+        # with audit off, so the budget holds across gates and processes.
+        if decision_id is None and (self.audit or verdict.reason in BUDGET_REASONS):
             try:
                 decision_id = await self.store.log(self._decision(verdict))
             except Exception as exc:
@@ -202,8 +250,10 @@ class Gate(GuardedExecutor):
 
     @staticmethod
     def _audit_failed(verdict: Verdict, exc: Exception) -> Verdict:
-        if verdict.verdict != ALLOW:
-            return verdict  # a refusal stands even when it could not be recorded
+        if verdict.verdict == BLOCK:
+            return verdict  # a block stands even when it could not be recorded
+        # An allow must be on record before the call runs; an unrecorded replan verdict would
+        # let the next plan claim a fresh replan budget.
         return replace(
             verdict,
             verdict=BLOCK,
@@ -247,7 +297,11 @@ class Gate(GuardedExecutor):
 
         try:
             _, decision_id = await self.store.snapshot_and_log(
-                request.plan_id, request.scope, decide, max_records=request.max_records
+                request.plan_id,
+                request.scope,
+                decide,
+                max_records=request.max_records,
+                flag=REFUSED_AS_STALE,
             )
         except Exception as exc:
             if "verdict" in outcome:  # decided, but the audit record did not commit
@@ -269,7 +323,10 @@ class Gate(GuardedExecutor):
         try:
             if isinstance(request, LoadPlan):
                 snap = await self.store.snapshot(
-                    request.plan_id, request.scope, max_records=request.max_records
+                    request.plan_id,
+                    request.scope,
+                    max_records=request.max_records,
+                    flag=REFUSED_AS_STALE,
                 )
                 return self._view(snap)
             if isinstance(request, AskOwners):
@@ -287,10 +344,7 @@ class Gate(GuardedExecutor):
     def _view(snap: PlanSnapshot) -> PlanView:
         if snap.root is None:
             return PlanView(None)
-        refused = any(
-            d.source == AUDIT_SOURCE and d.verdict == REPLAN for d in snap.superseded_decisions
-        )
-        return PlanView(snap.root, snap.frontier, snap.states, refused)
+        return PlanView(snap.root, snap.frontier, snap.states, snap.superseded_flagged)
 
     def _decision(self, v: Verdict) -> Decision:
         payload = {
@@ -360,15 +414,23 @@ class SyncGate:
         agent: str | None = None,
     ) -> Outcome:
         """Same loop as `Gate.run`, with plain callables; the tool runs on the caller's thread."""
-        verdicts = [self.check(tool, args, plan_id, agent=agent)]
-        if verdicts[-1].verdict == REPLAN and replan is not None:
-            fresh = replan(verdicts[-1])
-            if fresh is not None:
-                args, plan_id = fresh.args, fresh.plan_id
-                verdicts.append(self.check(tool, args, plan_id, agent=agent, replan_spent=True))
-        if verdicts[-1].verdict != ALLOW:
-            return Outcome(tool, False, args, plan_id, tuple(verdicts))
-        return Outcome(tool, True, args, plan_id, tuple(verdicts), call(args))
+        flow = executor_flow(tool, args, plan_id, replan is not None)
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, Check):
+                    answer: Any = self.check(
+                        tool, step.args, step.plan_id, agent=agent, replan_spent=step.replan_spent
+                    )
+                elif isinstance(step, AskReplan):
+                    assert replan is not None
+                    answer = replan(step.verdict)
+                else:
+                    answer = call(step.args)
+                step = flow.send(answer)
+        except StopIteration as stop:
+            outcome: Outcome = stop.value
+            return outcome
 
 
 __all__ = [

@@ -44,6 +44,7 @@ class ScopeError(Exception):
 
 
 _FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+)*$")
+_PLACEHOLDER_RE = re.compile(r"\{([^{}]+)\}")
 _TOOL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
 
 
@@ -75,12 +76,9 @@ class KeyTemplate:
         return cls(text, tuple(fields))
 
     def fill(self, args: Mapping[str, Any]) -> str:
-        values: dict[str, str] = {}
-        for name in self.fields:
-            values[name] = _lookup(args, name)
-        out = self.text
-        for name, value in values.items():
-            out = out.replace("{" + name + "}", value)
+        values = {name: _lookup(args, name) for name in self.fields}
+        # One pass over the template: an argument value is never read as a placeholder itself.
+        out = _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], self.text)
         try:
             return validate_key(out)
         except InvalidKeyError as exc:
@@ -111,6 +109,13 @@ class ToolPolicy:
     name: str
     depends_on: tuple[KeyTemplate, ...] = ()
     ungated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.ungated == bool(self.depends_on):
+            raise PolicyError(
+                f"tool {self.name!r}: declare depends_on (at least one key template) "
+                "or ungated = true, not both or neither"
+            )
 
     def scope(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         """The keys D(a) for a call with `args`. Raises `ScopeError`."""

@@ -87,6 +87,8 @@ class MemoryStore(AsyncStore):
         for d in reversed(self._decision_log):
             if query.before_id is not None and d.id is not None and d.id >= query.before_id:
                 continue
+            if query.reasons and d.reason not in query.reasons:
+                continue
             if any(
                 want is not None and have != want
                 for want, have in (

@@ -36,7 +36,7 @@ from ..records import DEFAULT_LIMITS, Record, StoreLimits, utc_now
 
 try:
     import psycopg
-    from psycopg_pool import AsyncConnectionPool
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("the PostgreSQL store", "postgres") from exc
 
@@ -177,12 +177,8 @@ class PostgresStore(AsyncStore):
                     await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
                 row = await (await conn.execute("SELECT current_schema()")).fetchone()
                 self._name_locks(str(row[0]) if row and row[0] else self.schema or "public")
-        except (psycopg.OperationalError, TimeoutError) as exc:
+        except (psycopg.Error, PoolTimeout, TimeoutError) as exc:
             raise StoreUnavailableError(f"cannot reach PostgreSQL store: {exc}") from exc
-        except Exception as exc:
-            if type(exc).__name__ == "PoolTimeout":
-                raise StoreUnavailableError(f"cannot reach PostgreSQL store: {exc}") from exc
-            raise
         self._ready = True
 
     async def aclose(self) -> None:
@@ -282,7 +278,7 @@ class PostgresStore(AsyncStore):
                             [decision_row(d, at) for d in batch.decisions],
                         )
                 return out
-        except psycopg.OperationalError as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
 
     async def _append_decision(self, decision: Decision) -> int:
@@ -299,7 +295,7 @@ class PostgresStore(AsyncStore):
                 cur = await conn.execute(sql, args)
                 rows: list[tuple[Any, ...]] = await cur.fetchall()
                 return rows
-        except psycopg.OperationalError as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
 
     async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:

@@ -21,6 +21,7 @@ from ..base import (
     Change,
     Decision,
     DecisionQuery,
+    Flag,
     KeyState,
     PlanSnapshot,
     WriteBatch,
@@ -116,6 +117,7 @@ class SQLiteStore(AsyncStore):
         self._conn: sqlite3.Connection | None = None
         self._ready = False
         self._verified = VerifiedRecords()
+        self._closed = False
 
     # ---- plumbing
 
@@ -144,18 +146,28 @@ class SQLiteStore(AsyncStore):
         return await self._call(fn)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreUnavailableError(f"the SQLite store {self.path} is closed")
+
+        def guarded() -> T:
+            try:
+                return fn(self._connect())
+            except sqlite3.Error as exc:  # locked, disk full, corrupt: the store is unusable now
+                raise StoreUnavailableError(f"SQLite store {self.path}: {exc}") from exc
+
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(self._connect()))
+        return await loop.run_in_executor(self._executor, guarded)
 
     @staticmethod
     def _in_tx(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn.execute("BEGIN IMMEDIATE")
         try:
             out = fn(conn)
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # also after a failed COMMIT, so the lock is released
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         return out
 
     async def setup(self) -> None:
@@ -178,9 +190,13 @@ class SQLiteStore(AsyncStore):
         def close(conn: sqlite3.Connection) -> None:
             conn.close()
 
+        if self._closed:
+            return
         if self._conn is not None:
             await self._call(close)
             self._conn = None
+        self._closed = True
+        self._ready = False
         self._executor.shutdown(wait=False)
 
     # ---- primitives
@@ -240,26 +256,23 @@ class SQLiteStore(AsyncStore):
                     (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
                 )
                 out.append(Change(int(cur.lastrowid or 0), *_change_tail(ch)))
-            if batch.decisions:
-                conn.executemany(
-                    "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, "
-                    "payload) VALUES (?,?,?,?,?,?,?,?)",
-                    [decision_row(d, at) for d in batch.decisions],
-                )
+            for d in batch.decisions:
+                self._insert_decision(conn, d if d.at else replace(d, at=at))
             return out
 
         return await self._run(lambda conn: self._in_tx(conn, write))
 
-    async def _append_decision(self, decision: Decision) -> int:
-        def write(conn: sqlite3.Connection) -> int:
-            cur = conn.execute(
-                "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, payload) "
-                "VALUES (?,?,?,?,?,?,?,?)",
-                decision_row(decision, utc_now()),
-            )
-            return int(cur.lastrowid or 0)
+    @staticmethod
+    def _insert_decision(conn: sqlite3.Connection, decision: Decision) -> int:
+        cur = conn.execute(
+            "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, payload) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            decision_row(decision, utc_now()),
+        )
+        return int(cur.lastrowid or 0)
 
-        return await self._run(write)
+    async def _append_decision(self, decision: Decision) -> int:
+        return await self._run(lambda conn: self._insert_decision(conn, decision))
 
     def _record(self, row: Sequence[Any]) -> Record:
         parents = tuple(json.loads(row[3]))
@@ -287,7 +300,12 @@ class SQLiteStore(AsyncStore):
         return {i: replace(r, value=json.loads(r.value_json)) for i, r in found.items()}
 
     def _read_snapshot(
-        self, conn: sqlite3.Connection, root_id: str, scope: list[str], max_records: int
+        self,
+        conn: sqlite3.Connection,
+        root_id: str,
+        scope: list[str],
+        max_records: int,
+        flag: Flag | None,
     ) -> PlanSnapshot:
         pre = self._prefetch(conn, [root_id], scope, max_records)  # the root comes with it
         root = pre.get(root_id) or self._read_records(conn, [root_id]).get(root_id)
@@ -302,26 +320,19 @@ class SQLiteStore(AsyncStore):
             return got
 
         frontier = frontier_sync(lookup, [root_id], scope, max_records=max_records)
-        states = self._read_keys(conn, scope) if scope else {}
-        prior: tuple[Decision, ...] = ()
-        if root.supersedes:
-            prior = tuple(
-                decision_from_row(r)
-                for r in conn.execute(
-                    "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
-                    "FROM decisions WHERE plan = ? ORDER BY id DESC LIMIT 50",
-                    (root.supersedes,),
-                )
-            )
-        return PlanSnapshot(root, frontier, states, prior)
-
-    async def _snapshot(self, root_id: str, scope: list[str], max_records: int) -> PlanSnapshot:
-        # One hop to the database thread, one read transaction: root, lineage, heads.
         # Records are immutable, so only the heads need to be current: they are read last.
-        def read(conn: sqlite3.Connection) -> PlanSnapshot:
-            return self._read_snapshot(conn, root_id, scope, max_records)
+        states = self._read_keys(conn, scope) if scope else {}
+        flagged = False
+        if root.supersedes and flag is not None:
+            flagged = bool(self._read_decisions(conn, flag.query(root.supersedes)))
+        return PlanSnapshot(root, frontier, states, flagged)
 
-        return await self._run(read)
+    async def _snapshot(
+        self, root_id: str, scope: list[str], max_records: int, flag: Flag | None = None
+    ) -> PlanSnapshot:
+        return await self._run(
+            lambda conn: self._read_snapshot(conn, root_id, scope, max_records, flag)
+        )
 
     async def _snapshot_and_log(
         self,
@@ -329,21 +340,18 @@ class SQLiteStore(AsyncStore):
         scope: list[str],
         max_records: int,
         decide: Callable[[PlanSnapshot], Decision | None],
+        flag: Flag | None = None,
     ) -> tuple[PlanSnapshot, int | None]:
-        # Read, decide and record in one transaction on the database thread.
+        # One hop to the database thread: read (no lock), decide, then a short write
+        # transaction for the decision alone, so checks never hold the write lock for a walk.
         def run(conn: sqlite3.Connection) -> tuple[PlanSnapshot, int | None]:
-            snap = self._read_snapshot(conn, root_id, scope, max_records)
+            snap = self._read_snapshot(conn, root_id, scope, max_records, flag)
             decision = decide(snap)
             if decision is None:
                 return snap, None
-            cur = conn.execute(
-                "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, payload) "
-                "VALUES (?,?,?,?,?,?,?,?)",
-                decision_row(decision, utc_now()),
-            )
-            return snap, int(cur.lastrowid or 0)
+            return snap, self._in_tx(conn, lambda c: self._insert_decision(c, decision))
 
-        return await self._run(lambda conn: self._in_tx(conn, run))
+        return await self._run(run)
 
     async def _prefetch_lineage(
         self, roots: Sequence[str], scope: Sequence[str], limit: int
@@ -394,17 +402,18 @@ class SQLiteStore(AsyncStore):
 
         return await self._run(read)
 
-    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
-        def read(conn: sqlite3.Connection) -> list[Decision]:
-            where, args = decision_filter(query, "?")
-            rows = conn.execute(
-                "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
-                f"FROM decisions {where} ORDER BY id DESC LIMIT ?",
-                (*args, query.limit),
-            ).fetchall()
-            return [decision_from_row(r) for r in rows]
+    @staticmethod
+    def _read_decisions(conn: sqlite3.Connection, query: DecisionQuery) -> list[Decision]:
+        where, args = decision_filter(query, "?")
+        rows = conn.execute(
+            "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
+            f"FROM decisions {where} ORDER BY id DESC LIMIT ?",
+            (*args, query.limit),
+        ).fetchall()
+        return [decision_from_row(r) for r in rows]
 
-        return await self._run(read)
+    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
+        return await self._run(lambda conn: self._read_decisions(conn, query))
 
 
 def _change_tail(ch: Change) -> tuple[Any, ...]:

@@ -1,0 +1,152 @@
+"""The one-replan budget and other fail-closed edges found in review: each test failed before
+its fix."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from planfence.plugins.gate import (
+    Gate,
+    KeyTemplate,
+    Policy,
+    PolicyError,
+    ScopeError,
+    ToolPolicy,
+    create_plan,
+)
+from planfence.shared_memory import (
+    AsyncStore,
+    Record,
+    StoreUnavailableError,
+    create_async_store,
+)
+
+POLICY = Policy.from_toml(
+    """
+[tools.ship]
+depends_on = ["order/{id}"]
+
+[tools.peek]
+ungated = true
+"""
+)
+ARGS = {"id": "7"}
+
+
+async def seed(store: AsyncStore) -> tuple[Record, Record]:
+    await store.own("order/7", "sales")
+    order = await store.put("order/7", {"n": 0}, author="sales")
+    plan = await create_plan(store, author="planner", parents=[order.id])
+    return order, plan
+
+
+async def revise(store: AsyncStore, n: int) -> Record:
+    return await store.put("order/7", {"n": n}, author="sales")
+
+
+async def replan_from(store: AsyncStore, old: Record) -> Record:
+    head = await store.head("order/7")
+    assert head is not None
+    return await create_plan(store, author="planner", parents=[head], supersedes=old.id)
+
+
+@pytest.mark.parametrize("audit", [True, False])
+async def test_budget_holds_along_the_whole_supersedes_chain(
+    astore: AsyncStore, audit: bool
+) -> None:
+    _, a = await seed(astore)
+    gate = Gate(astore, POLICY, audit=audit)
+    await revise(astore, 1)
+    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    b = await replan_from(astore, a)
+    await revise(astore, 2)
+    vb = await gate.check("ship", ARGS, b.id)
+    assert (vb.verdict, vb.reason) == ("block", "stale_after_replan")
+    # C supersedes B, which was refused as stale (blocked): still no second replan.
+    c = await replan_from(astore, b)
+    await revise(astore, 3)
+    vc = await gate.check("ship", ARGS, c.id)
+    assert (vc.verdict, vc.reason) == ("block", "stale_after_replan")
+
+
+async def test_ungated_calls_cannot_flush_a_refusal_out_of_the_budget(astore: AsyncStore) -> None:
+    _, a = await seed(astore)
+    gate = Gate(astore, POLICY)
+    await revise(astore, 1)
+    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    for _ in range(60):  # read-only calls carrying the same plan id are logged too
+        assert (await gate.check("peek", {}, a.id)).verdict == "allow"
+    b = await replan_from(astore, a)
+    await revise(astore, 2)
+    assert (await gate.check("ship", ARGS, b.id)).reason == "stale_after_replan"
+
+
+async def test_a_gated_tool_with_an_empty_scope_is_blocked(astore: AsyncStore) -> None:
+    _, plan = await seed(astore)
+    await revise(astore, 1)  # the plan is stale
+    empty = ToolPolicy.__new__(ToolPolicy)  # bypass validation, as a hand-built policy could
+    object.__setattr__(empty, "name", "wire_money")
+    object.__setattr__(empty, "depends_on", ())
+    object.__setattr__(empty, "ungated", False)
+    v = await Gate(astore, Policy({"wire_money": empty})).check("wire_money", {}, plan.id)
+    assert (v.verdict, v.reason) == ("block", "undeclared_tool")
+
+
+def test_tool_policies_must_declare_dependencies_or_be_ungated() -> None:
+    with pytest.raises(PolicyError, match="declare depends_on"):
+        ToolPolicy("wire_money")
+    with pytest.raises(PolicyError, match="not both"):
+        ToolPolicy("x", (KeyTemplate.parse("a/{b}"),), ungated=True)
+
+
+def test_argument_values_are_never_read_as_placeholders() -> None:
+    tool = Policy().declare("t", ["order/{a}-{b}"]).get("t")
+    assert tool is not None
+    with pytest.raises(ScopeError, match="invalid key"):  # "{b}" is not a key character
+        tool.scope({"a": "{b}", "b": "7"})
+    assert tool.scope({"a": "x", "b": "7"}) == ("order/x-7",)
+
+
+def test_braces_in_arguments_give_an_invalid_key() -> None:
+    tool = Policy().declare("t", ["order/{a}{b}"]).get("t")
+    assert tool is not None
+    from planfence.plugins.gate import ScopeError
+
+    with pytest.raises(ScopeError, match="invalid key"):
+        tool.scope({"a": "{b}", "b": "7"})
+
+
+async def test_a_locked_sqlite_store_blocks_and_raises_typed_errors(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = create_async_store(url)
+    await store.setup()
+    _, plan = await seed(store)
+    await store.aclose()
+    from planfence.shared_memory.backends.sqlite import SQLiteStore
+
+    locked = SQLiteStore(tmp_path / "s.db", busy_timeout=0.05)
+    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    try:
+        await locked.setup()
+        holder.execute("BEGIN EXCLUSIVE")
+        # WAL readers still see the plan, so the decision is reached; it cannot be recorded,
+        # and an unrecorded allow must not let the call run.
+        v = await Gate(locked, POLICY).check("ship", ARGS, plan.id)
+        assert (v.verdict, v.reason) == ("block", "audit_unavailable")
+        with pytest.raises(StoreUnavailableError, match="locked"):
+            await locked.put("order/7", {"n": 9}, author="sales")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        await locked.aclose()
+
+
+async def test_a_closed_store_says_so(tmp_path: Any) -> None:
+    store = create_async_store(f"sqlite:///{tmp_path / 's.db'}")
+    await store.setup()
+    await store.aclose()
+    with pytest.raises(StoreUnavailableError, match="closed"):
+        await store.keys()
