@@ -147,23 +147,46 @@ def heads_as_of(changes: list[Change], seq: int) -> dict[str, str | None]:
     return heads
 
 
+async def used_versions(
+    store: AsyncStore, root: str, scope: tuple[str, ...]
+) -> dict[str, set[str]]:
+    """Which versions of each scope key the plan `root` used, by walking its parents one record
+    at a time: written apart from the gate's own walk, so the judge does not share its bugs."""
+    used: dict[str, set[str]] = {k: set() for k in scope}
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        rid = stack.pop()
+        if rid in seen:
+            continue
+        seen.add(rid)
+        rec = await store.get(rid)
+        if rec.key in used:
+            used[rec.key].add(rid)
+        else:
+            stack.extend(rec.parents)
+    return used
+
+
 async def judge(store: AsyncStore, policy: Policy, action: ActionLog) -> bool:
     """Valid iff the plan behind the arguments had F(x) == {H(x)} for every x in D(a) when the
     tool ran, by the store's history."""
     if action.plan_id is None:
         return False
     tool = policy.get(action.tool)
-    if tool is None:
+    if tool is None or tool.ungated:
         return False
     scope = tool.scope(action.args)
-    fr = await store.frontier([action.plan_id], scope)
+    if not scope:
+        return False
+    used = await used_versions(store, action.plan_id, scope)
     changes: list[Change] = []
     since = 0
     while batch := await store.changes(since, 1000):
         changes.extend(batch)
         since = batch[-1].seq
     heads = heads_as_of(changes, action.seq)
-    return fr.complete and all(fr.used(k) == {heads.get(k)} for k in scope)
+    return all(used[k] == {heads.get(k)} for k in scope)
 
 
 async def run_workflow(

@@ -147,6 +147,10 @@ class JanusStoreHook:
         except HeadConflictError as exc:
             self.controller.state = before
             raise JanusConflictError(exc.key, exc.expected, exc.current) from exc
+        except BaseException:
+            # Nothing was written: the controller must not run ahead of the stored state.
+            self.controller.state = before
+            raise
         return Submission(record, verdict, record.id if verdict.deploy else head, decision)
 
     async def decisions(self, limit: int = 100) -> list[Decision]:

@@ -133,3 +133,26 @@ async def test_open_refuses_a_key_owned_by_someone_else(astore: AsyncStore) -> N
     await astore.own("x/mem", "someone")
     with pytest.raises(NotOwnerError):
         await JanusStoreHook(astore, "x/mem", controller(), owner="janus").open()
+
+
+async def test_a_failed_write_leaves_the_controller_as_it_was(astore: AsyncStore) -> None:
+    from planfence.shared_memory import StoreUnavailableError
+
+    ctl = controller()
+    hook = await JanusStoreHook(astore, "team/notes", ctl, owner="janus").open()
+    await hook.submit("fact0", TASKS[0], author="curator")
+    before = ctl.save_state()
+
+    async def broken_write(batch: object) -> None:
+        raise StoreUnavailableError("disk gone")
+
+    real_write = astore.write
+    astore.write = broken_write  # type: ignore[method-assign,assignment]
+    try:
+        with pytest.raises(StoreUnavailableError):
+            await hook.submit("fact0 fact1", TASKS[1], author="curator")
+    finally:
+        astore.write = real_write  # type: ignore[method-assign]
+    assert ctl.save_state() == before
+    again = await hook.submit("fact0 fact1", TASKS[1], author="curator")
+    assert again.verdict.step == 2  # the failed attempt did not count as a step
