@@ -27,9 +27,9 @@ def create_async_store(
 
         return MemoryStore(limits=limits)
     if url.startswith("sqlite://"):
-        from .backends.sqlite import SQLiteStore, sqlite_path_from_url
+        from .backends.sqlite import SQLiteStore, sqlite_options_from_url, sqlite_path_from_url
 
-        return SQLiteStore(sqlite_path_from_url(url), limits=limits)
+        return SQLiteStore(sqlite_path_from_url(url), limits=limits, **sqlite_options_from_url(url))
     if url.startswith(("postgresql://", "postgres://")):
         from .backends.postgres import PostgresStore
 

@@ -91,10 +91,28 @@ MIGRATIONS: tuple[str, ...] = (
 _RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
 
 
+_SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def sqlite_options_from_url(url: str) -> dict[str, str]:
+    """Options in the URL's query: `synchronous=normal|full` (default normal: durable across
+    process crashes; full also across power loss, at the cost of an fsync per write)."""
+    from urllib.parse import parse_qsl
+
+    query = url.partition("?")[2]
+    opts = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = set(opts) - {"synchronous"}
+    if unknown:
+        raise ConfigError(f"unknown SQLite store option {sorted(unknown)[0]!r} in {url!r}")
+    if "synchronous" in opts and opts["synchronous"].upper() not in _SYNC_MODES:
+        raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
+    return opts
+
+
 def sqlite_path_from_url(url: str) -> str:
     if not url.startswith("sqlite://"):
         raise ConfigError(f"not a sqlite URL: {url!r}")
-    rest = url[len("sqlite://") :]
+    rest = url[len("sqlite://") :].partition("?")[0]
     if rest in ("", "/", "/:memory:"):
         return ":memory:"
     if not rest.startswith("/"):
@@ -106,12 +124,20 @@ def sqlite_path_from_url(url: str) -> str:
 
 class SQLiteStore(AsyncStore):
     def __init__(
-        self, path: str | Path, *, limits: StoreLimits = DEFAULT_LIMITS, busy_timeout: float = 30.0
+        self,
+        path: str | Path,
+        *,
+        limits: StoreLimits = DEFAULT_LIMITS,
+        busy_timeout: float = 30.0,
+        synchronous: str = "NORMAL",
     ) -> None:
         super().__init__(limits=limits)
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout = busy_timeout
+        if synchronous.upper() not in _SYNC_MODES:
+            raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
+        self.synchronous = synchronous.upper()
         self.poll_interval = 0.02
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planfence-sqlite")
         self._conn: sqlite3.Connection | None = None
@@ -133,7 +159,7 @@ class SQLiteStore(AsyncStore):
                     check_same_thread=False,
                 )
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             except (sqlite3.Error, OSError) as exc:
                 raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc

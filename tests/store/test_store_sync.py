@@ -92,3 +92,20 @@ def test_not_a_database_is_unavailable(tmp_path: Path) -> None:
     junk.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreUnavailableError):
         open_store(f"sqlite:///{junk}")
+
+
+def test_sqlite_url_options(tmp_path: Path) -> None:
+    import sqlite3
+
+    from planfence.shared_memory import ConfigError, open_store
+
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}?synchronous=full") as store:
+        store.own("k/1", "o")
+        assert store.aio.synchronous == "FULL"  # type: ignore[attr-defined]
+    with sqlite3.connect(tmp_path / "a.db") as raw:
+        assert raw.execute("SELECT count(*) FROM keys").fetchone() == (1,)
+    raw.close()
+    with pytest.raises(ConfigError, match="synchronous must be"):
+        open_store(f"sqlite:///{tmp_path / 'b.db'}?synchronous=sometimes")
+    with pytest.raises(ConfigError, match="unknown SQLite store option"):
+        open_store(f"sqlite:///{tmp_path / 'c.db'}?journal=off")
