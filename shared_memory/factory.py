@@ -29,7 +29,12 @@ def create_async_store(
     if url.startswith("sqlite://"):
         from .backends.sqlite import SQLiteStore, sqlite_options_from_url, sqlite_path_from_url
 
-        return SQLiteStore(sqlite_path_from_url(url), limits=limits, **sqlite_options_from_url(url))
+        options = sqlite_options_from_url(url)
+        return SQLiteStore(
+            sqlite_path_from_url(url),
+            limits=limits,
+            synchronous=options.get("synchronous", "NORMAL"),
+        )
     if url.startswith(("postgresql://", "postgres://")):
         from .backends.postgres import PostgresStore
 

@@ -772,7 +772,7 @@ async def _bench(settings: Settings) -> dict[str, Any]:
                     keyring,
                     settings.sync_iterations,
                 )
-                emulated = {
+                emulated: dict[str, Any] = {
                     "link_up_packets": link.up.packets + lossy.up.packets,
                     "link_down_packets": link.down.packets + lossy.down.packets,
                     "lossy_packets": lossy.up.packets + lossy.down.packets,

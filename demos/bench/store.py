@@ -87,7 +87,7 @@ def _postgres_target(url: str) -> Target:
 
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
-                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # type: ignore[arg-type]
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         except psycopg.Error:
             pass
 

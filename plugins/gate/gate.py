@@ -312,7 +312,7 @@ class Gate(GuardedExecutor):
             if failure is None:
                 raise
             try:
-                return flow.send(failure)  # type: ignore[no-any-return]
+                return flow.send(failure)
             except StopIteration as stop:  # must not escape a coroutine
                 return self._stamp(stop.value, start), None
         if "verdict" in outcome:

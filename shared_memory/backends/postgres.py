@@ -173,7 +173,7 @@ class PostgresStore(AsyncStore):
                 row = await (await conn.execute("SELECT max(version) FROM pf_schema")).fetchone()
                 version = (row[0] if row else None) or 0
                 for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                    await conn.execute(script)  # type: ignore[arg-type]
+                    await conn.execute(script)
                     await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
                 row = await (await conn.execute("SELECT current_schema()")).fetchone()
                 self._name_locks(str(row[0]) if row and row[0] else self.schema or "public")
