@@ -38,16 +38,21 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server import Server
 from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, LOG_LEVEL_META_KEY, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
 from planfence.plugins.gate import BLOCK, Gate, Policy, Verdict
 from planfence.plugins.gate.gate import AUDIT_SOURCE
 from planfence.shared_memory import AsyncStore, Decision, PlanFenceError, validate_agent
 
+from .relay import DEFAULT_LEGACY_LOG_LEVEL, Origin, Relay, is_modern, no_origin
 from .results import (
+    INPUT_REFUSED,
     MALFORMED_META,
     PROXY_ERROR,
     UPSTREAM_ERROR,
@@ -120,14 +125,6 @@ def _clean_result_meta(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _forward_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    out = dict(params or {})
-    meta = forwardable_meta(out.pop("_meta", None))
-    if meta:
-        out["_meta"] = meta
-    return out
-
-
 @dataclass
 class _Connection:
     client: Client | None = None
@@ -154,12 +151,15 @@ class Upstream:
         mode: UpstreamMode = "auto",
         call_timeout: float | None = 60.0,
         request_timeout: float | None = 30.0,
+        relay: Relay | None = None,
     ) -> None:
         self.target = target
         self.mode: UpstreamMode = mode
         self.call_timeout = call_timeout
         self.request_timeout = request_timeout
+        self.relay = relay
         self._conn: _Connection | None = None
+        self._modern = False
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
@@ -195,18 +195,43 @@ class Upstream:
 
     async def _hold(self, conn: _Connection, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         started = False
+        relay = self.relay
+        callbacks: dict[str, Any] = {}
+        if relay is not None:
+            # The proxy answers the upstream's requests by asking its own clients, so it
+            # declares sampling, elicitation and roots; a client without them gets the
+            # upstream's question refused with the usual "not supported" error.
+            callbacks = {
+                "sampling_callback": relay.on_sampling,
+                "elicitation_callback": relay.on_elicitation,
+                "list_roots_callback": relay.on_list_roots,
+                "logging_callback": relay.on_log,
+                "message_handler": relay.on_notification,
+            }
         try:
             # No response cache: the proxy forwards, its callers decide what to cache.
-            async with Client(
-                self.target,
-                mode=self.mode,
-                cache=None,
-                client_info=types.Implementation(name="planfence-proxy", version=_version()),
-            ) as client:
+            async with (
+                Client(
+                    self.target,
+                    mode=self.mode,
+                    cache=None,
+                    client_info=types.Implementation(name="planfence-proxy", version=_version()),
+                    **callbacks,
+                ) as client,
+                anyio.create_task_group() as tg,
+            ):
                 conn.client = client
+                self._modern = is_modern(client.protocol_version)
+                if isinstance(self.target, str) and self._modern:
+                    # A 2026-era HTTP upstream checks the `Mcp-Param-*` headers its tools
+                    # declare (`x-mcp-header`); the client mirrors them from its listing.
+                    await self._learn_tool_headers(client)
                 started = True
                 task_status.started()
+                if relay is not None and is_modern(client.protocol_version):
+                    tg.start_soon(self._listen, client, relay)
                 await conn.closed.wait()
+                tg.cancel_scope.cancel()
         except Exception:
             if not started:
                 raise
@@ -229,7 +254,8 @@ class Upstream:
                 raise UpstreamFailure(UPSTREAM_UNAVAILABLE, "the proxy is shutting down")
             fresh = _Connection()
             try:
-                with anyio.fail_after(self.request_timeout):
+                # The connection's tasks outlive the request that happens to open it.
+                with anyio.fail_after(self.request_timeout), no_origin():
                     await self._tg.start(self._hold, fresh)
             except TimeoutError:
                 fresh.closed.set()
@@ -244,6 +270,39 @@ class Upstream:
             self._conn = fresh
             self.connects += 1
             return fresh
+
+    async def _learn_tool_headers(self, client: Client) -> None:
+        """List the upstream's tools through the client session, which records the headers
+        each tool's calls must carry."""
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self.request_timeout):
+                for _ in range(100):
+                    page = await client.session.list_tools(
+                        params=types.PaginatedRequestParams(cursor=cursor)
+                    )
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        return
+        except Exception:
+            logger.debug("could not list the upstream's tools", exc_info=True)
+
+    async def _listen(self, client: Client, relay: Relay) -> None:
+        """Relay a 2026-era upstream's change events (it sends them only on a listen stream)."""
+        caps = client.server_capabilities
+        wanted = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
+        }
+        if not any(wanted.values()):
+            return
+        try:
+            async with client.listen(**wanted) as subscription:
+                async for event in subscription:
+                    await relay.publish(event)
+        except Exception:
+            logger.debug("the upstream's change-event stream ended", exc_info=True)
 
     async def request(
         self,
@@ -260,17 +319,18 @@ class Upstream:
         """
         conn = await self._connection()
         assert conn.client is not None
+        client = conn.client
         request = _RawRequest(method=method, params=dict(params or {}))
         try:
-            # The raw dict keeps every field the upstream sent and skips the client-side
-            # output-schema check: the proxy returns results, it does not consume them.
-            # (`send_request` takes a TypeAdapter at run time; its annotation only names models.)
-            raw: dict[str, Any] = await conn.client.session.send_request(
-                request,
-                _RAW,  # type: ignore[type-var]
-                request_read_timeout_seconds=read_timeout,
-                progress_callback=on_progress,
-            )
+            try:
+                raw = await self._send(client, request, read_timeout, on_progress)
+            except MCPError as exc:
+                if exc.code != HEADER_MISMATCH or method != "tools/call":
+                    raise
+                # The upstream's tools changed since they were listed: the SDK's own recovery
+                # is to list them again and resend once.
+                await self._learn_tool_headers(client)
+                raw = await self._send(client, request, read_timeout, on_progress)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 conn.dead = True
@@ -296,6 +356,29 @@ class Upstream:
         result.setdefault("resultType", "complete")
         return result
 
+    @staticmethod
+    async def _send(
+        client: Client,
+        request: _RawRequest,
+        read_timeout: float | None,
+        on_progress: ProgressFnT | None,
+    ) -> dict[str, Any]:
+        # The raw dict keeps every field the upstream sent and skips the client-side
+        # output-schema check: the proxy returns results, it does not consume them.
+        # (`send_request` takes a TypeAdapter at run time; its annotation only names models.)
+        raw: dict[str, Any] = await client.session.send_request(
+            request,
+            _RAW,  # type: ignore[type-var]
+            request_read_timeout_seconds=read_timeout,
+            progress_callback=on_progress,
+        )
+        return raw
+
+    @property
+    def modern(self) -> bool:
+        """Whether the upstream speaks the 2026-07-28 protocol (as of its last connection)."""
+        return self._modern
+
 
 class PlanFenceProxy:
     """Builds the proxy's MCP server: handlers that gate `tools/call` and pass the rest through.
@@ -304,12 +387,22 @@ class PlanFenceProxy:
         gate: judges each call (and audits it in its store's decision log).
         upstream: the connected upstream server.
         name: the name the proxy gives itself to its clients.
+        relay: delivers what the upstream sends besides answers (the upstream's own relay).
     """
 
-    def __init__(self, gate: Gate, upstream: Upstream, *, name: str = "planfence-proxy") -> None:
+    def __init__(
+        self,
+        gate: Gate,
+        upstream: Upstream,
+        *,
+        name: str = "planfence-proxy",
+        relay: Relay | None = None,
+    ) -> None:
         self.gate = gate
         self.upstream = upstream
         self.name = name
+        self.relay = relay or upstream.relay or Relay()
+        self._subscribers: dict[str, int] = {}
 
     @property
     def policy(self) -> Policy:
@@ -323,6 +416,7 @@ class PlanFenceProxy:
         """A low-level MCP server mirroring the upstream's capabilities."""
         caps = self.upstream.client.server_capabilities
         info = self.upstream.client.server_info
+        legacy_upstream = not self.upstream.modern
         kwargs: dict[str, Any] = {
             "on_list_tools": self._list_tools,
             "on_call_tool": self._call_tool,
@@ -336,8 +430,19 @@ class PlanFenceProxy:
             kwargs["on_get_prompt"] = self._passthrough("prompts/get")
         if caps.completions is not None:
             kwargs["on_completion"] = self._passthrough("completion/complete")
-        server: Server[Any] = Server(
+        notices = NotificationOptions(
+            prompts_changed=bool(caps.prompts and caps.prompts.list_changed),
+            resources_changed=bool(caps.resources and caps.resources.list_changed),
+            tools_changed=bool(caps.tools and caps.tools.list_changed),
+        )
+        subscribe = bool(caps.resources and caps.resources.subscribe) and legacy_upstream
+        changes = (notices.tools_changed, notices.prompts_changed, notices.resources_changed)
+        if subscribe or any(changes):
+            # 2026-era clients receive change notices on listen streams.
+            kwargs["on_subscriptions_listen"] = ListenHandler(self.relay.bus)
+        server: Server[Any] = _ProxyServer(
             self.name,
+            notices,
             # Fills the 2026-era freshness fields only where the upstream gave none (a
             # handshake-era upstream): immediately stale, never shared across callers.
             cache_hints=_NO_CACHE,
@@ -346,21 +451,100 @@ class PlanFenceProxy:
             instructions=self.upstream.client.instructions,
             **kwargs,
         )
+        if subscribe:
+            server.add_request_handler(
+                "resources/subscribe", types.SubscribeRequestParams, self._subscribe
+            )
+            server.add_request_handler(
+                "resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe
+            )
+        # Handshake-era clients choose their log level; registered here rather than as a
+        # constructor argument, which warns that 2026-era logging is per request.
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_level)
+        server.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
+        )
         return server
 
     def _passthrough(
         self, method: str
     ) -> Callable[[ServerRequestContext[Any], Any], Awaitable[dict[str, Any]]]:
         async def handler(ctx: ServerRequestContext[Any], params: Any) -> dict[str, Any]:
-            try:
-                return await self.upstream.request(
-                    method, _forward_params(ctx.params), read_timeout=self.upstream.request_timeout
-                )
-            except UpstreamFailure as exc:
-                # Not a tool call: there is no result shape for a failure, so it is an error.
-                raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+            with self.relay.forwarding(ctx) as origin:
+                try:
+                    return await self._forward(
+                        origin, method, ctx.params, self.upstream.request_timeout
+                    )
+                except UpstreamFailure as exc:
+                    # Not a tool call: there is no result shape for a failure, so it is an error.
+                    raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+                except _InputRefused as exc:
+                    raise MCPError.from_error_data(exc.error) from None
 
         return handler
+
+    async def _forward(
+        self,
+        origin: Origin,
+        method: str,
+        params: Mapping[str, Any] | None,
+        read_timeout: float | None,
+        on_progress: ProgressFnT | None = None,
+    ) -> dict[str, Any]:
+        """Send a client's request upstream; for a handshake-era client, also answer the
+        questions a 2026-era upstream asks back (`input_required`) by asking the client.
+
+        Raises:
+            UpstreamFailure: the upstream could not answer.
+            _InputRefused: the client could not or would not answer the upstream's question.
+        """
+        out = self._forward_params(origin, params)
+        result = await self.upstream.request(
+            method, out, read_timeout=read_timeout, on_progress=on_progress
+        )
+        rounds = 0
+        delay = 0.05
+        while result.get("resultType") == "input_required" and not origin.peer.modern:
+            rounds += 1
+            if rounds > MAX_INPUT_ROUNDS:
+                message = f"the upstream asked for input more than {MAX_INPUT_ROUNDS} times"
+                raise UpstreamFailure(UPSTREAM_ERROR, message)
+            requests = result.get("inputRequests")
+            retry = dict(out)
+            retry.pop("inputResponses", None)
+            retry.pop("requestState", None)
+            if isinstance(requests, Mapping) and requests:
+                answers = await self.relay.answer_input_requests(origin, requests)
+                if isinstance(answers, types.ErrorData):
+                    raise _InputRefused(answers)
+                retry["inputResponses"] = answers
+                delay = 0.05
+            else:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.25)
+            if result.get("requestState") is not None:
+                retry["requestState"] = result["requestState"]
+            result = await self.upstream.request(
+                method, retry, read_timeout=read_timeout, on_progress=on_progress
+            )
+        return result
+
+    def _forward_params(self, origin: Origin, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        out = dict(params or {})
+        raw_meta = out.pop("_meta", None)
+        meta = forwardable_meta(raw_meta)
+        if self.upstream.modern:
+            # A 2026-era upstream sends logs only to requests that opt in: a 2026-era client's
+            # own choice is kept, a handshake-era client gets the level it set (or every level).
+            if origin.peer.modern:
+                level = raw_meta.get(LOG_LEVEL_META_KEY) if isinstance(raw_meta, Mapping) else None
+            else:
+                level = origin.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL
+            if level is not None:
+                meta = {**(meta or {}), LOG_LEVEL_META_KEY: level}
+        if meta:
+            out["_meta"] = meta
+        return out
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -404,19 +588,84 @@ class PlanFenceProxy:
             ) -> None:
                 await ctx.session.report_progress(progress, total, message)
 
-        try:
-            result = await self.upstream.request(
-                "tools/call",
-                _forward_params(raw),
-                read_timeout=self.upstream.call_timeout,
-                on_progress=on_progress,
-            )
-        except UpstreamFailure as exc:
-            return to_wire_result(ProxyFailure(exc.code, tool, str(exc), decision_meta(verdict)))
+        with self.relay.forwarding(ctx) as origin:
+            try:
+                result = await self._forward(
+                    origin, "tools/call", raw, self.upstream.call_timeout, on_progress
+                )
+            except UpstreamFailure as exc:
+                return to_wire_result(
+                    ProxyFailure(exc.code, tool, str(exc), decision_meta(verdict))
+                )
+            except _InputRefused as exc:
+                message = f"the client did not answer the upstream's question: {exc.error.message}"
+                return to_wire_result(
+                    ProxyFailure(INPUT_REFUSED, tool, message, decision_meta(verdict))
+                )
         out_meta = dict(result.get("_meta") or {})
         out_meta[META_DECISION] = decision_meta(verdict)
         result["_meta"] = out_meta
         return result
+
+    # -- handshake-era client requests and notices that concern the connection ------------------
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> dict[str, Any]:
+        peer = self.relay.peer(ctx)
+        uri = params.uri
+        if uri not in peer.subscriptions:
+            # One upstream subscription per resource, however many clients watch it.
+            if self._subscribers.get(uri, 0) == 0:
+                await self._upstream_or_error("resources/subscribe", {"uri": uri})
+            self._subscribers[uri] = self._subscribers.get(uri, 0) + 1
+            peer.subscriptions.add(uri)
+        return {}
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> dict[str, Any]:
+        peer = self.relay.peer(ctx)
+        uri = params.uri
+        if uri in peer.subscriptions:
+            peer.subscriptions.discard(uri)
+            left = self._subscribers.get(uri, 1) - 1
+            if left <= 0:
+                self._subscribers.pop(uri, None)
+                await self._upstream_or_error("resources/unsubscribe", {"uri": uri})
+            else:
+                self._subscribers[uri] = left
+        return {}
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> dict[str, Any]:
+        peer = self.relay.peer(ctx)
+        peer.log_level = params.level
+        caps = self.upstream.client.server_capabilities
+        if not self.upstream.modern and caps.logging is not None:
+            # The upstream connection is shared: the lowest level any client asked for, so
+            # each client still gets what it asked for (the proxy filters per client).
+            levels = [p.log_level or DEFAULT_LEGACY_LOG_LEVEL for p in self.relay.peers()]
+            lowest = min(levels, key=_LOG_ORDER.index, default=params.level)
+            await self._upstream_or_error("logging/setLevel", {"level": lowest})
+        return {}
+
+    async def _roots_changed(self, ctx: ServerRequestContext[Any], params: Any) -> None:
+        if self.upstream.modern:
+            return  # 2026-era servers ask for roots with each request that needs them
+        try:
+            await self.upstream.client.session.send_notification(
+                types.RootsListChangedNotification()
+            )
+        except Exception:
+            logger.debug("could not tell the upstream its roots changed", exc_info=True)
+
+    async def _upstream_or_error(self, method: str, params: dict[str, Any]) -> None:
+        try:
+            await self.upstream.request(method, params, read_timeout=self.upstream.request_timeout)
+        except UpstreamFailure as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
 
     async def _malformed(self, tool: str, plan: Any, message: str) -> Verdict:
         """Refuse a call whose planfence `_meta` has the wrong shape, and audit the refusal."""
@@ -442,6 +691,36 @@ class PlanFenceProxy:
     def uncovered_tools(self, tools: list[str]) -> list[str]:
         """Upstream tools the policy says nothing about (every call to them will be blocked)."""
         return [t for t in tools if self.policy.get(t) is None]
+
+
+MAX_INPUT_ROUNDS = 10  # the official client's limit on input_required rounds
+_LOG_ORDER = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+class _InputRefused(Exception):
+    """The client could not or would not answer a question the upstream asked."""
+
+    def __init__(self, error: types.ErrorData) -> None:
+        self.error = error
+        super().__init__(error.message)
+
+
+class _ProxyServer(Server[Any]):
+    """The proxy's server: advertises the upstream's change notices to handshake-era clients."""
+
+    def __init__(self, name: str, notices: NotificationOptions, **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+        self._notices = notices
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or self._notices, experimental_capabilities, extensions
+        )
 
 
 def _leaf(exc: BaseException) -> str:
@@ -470,8 +749,13 @@ async def open_proxy(
     request_timeout: float | None = 30.0,
 ) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy's server; the upstream closes on exit."""
+    relay = Relay()
     async with Upstream(
-        target, mode=mode, call_timeout=call_timeout, request_timeout=request_timeout
+        target,
+        mode=mode,
+        call_timeout=call_timeout,
+        request_timeout=request_timeout,
+        relay=relay,
     ) as upstream:
-        proxy = PlanFenceProxy(gate, upstream)
+        proxy = PlanFenceProxy(gate, upstream, relay=relay)
         yield proxy, proxy.build_server()

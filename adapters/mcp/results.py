@@ -10,7 +10,8 @@ A refusal (the gate said replan or block, or the call's `_meta` was malformed):
                    "stale": [{"key": K, "used": [IDS], "current": ID}], "message": TEXT,
                    "decision_id": N}}
 
-A failure after the gate allowed the call (upstream crashed, hung, or answered with an error):
+A failure after the gate allowed the call (upstream crashed, hung, answered with an error, or
+asked the client a question it could not answer):
 
     {"planfence": {"error": CODE, "tool": NAME, "message": TEXT,
                    "decision": {"verdict": "allow", "reason": CODE, "decision_id": N, ...}}}
@@ -32,6 +33,9 @@ UPSTREAM_TIMEOUT = "upstream_timeout"
 UPSTREAM_UNAVAILABLE = "upstream_unavailable"
 UPSTREAM_ERROR = "upstream_error"
 PROXY_ERROR = "proxy_error"
+# The upstream asked the client a question (sampling, elicitation, roots) the client could not or
+# would not answer.
+INPUT_REFUSED = "input_refused"
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ def to_wire_result(problem: Verdict | ProxyFailure) -> dict[str, Any]:
 
 
 __all__ = [
+    "INPUT_REFUSED",
     "MALFORMED_META",
     "PROXY_ERROR",
     "UPSTREAM_ERROR",

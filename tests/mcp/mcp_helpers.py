@@ -48,6 +48,27 @@ ungated = true
 [tools.fail]
 ungated = true
 
+[tools.ask]
+ungated = true
+
+[tools.compose]
+ungated = true
+
+[tools.client_roots]
+ungated = true
+
+[tools.chatty]
+ungated = true
+
+[tools.grow]
+ungated = true
+
+[tools.touch]
+ungated = true
+
+[tools.route]
+ungated = true
+
 # declared, but the upstream has no such tool
 [tools.ghost]
 ungated = true

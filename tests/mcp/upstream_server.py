@@ -6,22 +6,34 @@ $PLANFENCE_TEST_EFFECTS), so a test can prove that a refused call never ran. Run
     python tests/mcp/upstream_server.py --effects /tmp/effects.jsonl            # stdio, both eras
     python tests/mcp/upstream_server.py --legacy-only                           # handshake era only
     python tests/mcp/upstream_server.py --transport http --port 8765            # streamable HTTP
+
+Some tools talk back to the client: `ask` elicits, `compose` samples, `client_roots` lists roots
+(each through the SDK's resolvers: mid-call requests in the handshake era, an `input_required`
+result in the 2026 era), `chatty` logs, `grow` adds a tool and announces the new tool list, and
+`touch` announces that a resource changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, Field
 
 EFFECTS_ENV = "PLANFENCE_TEST_EFFECTS"
 
@@ -31,6 +43,25 @@ class Booking(BaseModel):
 
     booking: str
     destination: str
+
+
+class Answer(BaseModel):
+    """What `ask` elicits from the user."""
+
+    answer: str
+
+
+def _ask_user(question: str) -> Elicit[Answer]:
+    return Elicit(question, Answer)
+
+
+def _sample(topic: str) -> Sample:
+    prompt = types.TextContent(type="text", text=f"Write one line about {topic}.")
+    return Sample([types.SamplingMessage(role="user", content=prompt)], max_tokens=64)
+
+
+def _roots() -> ListRoots:
+    return ListRoots()
 
 
 def build(effects: Path | None) -> MCPServer:
@@ -96,6 +127,77 @@ def build(effects: Path | None) -> MCPServer:
     def fail(tag: str) -> str:
         raise ToolError(f"tool failed on purpose: {tag}")
 
+    @server.tool(description="Ask the user a question (elicitation); records the answer.")
+    def ask(question: str, reply: Annotated[Answer, Resolve(_ask_user)], ctx: Context) -> str:
+        record("asked", ctx, question=question, answer=reply.answer)
+        return f"answer: {reply.answer}"
+
+    @server.tool(description="Have the client's model write a line (sampling).")
+    def compose(topic: str, sampled: Annotated[types.CreateMessageResult, Resolve(_sample)]) -> str:
+        content = sampled.content
+        return content.text if isinstance(content, types.TextContent) else "?"
+
+    @server.tool(description="Return the client's roots, one per line.")
+    def client_roots(found: Annotated[types.ListRootsResult, Resolve(_roots)]) -> str:
+        return "\n".join(str(root.uri) for root in found.roots)
+
+    @server.tool(description="Log one info message per step, and one debug message.")
+    async def chatty(steps: int, ctx: Context) -> str:
+        await ctx.debug("starting")
+        for i in range(steps):
+            await ctx.info(f"step {i + 1}")
+        return f"logged {steps}"
+
+    @server.tool(description="Add a copy of echo named `name` and announce the new tool list.")
+    async def grow(name: str, ctx: Context) -> str:
+        server.add_tool(lambda text: text, name=name, description="A copy of echo.")
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_tools_changed()
+        else:
+            await ctx.session.send_tool_list_changed()
+        return f"added {name}"
+
+    @server.tool(description="Announce that the resource at `uri` changed.")
+    async def touch(uri: str, ctx: Context) -> str:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_resource_updated(uri)
+        else:
+            await ctx.session.send_resource_updated(uri)
+        return f"touched {uri}"
+
+    @server.tool(description="Echo, routed by a region the call mirrors into a header.")
+    def route(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        return f"routed to {region}"
+
+    low = server._lowlevel_server
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        record("subscribe", uri=params.uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        record("unsubscribe", uri=params.uri)
+        return types.EmptyResult()
+
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        record("set_level", level=params.level)
+        return types.EmptyResult()
+
+    async def roots_changed(ctx: Any, params: Any) -> None:
+        record("roots_changed")
+
+    low.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    low.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+    low.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    low.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, roots_changed
+    )
+    # Handshake-era clients learn from the capabilities that the lists can change.
+    low.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+        low.create_initialization_options,
+        NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
+    )
+
     @server.resource("test://greeting", description="A static resource.")
     def greeting() -> str:
         return "hello from upstream"
@@ -127,6 +229,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--legacy-only", action="store_true")
     args = parser.parse_args(argv)
+    # Logging is deprecated in the 2026 protocol; this server logs on purpose.
+    warnings.simplefilter("ignore", MCPDeprecationWarning)
     server = build(Path(args.effects) if args.effects else None)
     if args.transport == "http":
         server.run("streamable-http", host="127.0.0.1", port=args.port)

@@ -1,0 +1,363 @@
+"""What the upstream sends the proxy's clients besides the answers to their requests.
+
+    upstream --(sampling, elicitation, roots, logs, change notices)--> proxy --> the right client
+
+One upstream connection serves every client of the proxy, so each message from the upstream has
+to find its client:
+
+- A request the upstream makes while serving a forwarded request (sampling, elicitation, roots)
+  is sent to the client whose request it is, as part of that request (`related_request_id`: over
+  streamable HTTP it rides that request's response stream). Over a streamable-HTTP upstream the
+  association is exact; over a stdio upstream the wire carries none, so the proxy uses the one
+  forwarded request in flight, or the latest one if all in-flight requests come from the same
+  client. When requests of several clients are in flight, or the client cannot answer (it did not
+  declare the capability, or it speaks the 2026-07-28 protocol, which has no server-to-client
+  requests), the upstream gets the error the client's SDK would have given it: INVALID_REQUEST,
+  "<capability> not supported".
+- A 2026-era upstream asks through an `input_required` result instead. A 2026-era client gets that
+  result as is and answers it itself (its retry is a new `tools/call`, gated again); for a
+  handshake-era client the proxy asks the client these questions as ordinary requests and retries
+  the upstream call with the answers.
+- Log messages go to the client whose request produced them, filtered by that client's own
+  log-level choice; logs not tied to a request go to every handshake-era client.
+- List-changed and resource-updated notices go to every client: as notifications to
+  handshake-era clients (resource updates only to those that subscribed to the resource), and as
+  events on `subscriptions/listen` streams to 2026-era clients.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientRequestContext
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.server.validation import wants_sampling_tools
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
+
+logger = logging.getLogger("planfence.mcp")
+
+# The level a handshake-era client receives logs at until it calls logging/setLevel: every
+# level, as a handshake-era server sends them unconditionally.
+DEFAULT_LEGACY_LOG_LEVEL: types.LoggingLevel = "debug"
+
+_CAPABILITY_NAMES = {
+    "sampling/createMessage": "Sampling",
+    "elicitation/create": "Elicitation",
+    "roots/list": "List roots",
+}
+
+
+def is_modern(protocol_version: str | None) -> bool:
+    return protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+@dataclass(eq=False)
+class Peer:
+    """One client connection of the proxy.
+
+    `session` is the latest request's session: its connection-wide channel is the connection's.
+    """
+
+    session: Any
+    protocol_version: str
+    log_level: types.LoggingLevel | None = None
+    subscriptions: set[str] = field(default_factory=set)
+
+    @property
+    def modern(self) -> bool:
+        return is_modern(self.protocol_version)
+
+
+@dataclass(eq=False)
+class Origin:
+    """A client request the proxy is forwarding upstream."""
+
+    ctx: ServerRequestContext[Any]
+    peer: Peer
+
+
+_ORIGIN: ContextVar[Origin | None] = ContextVar("planfence_mcp_origin", default=None)
+
+
+@contextmanager
+def no_origin() -> Iterator[None]:
+    """Run without a current origin (tasks started here must not inherit the caller's)."""
+    token = _ORIGIN.set(None)
+    try:
+        yield
+    finally:
+        _ORIGIN.reset(token)
+
+
+def _unsupported(method: str) -> types.ErrorData:
+    # The answer the official client SDK gives when the capability is missing.
+    name = _CAPABILITY_NAMES.get(method, method)
+    return types.ErrorData(code=types.INVALID_REQUEST, message=f"{name} not supported")
+
+
+def _required_capability(request: types.InputRequest) -> types.ClientCapabilities:
+    if isinstance(request, types.CreateMessageRequest):
+        p = request.params
+        with_tools = wants_sampling_tools(p.tools, p.tool_choice)
+        tools = types.SamplingToolsCapability() if with_tools else None
+        return types.ClientCapabilities(sampling=types.SamplingCapability(tools=tools))
+    if isinstance(request, types.ElicitRequest):
+        return types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    return types.ClientCapabilities(roots=types.RootsCapability())
+
+
+_RESULT_TYPES: dict[str, Any] = {
+    "elicitation/create": types.ElicitResult,
+    "roots/list": types.ListRootsResult,
+}
+
+
+class Relay:
+    """Tracks the proxy's clients and their forwarded requests, and delivers upstream messages."""
+
+    def __init__(self) -> None:
+        self._peers: dict[int, tuple[Any, Peer]] = {}
+        self._in_flight: dict[int, Origin] = {}
+        # 2026-era clients' `subscriptions/listen` streams read change events from here.
+        self.bus = InMemorySubscriptionBus()
+
+    # -- clients and their requests -------------------------------------------------------------
+
+    def peer(self, ctx: ServerRequestContext[Any]) -> Peer:
+        """The client connection a request arrived on (registered for notices if it has a
+        connection-wide channel, i.e. speaks the handshake era)."""
+        session = ctx.session
+        if is_modern(ctx.protocol_version):
+            # Each 2026-era request stands alone: notices reach these clients on listen streams.
+            return Peer(session, ctx.protocol_version)
+        connection = getattr(session, "_connection", None) or session
+        key = id(connection)
+        known = self._peers.get(key)
+        if known is not None and known[0] is connection:
+            peer = known[1]
+            peer.session = session
+            peer.protocol_version = ctx.protocol_version
+            return peer
+        peer = Peer(session, ctx.protocol_version)
+        self._peers[key] = (connection, peer)
+        stack = getattr(connection, "exit_stack", None)
+        if stack is not None:
+            stack.callback(self._forget, key, connection)
+        return peer
+
+    def _forget(self, key: int, connection: Any) -> None:
+        known = self._peers.get(key)
+        if known is not None and known[0] is connection:
+            del self._peers[key]
+
+    def peers(self) -> list[Peer]:
+        return [peer for _, peer in self._peers.values()]
+
+    @contextmanager
+    def forwarding(self, ctx: ServerRequestContext[Any]) -> Iterator[Origin]:
+        """Mark a client request as being forwarded upstream, for the duration of the block."""
+        origin = Origin(ctx, self.peer(ctx))
+        key = id(origin)
+        self._in_flight[key] = origin
+        token = _ORIGIN.set(origin)
+        try:
+            yield origin
+        finally:
+            _ORIGIN.reset(token)
+            self._in_flight.pop(key, None)
+
+    def current_origin(self) -> Origin | None:
+        """The client request an upstream message belongs to, or None if that cannot be told."""
+        origin = _ORIGIN.get()
+        if origin is not None and id(origin) in self._in_flight:
+            return origin
+        live = list(self._in_flight.values())
+        if not live:
+            return None
+        last = live[-1]
+        if all(o.peer is last.peer for o in live):
+            return last
+        return None
+
+    # -- requests from the upstream -------------------------------------------------------------
+
+    async def ask(self, origin: Origin | None, request: types.InputRequest) -> Any:
+        """Put one upstream question to the client; its result, or the error to answer with."""
+        if origin is None:
+            logger.warning(
+                "%s from the upstream matches no single client request; refused", request.method
+            )
+            return _unsupported(request.method)
+        session = origin.ctx.session
+        if origin.peer.modern or not session.check_client_capability(_required_capability(request)):
+            return _unsupported(request.method)
+        if isinstance(request, types.CreateMessageRequest):
+            p = request.params
+            result_type: Any = (
+                types.CreateMessageResultWithTools
+                if wants_sampling_tools(p.tools, p.tool_choice)
+                else types.CreateMessageResult
+            )
+        else:
+            result_type = _RESULT_TYPES[request.method]
+        try:
+            return await session.send_request(
+                request,
+                result_type,
+                metadata=ServerMessageMetadata(related_request_id=origin.ctx.request_id),
+            )
+        except MCPError as exc:
+            return exc.error
+        except ValidationError:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message="the client answered with an invalid result"
+            )
+
+    async def on_sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> Any:
+        return await self.ask(self.current_origin(), types.CreateMessageRequest(params=params))
+
+    async def on_elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> Any:
+        return await self.ask(self.current_origin(), types.ElicitRequest(params=params))
+
+    async def on_list_roots(self, context: ClientRequestContext) -> Any:
+        return await self.ask(self.current_origin(), types.ListRootsRequest())
+
+    async def answer_input_requests(
+        self, origin: Origin, requests: Mapping[str, Any]
+    ) -> dict[str, Any] | types.ErrorData:
+        """Answers to a 2026-era upstream's `inputRequests`, asked of a handshake-era client:
+        the `inputResponses` to retry with, or the first refusal."""
+        parsed: dict[str, types.InputRequest] = {}
+        for key, raw in requests.items():
+            try:
+                parsed[key] = _INPUT_REQUEST.validate_python(raw)
+            except ValidationError:
+                return types.ErrorData(
+                    code=types.INVALID_PARAMS, message=f"malformed input request {key!r}"
+                )
+        answers: dict[str, Any] = {}
+        refused: list[types.ErrorData] = []
+
+        async def one(key: str, request: types.InputRequest, scope: anyio.CancelScope) -> None:
+            answer = await self.ask(origin, request)
+            if isinstance(answer, types.ErrorData):
+                refused.append(answer)
+                scope.cancel()
+            else:
+                answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        async with anyio.create_task_group() as tg:
+            for key, request in parsed.items():
+                tg.start_soon(one, key, request, tg.cancel_scope)
+        return refused[0] if refused else answers
+
+    # -- notifications from the upstream --------------------------------------------------------
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        origin = self.current_origin()
+        notice = types.LoggingMessageNotification(params=params)
+        if origin is not None:
+            if params.level in self._log_levels(origin):
+                await self._notify(origin.ctx.session, notice, origin.ctx.request_id)
+            return
+        if self._in_flight:
+            logger.debug("log message from the upstream matches no single client; dropped")
+            return
+        for peer in self.peers():
+            if params.level in _levels_from(peer.log_level or DEFAULT_LEGACY_LOG_LEVEL):
+                await self._notify(peer.session, notice)
+
+    def _log_levels(self, origin: Origin) -> frozenset[types.LoggingLevel]:
+        if origin.peer.modern:
+            return allowed_log_levels(origin.ctx.protocol_version, origin.ctx.meta)
+        return _levels_from(origin.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL)
+
+    async def on_notification(self, message: Any) -> None:
+        """The upstream session's message handler: change notices and elicitation completions."""
+        if isinstance(message, types.ToolListChangedNotification):
+            await self.publish(ToolsListChanged())
+        elif isinstance(message, types.PromptListChangedNotification):
+            await self.publish(PromptsListChanged())
+        elif isinstance(message, types.ResourceListChangedNotification):
+            await self.publish(ResourcesListChanged())
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            await self.publish(ResourceUpdated(uri=message.params.uri))
+        elif isinstance(message, types.ElicitCompleteNotification):
+            origin = self.current_origin()
+            targets = [origin.peer] if origin is not None else self.peers()
+            for peer in targets:
+                if not peer.modern:
+                    await self._notify(peer.session, message)
+
+    async def publish(self, event: ServerEvent) -> None:
+        """Deliver a change notice to every client."""
+        notice = _LEGACY_NOTICES.get(type(event))
+        for peer in self.peers():
+            if isinstance(event, ResourceUpdated):
+                if event.uri in peer.subscriptions:
+                    await self._notify(
+                        peer.session,
+                        types.ResourceUpdatedNotification(
+                            params=types.ResourceUpdatedNotificationParams(uri=event.uri)
+                        ),
+                    )
+            elif notice is not None:
+                await self._notify(peer.session, notice)
+        await self.bus.publish(event)
+
+    async def _notify(
+        self, session: Any, notice: Any, related_request_id: types.RequestId | None = None
+    ) -> None:
+        try:
+            await session.send_notification(notice, related_request_id)
+        except Exception:  # a client that went away must not stop delivery to the others
+            logger.debug("could not deliver %s to a client", type(notice).__name__, exc_info=True)
+
+
+_INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
+
+_LEGACY_NOTICES: dict[type, Any] = {
+    ToolsListChanged: types.ToolListChangedNotification(),
+    PromptsListChanged: types.PromptListChangedNotification(),
+    ResourcesListChanged: types.ResourceListChangedNotification(),
+}
+
+_LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+def _levels_from(level: str) -> frozenset[types.LoggingLevel]:
+    if level not in _LEVELS:
+        return frozenset(_LEVELS)
+    return frozenset(_LEVELS[_LEVELS.index(level) :])  # type: ignore[arg-type]
