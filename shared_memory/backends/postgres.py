@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -24,7 +26,9 @@ from ..base import (
     Change,
     Decision,
     DecisionQuery,
+    Flag,
     KeyState,
+    PlanSnapshot,
     WriteBatch,
     decision_filter,
     decision_from_row,
@@ -32,7 +36,8 @@ from ..base import (
     plan_batch,
 )
 from ..errors import ConfigError, MissingExtraError, StoreUnavailableError
-from ..records import DEFAULT_LIMITS, Record, StoreLimits, utc_now
+from ..lineage import frontier_async
+from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
 
 try:
     import psycopg
@@ -94,17 +99,20 @@ _RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-def _record(row: Sequence[Any]) -> Record:
-    return Record.from_stored(
-        id=row[0],
-        key=row[1],
-        value_json=row[2],
-        parents=row[3],
-        author=row[4],
-        kind=row[5],
-        supersedes=row[6],
-        created_at=row[7],
+_PREFETCH_SQL = f"""
+    WITH RECURSIVE walk(id) AS (
+        SELECT unnest(%s::text[])
+        UNION
+        -- A scalar subquery per walked id: always one primary-key probe. As a join, the
+        -- planner chose a scan of the whole table at every level of the walk.
+        SELECT unnest((
+            SELECT r.parents FROM pf_records r
+            WHERE r.id = w.id AND NOT (r.key = ANY(%s::text[]))
+        )) FROM walk w
     )
+    SELECT {_RECORD_COLS} FROM pf_records
+    WHERE id IN (SELECT id FROM walk LIMIT %s)
+"""
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
@@ -144,6 +152,7 @@ class PostgresStore(AsyncStore):
         self._listen_lock = asyncio.Lock()
         self._name_locks(self.schema or "public")
         self._ready = False
+        self._verified = VerifiedRecords()
 
     def _name_locks(self, schema: str) -> None:
         # Advisory locks and NOTIFY channels are database-wide: name them after the schema the
@@ -298,33 +307,62 @@ class PostgresStore(AsyncStore):
         except (psycopg.Error, PoolTimeout) as exc:
             raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
 
+    def _record(self, row: Sequence[Any]) -> Record:
+        return self._verified.load(row[0], row[1], row[2], tuple(row[3]), *row[4:8])
+
     async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
         rows = await self._fetch(
             f"SELECT {_RECORD_COLS} FROM pf_records WHERE id = ANY(%s)", (list(ids),)
         )
-        return {r[0]: _record(r) for r in rows}
+        # Fresh values: callers of get/get_many may change them; the cache must not see that.
+        records = (self._record(r) for r in rows)
+        return {rec.id: replace(rec, value=json.loads(rec.value_json)) for rec in records}
 
     async def _prefetch_lineage(
         self, roots: Sequence[str], scope: Sequence[str], limit: int
     ) -> dict[str, Record]:
-        rows = await self._fetch(
-            f"""
-            WITH RECURSIVE walk(id) AS (
-                SELECT unnest(%s::text[])
-                UNION
-                -- A scalar subquery per walked id: always one primary-key probe. As a join, the
-                -- planner chose a scan of the whole table at every level of the walk.
-                SELECT unnest((
-                    SELECT r.parents FROM pf_records r
-                    WHERE r.id = w.id AND NOT (r.key = ANY(%s::text[]))
-                )) FROM walk w
-            )
-            SELECT {_RECORD_COLS} FROM pf_records
-            WHERE id IN (SELECT id FROM walk LIMIT %s)
-            """,
-            (list(roots), list(scope), limit + 1),
-        )
-        return {r[0]: _record(r) for r in rows}
+        rows = await self._fetch(_PREFETCH_SQL, (list(roots), list(scope), limit + 1))
+        return {r[0]: self._record(r) for r in rows}
+
+    async def _snapshot(
+        self, root_id: str, scope: list[str], max_records: int, flag: Flag | None = None
+    ) -> PlanSnapshot:
+        # One network round trip: the lineage, the heads and the flag go out as one pipeline.
+        try:
+            async with await self._conn() as conn:
+                async with conn.pipeline():
+                    c_pre = await conn.execute(_PREFETCH_SQL, ([root_id], scope, max_records + 1))
+                    c_keys = await conn.execute(
+                        "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)",
+                        (scope,),
+                    )
+                    c_flag = None
+                    if flag is not None:
+                        c_flag = await conn.execute(
+                            "SELECT EXISTS (SELECT 1 FROM pf_decisions d JOIN pf_records r "
+                            "ON d.plan = r.supersedes WHERE r.id = %s AND d.source = %s "
+                            "AND d.reason = ANY(%s))",
+                            (root_id, flag.source, list(flag.reasons)),
+                        )
+                pre = {r[0]: self._record(r) for r in await c_pre.fetchall()}
+                keys = await c_keys.fetchall()
+                flag_row = await c_flag.fetchone() if c_flag is not None else None
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
+        root = pre.get(root_id) or (await self._get_records([root_id])).get(root_id)
+        if root is None:
+            return PlanSnapshot(None)
+
+        async def lookup(ids: list[str]) -> dict[str, Record]:
+            got = {i: pre[i] for i in ids if i in pre}
+            rest = [i for i in ids if i not in pre]
+            if rest:  # unknown ids, or a prefetch cut at the bound
+                got.update(await self._get_records(rest))
+            return got
+
+        frontier = await frontier_async(lookup, [root_id], scope, max_records=max_records)
+        states = {r[0]: KeyState(r[0], r[1], r[2], int(r[3])) for r in keys}
+        return PlanSnapshot(root, frontier, states, bool(flag_row and flag_row[0]))
 
     async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
         rows = await self._fetch(
