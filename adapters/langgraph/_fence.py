@@ -1,5 +1,5 @@
 """Framework-free pieces of the LangGraph adapter: reaching the store from sync and async code,
-checkers, refusal text, and the state keys a fenced graph carries."""
+checkers, refusal text, and the verdict summaries a fenced graph keeps in its state."""
 
 from __future__ import annotations
 
@@ -17,17 +17,10 @@ from planfence.plugins.gate import (
     Policy,
     Verdict,
     explain,
+    fail_closed,
     make_checker,
 )
-from planfence.plugins.gate.decision import INTERNAL_ERROR
-from planfence.shared_memory import (
-    AsyncStore,
-    ConfigError,
-    LoopThread,
-    Record,
-    Store,
-    canonical_json,
-)
+from planfence.shared_memory import AsyncStore, ConfigError, LoopThread, Store
 
 T = TypeVar("T")
 CheckerKind = Literal["planfence", "freshness"]
@@ -107,14 +100,14 @@ class Checkers:
 
     def failed(self, tool: str, plan_id: Any, exc: BaseException) -> Verdict:
         """Fail closed when the check itself could not run."""
-        return Verdict(
-            BLOCK,
-            INTERNAL_ERROR,
-            tool,
-            plan_id if isinstance(plan_id, str) else None,
-            self.agent,
-            message=f"gate error: {type(exc).__name__}: {exc}",
-        )
+        return fail_closed(tool, plan_id, self.agent, exc)
+
+
+def call_of(request: Any) -> tuple[str, dict[str, Any], Any]:
+    """Tool name, arguments and the plan a `ToolCallRequest` acts under (from graph state)."""
+    state = request.state if isinstance(request.state, Mapping) else {}
+    call = request.tool_call
+    return call["name"], dict(call.get("args") or {}), state.get("planfence_plan")
 
 
 coerce_policy = Policy.coerce
@@ -142,18 +135,3 @@ def outcome_of(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
         if hit is not None:
             return {"status": status, **{k: hit[k] for k in ("tool", "reason", "plan", "stale")}}
     return None
-
-
-def records_text(header: str, records: list[Record]) -> str:
-    lines = [header]
-    lines += [f"- {r.key} (version {r.id[:12]}): {canonical_json(r.value)}" for r in records]
-    return "\n".join(lines)
-
-
-async def read_heads(store: AsyncStore, keys: list[str], prefixes: list[str]) -> list[Record]:
-    heads = await store.heads(keys)
-    for prefix in prefixes:
-        heads.update({s.key: s.head for s in await store.keys(prefix)})
-    ids = [h for _, h in sorted(heads.items()) if h is not None]
-    found = await store.get_many(ids)
-    return [found[i] for i in ids if i in found]

@@ -1,24 +1,27 @@
-"""PlanFence for hand-written LangGraph graphs: a planner node stamps plans, a `ToolNode` gates.
+"""PlanFence for hand-written LangGraph graphs: a planner node stamps plans, a tool node gates.
 
     fence = GraphFence(store, policy, planner="planner", proceed="report")
     def planner(state):  ...  return {"messages": [...], **fence.stamp(state, reads)}
     builder.add_node("tools", fence.tool_node([book_flight]), destinations=fence.destinations)
 
-The tool node routes itself with `Command(goto=...)` (give it no static outgoing edge): on to
-`proceed` when the call ran, back to the planner on the first refusal, to the end when blocked.
-The plan id and the replan count live in graph state (`PlanfenceState`).
+The tool node routes itself with `Command(goto=...)` (give it no static outgoing edge), once per
+step whatever the number of parallel calls: to the end when any call was blocked, back to the
+planner for its one replan when any call was refused, on to `proceed` when all of them ran. The
+plan id, the replan count and what tools read live in graph state (`PlanfenceState`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import REPLAN, Policy, Verdict, create_plan
+from planfence.plugins.gate import Policy, create_plan
 from planfence.shared_memory import JSON, AsyncStore, MissingExtraError, Record, Store
 
 try:
     from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig, RunnableLambda
     from langchain_core.tools import BaseTool
     from langgraph.constants import END
     from langgraph.prebuilt import ToolNode
@@ -27,8 +30,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
-from ._fence import CheckerKind, Checkers, StoreBridge, coerce_policy, summary
-from .middleware import refusal_message
+from .._records import ReadSet, merge_reads, parents_of
+from ._fence import CheckerKind, Checkers, StoreBridge, call_of, coerce_policy, outcome_of
+from .middleware import refusal, with_verdict
+from .store import track_reads
 
 
 class GraphFence:
@@ -70,31 +75,40 @@ class GraphFence:
     def stamp(
         self,
         state: Mapping[str, Any],
-        reads: Mapping[str, str],
+        reads: Mapping[str, str | Sequence[str]],
         *,
         author: str | None = None,
         value: JSON = None,
     ) -> dict[str, Any]:
-        """Store a plan derived from `reads` (key -> record id); returns the state update."""
-        record = self.bridge.call(self._plan_fn(state, reads, author, value))
-        return self._stamped(state, reads, record)
+        """Store a plan derived from `reads` (key -> record id or ids, e.g. a `PlanfenceStore`'s
+        `take_reads()`) and what tools read in this run; returns the state update."""
+        cited = self._cited(state, reads)
+        record = self.bridge.call(self._plan_fn(state, cited, author, value))
+        return self._stamped(state, cited, record)
 
     async def astamp(
         self,
         state: Mapping[str, Any],
-        reads: Mapping[str, str],
+        reads: Mapping[str, str | Sequence[str]],
         *,
         author: str | None = None,
         value: JSON = None,
     ) -> dict[str, Any]:
-        record = await self.bridge.acall(self._plan_fn(state, reads, author, value))
-        return self._stamped(state, reads, record)
+        cited = self._cited(state, reads)
+        record = await self.bridge.acall(self._plan_fn(state, cited, author, value))
+        return self._stamped(state, cited, record)
+
+    @staticmethod
+    def _cited(state: Mapping[str, Any], reads: Mapping[str, str | Sequence[str]]) -> ReadSet:
+        # A replan cites the records as they are now; the refusal said what changed.
+        tool_reads = None if _refused_plan(state) else state.get("planfence_tool_reads")
+        return merge_reads(tool_reads, reads)
 
     def _plan_fn(
-        self, state: Mapping[str, Any], reads: Mapping[str, str], author: str | None, value: JSON
+        self, state: Mapping[str, Any], cited: ReadSet, author: str | None, value: JSON
     ) -> Callable[[AsyncStore], Awaitable[Record]]:
-        supersedes = state.get("planfence_plan") if _replanning(state) else None
-        parents = list(reads.values())
+        supersedes = _refused_plan(state)
+        parents = parents_of(cited)
 
         async def run(store: AsyncStore) -> Record:
             return await create_plan(
@@ -108,109 +122,117 @@ class GraphFence:
         return run
 
     @staticmethod
-    def _stamped(
-        state: Mapping[str, Any], reads: Mapping[str, str], record: Record
-    ) -> dict[str, Any]:
-        return {
+    def _stamped(state: Mapping[str, Any], cited: ReadSet, record: Record) -> dict[str, Any]:
+        replanning = _refused_plan(state) is not None
+        update: dict[str, Any] = {
             "planfence_plan": record.id,
-            "planfence_reads": dict(reads),
-            "planfence_replans": state.get("planfence_replans", 0) if _replanning(state) else 0,
+            "planfence_reads": cited,
+            "planfence_replans": state.get("planfence_replans", 0) if replanning else 0,
             "planfence_outcome": None,
+            "planfence_verdicts": None,
         }
+        if replanning:
+            update["planfence_tool_reads"] = None
+        return update
 
     # ---- the tool side
 
-    def tool_node(self, tools: Sequence[BaseTool | Callable[..., Any]], **kwargs: Any) -> ToolNode:
-        """A `ToolNode` whose every call goes through this fence."""
-        return ToolNode(
+    def tool_node(
+        self, tools: Sequence[BaseTool | Callable[..., Any]], **kwargs: Any
+    ) -> RunnableLambda[Any, Any]:
+        """A tool node whose every call goes through this fence and whose step routes once.
+
+        `kwargs` go to the `ToolNode` that runs the calls.
+        """
+        inner = ToolNode(
             list(tools),
             wrap_tool_call=self.wrap_tool_call,
             awrap_tool_call=self.awrap_tool_call,
             **kwargs,
         )
 
+        def step(state: Any, config: RunnableConfig) -> Any:
+            return self.route_step(state, inner.invoke(state, config))
+
+        async def astep(state: Any, config: RunnableConfig) -> Any:
+            return self.route_step(state, await inner.ainvoke(state, config))
+
+        return RunnableLambda(step, afunc=astep, name=inner.name)
+
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        name, args, plan = self._call_of(request)
+        """Gate one call; the answer carries its verdict, and a refused call never runs."""
+        name, args, plan = call_of(request)
         try:
             verdict = self.bridge.call(self.checkers.judge(name, args, plan))
         except Exception as exc:
             verdict = self.checkers.failed(name, plan, exc)
-        return self.route(request, verdict, handler(request) if verdict.allowed else None)
+        if not verdict.allowed:
+            return refusal(request, verdict)
+        with track_reads() as log:
+            result = handler(request)
+        return with_verdict(result, verdict, log.get(self.bridge.store))
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        name, args, plan = self._call_of(request)
+        name, args, plan = call_of(request)
         try:
             verdict = await self.bridge.acall(self.checkers.judge(name, args, plan))
         except Exception as exc:
             verdict = self.checkers.failed(name, plan, exc)
-        return self.route(request, verdict, await handler(request) if verdict.allowed else None)
+        if not verdict.allowed:
+            return refusal(request, verdict)
+        with track_reads() as log:
+            result = await handler(request)
+        return with_verdict(result, verdict, log.get(self.bridge.store))
 
-    @staticmethod
-    def _call_of(request: ToolCallRequest) -> tuple[str, dict[str, Any], Any]:
-        state = request.state if isinstance(request.state, Mapping) else {}
-        call = request.tool_call
-        return call["name"], dict(call.get("args") or {}), state.get("planfence_plan")
+    def route_step(self, state: Any, output: Any) -> Any:
+        """Fold the verdicts of one tool step and send the graph on exactly once.
 
-    def route(
-        self,
-        request: ToolCallRequest,
-        verdict: Verdict,
-        result: ToolMessage | Command[Any] | None = None,
-    ) -> ToolMessage | Command[Any]:
-        """Where the graph goes after a verdict: on, back to the planner once, or to the end.
-
-        A refusal after the replan already spent on this action blocks, whatever the checker
-        says: the second refusal ends the run.
+        Blocked beats replan beats done. A refusal after the replan already spent on this action
+        blocks, whatever the checker says: the second refusal ends the run.
         """
-        state = request.state if isinstance(request.state, Mapping) else {}
-        replans = int(state.get("planfence_replans", 0) or 0)
-        note = summary(verdict)
-        if verdict.allowed:
-            if isinstance(result, Command):
-                return result  # the tool routes itself
-            messages = [result] if result is not None else []
-            outcome = {"status": "done", **_detail(note)}
-            return Command(
-                goto=self.proceed,
-                update={
-                    "messages": messages,
-                    "planfence_outcome": outcome,
-                    "planfence_verdicts": [note],
-                },
-            )
-        message = refusal_message(request, verdict)
-        if verdict.verdict == REPLAN and replans < 1:
-            return Command(
-                goto=self.planner,
-                update={
-                    "messages": [message],
-                    "planfence_replans": replans + 1,
-                    "planfence_outcome": {"status": "replan", **_detail(note)},
-                    "planfence_verdicts": [note],
-                },
-            )
-        return Command(
-            goto=END,
-            update={
-                "messages": [message],
-                "planfence_outcome": {"status": "blocked", **_detail(note)},
-                "planfence_verdicts": [note],
-            },
-        )
+        outputs = list(output) if isinstance(output, list) else [output]
+        notes = [
+            note
+            for o in outputs
+            if isinstance(o, Command) and isinstance(o.update, dict)
+            for note in o.update.get("planfence_verdicts", [])
+        ]
+        outcome = outcome_of(notes)
+        if outcome is None:
+            return output  # no gated call answered in this graph: nothing to route
+        fields = state if isinstance(state, Mapping) else {}
+        replans = int(fields.get("planfence_replans", 0) or 0)
+        if outcome["status"] == "replan" and replans >= 1:
+            outcome = {**outcome, "status": "blocked"}
+        update: dict[str, Any] = {"planfence_outcome": outcome}
+        if outcome["status"] == "done":
+            if any(_routes_itself(o) for o in outputs):
+                return [*outputs, Command(update=update)]
+            return [*outputs, Command(goto=self.proceed, update=update)]
+        # Refused: no call of this step may send the graph anywhere else.
+        outputs = [replace(o, goto=()) if _routes_itself(o) else o for o in outputs]
+        if outcome["status"] == "replan":
+            update["planfence_replans"] = replans + 1
+            return [*outputs, Command(goto=self.planner, update=update)]
+        return [*outputs, Command(goto=END, update=update)]
 
 
-def _replanning(state: Mapping[str, Any]) -> bool:
+def _routes_itself(output: Any) -> bool:
+    return isinstance(output, Command) and output.graph is None and bool(output.goto)
+
+
+def _refused_plan(state: Mapping[str, Any]) -> str | None:
+    """The plan the latest step refused for a replan, which the next plan supersedes."""
     outcome = state.get("planfence_outcome") or {}
-    return bool(outcome.get("status") == "replan" and state.get("planfence_plan"))
-
-
-def _detail(note: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: note[k] for k in ("tool", "reason", "plan", "stale")}
+    if outcome.get("status") != "replan":
+        return None
+    plan = outcome.get("plan") or state.get("planfence_plan")
+    return plan if isinstance(plan, str) else None

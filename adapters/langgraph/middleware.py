@@ -1,15 +1,20 @@
 """`PlanfenceMiddleware`: PlanFence inside `langchain.agents.create_agent`.
 
-Each model call is shown the current public records (and anything its tools read through a
-`PlanfenceStore`); when the model answers with tool calls, a plan is stamped whose parents are
-exactly those record ids, superseding the previous plan. Every tool call is gated: a refusal comes
-back to the model as an error `ToolMessage` naming the changed records, so it replans once; a
-second refusal ends the run with `planfence_outcome["status"] == "blocked"`.
+Each model call is shown the current public records; when the model answers with tool calls, a
+plan is stamped whose parents are exactly the record ids it could have planned from: the records
+shown on that call, and every version its tools read through a `PlanfenceStore` since its last
+replan. The plan supersedes the previous one. Every tool call is gated: a refusal comes back to
+the model as an error `ToolMessage` naming the changed records, so it replans once; a second
+refusal ends the run with `planfence_outcome["status"] == "blocked"`.
+
+What a run read is kept in that run's graph state, so one compiled agent can serve many runs at
+once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import Policy, Verdict, create_plan
@@ -29,21 +34,28 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
+from .._records import (
+    DEFAULT_HEADER,
+    ReadSet,
+    merge_reads,
+    parents_of,
+    read_heads,
+    reads_of,
+    records_text,
+)
 from ._fence import (
     CheckerKind,
     Checkers,
     StoreBridge,
+    call_of,
     coerce_policy,
     outcome_of,
-    read_heads,
-    records_text,
     refusal_text,
     summary,
 )
 from .state import PlanfenceState
-from .store import PlanfenceStore
+from .store import PlanfenceStore, ReadLog, track_reads
 
-DEFAULT_HEADER = "Current public records (planfence shared memory); plan from these values:"
 ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
 
@@ -59,7 +71,8 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         policy: the declared scopes (a `Policy`, its dict form, or TOML text).
         keys: keys whose current version is shown to the model on every call.
         prefixes: key prefixes shown the same way.
-        reads: a `PlanfenceStore` whose reads (by tools or nodes) join the plan's parents.
+        reads: a `PlanfenceStore` whose reads by tools (and during model calls) join the plan's
+            parents.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
         checker: "planfence" (the gate) or "freshness" (the baseline that acts on stale plans).
     """
@@ -111,6 +124,8 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         update: dict[str, Any] = {"planfence_outcome": outcome, "planfence_verdicts": None}
         if outcome is not None and outcome["status"] == "replan":
             update["planfence_replans"] = state.get("planfence_replans", 0) + 1
+            # The refusal names what changed; the replan cites the records as they are now.
+            update["planfence_tool_reads"] = None
         if outcome is not None and outcome["status"] == "blocked":
             update["jump_to"] = "end"
         return update
@@ -129,8 +144,9 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResult:
         records = self.bridge.call(lambda s: read_heads(s, self.keys, self.prefixes))
-        seen = self._seen(request, records)
-        response = handler(self._show(request, records))
+        with track_reads() as log:
+            response = handler(self._show(request, records))
+        seen = self._seen(request, records, log)
         calls = _tool_calls(response)
         plan = None
         if calls:
@@ -143,23 +159,25 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResult:
         records = await self.bridge.acall(lambda s: read_heads(s, self.keys, self.prefixes))
-        seen = self._seen(request, records)
-        response = await handler(self._show(request, records))
+        with track_reads() as log:
+            response = await handler(self._show(request, records))
+        seen = self._seen(request, records, log)
         calls = _tool_calls(response)
         plan = None
         if calls:
             plan = await self.bridge.acall(self._plan_fn(request, seen, calls))
         return self._extend(response, seen, plan)
 
-    def _seen(self, request: ModelRequest[Any], records: list[Record]) -> dict[str, str]:
-        seen: dict[str, str] = {}
-        previous = request.state.get("planfence_reads")
-        if isinstance(previous, dict):
-            seen.update(previous)
-        if self.reads is not None:
-            seen.update(self.reads.take_reads())
-        seen.update({r.key: r.id for r in records})
-        return seen
+    def _seen(self, request: ModelRequest[Any], records: list[Record], log: ReadLog) -> ReadSet:
+        """Every version this call could plan from: tools' reads in this run, reads during the
+        call, and the records shown."""
+        tool_reads = request.state.get("planfence_tool_reads")
+        if not isinstance(tool_reads, Mapping):
+            tool_reads = None
+        return merge_reads(tool_reads, self._tracked(log), reads_of(records))
+
+    def _tracked(self, log: ReadLog) -> ReadSet:
+        return log.get(self.reads.bridge.store) if self.reads is not None else {}
 
     def _show(self, request: ModelRequest[Any], records: list[Record]) -> ModelRequest[Any]:
         if not records:
@@ -170,24 +188,25 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         return request.override(system_message=SystemMessage(content=text))
 
     def _plan_fn(
-        self, request: ModelRequest[Any], seen: dict[str, str], calls: list[dict[str, Any]]
+        self, request: ModelRequest[Any], seen: ReadSet, calls: list[dict[str, Any]]
     ) -> Callable[[AsyncStore], Awaitable[Record]]:
         previous = request.state.get("planfence_plan")
+        supersedes = previous if isinstance(previous, str) else None
         value = {"agent": self.agent, "tool_calls": calls}
 
         async def stamp(store: AsyncStore) -> Record:
             return await create_plan(
                 store,
                 author=self.agent,
-                parents=list(seen.values()),
+                parents=parents_of(seen),
                 value=value,
-                supersedes=previous,
+                supersedes=supersedes,
             )
 
         return stamp
 
     @staticmethod
-    def _extend(response: ModelResult, seen: dict[str, str], plan: Record | None) -> ModelResult:
+    def _extend(response: ModelResult, seen: ReadSet, plan: Record | None) -> ModelResult:
         update: dict[str, Any] = {"planfence_reads": seen}
         if plan is not None:
             update["planfence_plan"] = plan.id
@@ -207,28 +226,32 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        name, args, plan = _call_of(request)
+        name, args, plan = call_of(request)
         try:
             verdict = self.bridge.call(self.checkers.judge(name, args, plan))
         except Exception as exc:
             verdict = self.checkers.failed(name, plan, exc)
         if not verdict.allowed:
-            return _refusal(request, verdict)
-        return _with_verdict(handler(request), verdict)
+            return refusal(request, verdict)
+        with track_reads() as log:
+            result = handler(request)
+        return with_verdict(result, verdict, self._tracked(log))
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        name, args, plan = _call_of(request)
+        name, args, plan = call_of(request)
         try:
             verdict = await self.bridge.acall(self.checkers.judge(name, args, plan))
         except Exception as exc:
             verdict = self.checkers.failed(name, plan, exc)
         if not verdict.allowed:
-            return _refusal(request, verdict)
-        return _with_verdict(await handler(request), verdict)
+            return refusal(request, verdict)
+        with track_reads() as log:
+            result = await handler(request)
+        return with_verdict(result, verdict, self._tracked(log))
 
 
 def _tool_calls(response: ModelResult) -> list[dict[str, Any]]:
@@ -243,12 +266,6 @@ def _tool_calls(response: ModelResult) -> list[dict[str, Any]]:
     ]
 
 
-def _call_of(request: ToolCallRequest) -> tuple[str, dict[str, Any], Any]:
-    state = request.state if isinstance(request.state, Mapping) else {}
-    call = request.tool_call
-    return call["name"], dict(call.get("args") or {}), state.get("planfence_plan")
-
-
 def refusal_message(request: ToolCallRequest, verdict: Verdict) -> ToolMessage:
     """The error `ToolMessage` the model reads when the gate refuses a call."""
     return ToolMessage(
@@ -260,7 +277,8 @@ def refusal_message(request: ToolCallRequest, verdict: Verdict) -> ToolMessage:
     )
 
 
-def _refusal(request: ToolCallRequest, verdict: Verdict) -> Command[Any]:
+def refusal(request: ToolCallRequest, verdict: Verdict) -> Command[Any]:
+    """The refused call's answer: the error message, and the verdict for the step's fold."""
     return Command(
         update={
             "messages": [refusal_message(request, verdict)],
@@ -269,12 +287,20 @@ def _refusal(request: ToolCallRequest, verdict: Verdict) -> Command[Any]:
     )
 
 
-def _with_verdict(
-    result: ToolMessage | Command[Any], verdict: Verdict
+def with_verdict(
+    result: ToolMessage | Command[Any], verdict: Verdict, reads: ReadSet
 ) -> ToolMessage | Command[Any]:
+    """The call's own answer, with the verdict and what the tool read added to the update."""
+    extra: dict[str, Any] = {"planfence_verdicts": [summary(verdict)]}
+    if reads:
+        extra["planfence_tool_reads"] = reads
     if isinstance(result, ToolMessage):
-        return Command(update={"messages": [result], "planfence_verdicts": [summary(verdict)]})
-    if isinstance(result.update, dict) and result.goto == () and result.graph is None:
-        log = [*result.update.get("planfence_verdicts", []), summary(verdict)]
-        return Command(update={**result.update, "planfence_verdicts": log})
-    return result
+        return Command(update={"messages": [result], **extra})
+    if isinstance(result, Command) and isinstance(result.update, dict) and result.graph is None:
+        log = [*result.update.get("planfence_verdicts", []), *extra["planfence_verdicts"]]
+        reads = merge_reads(result.update.get("planfence_tool_reads"), reads)
+        update = {**result.update, **extra, "planfence_verdicts": log}
+        if reads:
+            update["planfence_tool_reads"] = reads
+        return replace(result, update=update)
+    return result  # an update for the parent graph: nothing of this graph's to add

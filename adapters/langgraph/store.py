@@ -2,15 +2,26 @@
 
 Namespaces map to keys: `("trip", "42")` + `"requirements"` is the public key
 `trip/42/requirements`. Every item read carries the record id it came from (`_record_id`), and
-every read is remembered (`take_reads`) so a plan can cite exactly what its planner read. Writes
-publish a new version as the store's agent, who must own the key; public records are immutable,
-so deleting is refused.
+every read is remembered so a plan can cite exactly what its planner read. Writes publish a new
+version as the store's agent, who must own the key; public records are immutable, so deleting is
+refused.
+
+Reads are remembered per unit of work, never per store object: a compiled graph serving many
+runs at once keeps each run's reads apart. The unit is the innermost `track_reads()` block, or
+else the LangGraph task (one node or tool step of one run) doing the reading, or else the asyncio
+task or thread. `PlanfenceMiddleware` and `GraphFence` open a `track_reads()` block around every
+tool call and carry what it read in graph state; a planner node calls `take_reads()` in the node
+that read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from planfence.shared_memory import (
@@ -23,6 +34,7 @@ from planfence.shared_memory import (
 )
 
 try:
+    from langgraph.config import get_config
     from langgraph.store.base import (
         BaseStore,
         GetOp,
@@ -37,6 +49,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
+from .._records import ReadSet, add_reads
 from ._fence import StoreBridge
 
 RECORD_ID = "_record_id"
@@ -70,6 +83,81 @@ def to_item(record: Record, cls: type[Item] = Item) -> Item:
     return cls(value=value, key=key, namespace=namespace, created_at=at, updated_at=at)
 
 
+@dataclass
+class ReadLog:
+    """Reads of one unit of work, per shared memory (the `AsyncStore` they came from)."""
+
+    owner: Hashable
+    by_store: dict[AsyncStore, ReadSet] = field(default_factory=dict)
+
+    def add(self, store: AsyncStore, records: Iterable[Record]) -> None:
+        with _LOCK:  # a tool may read from several threads at once
+            add_reads(self.by_store.setdefault(store, {}), ((r.key, r.id) for r in records))
+
+    def get(self, store: AsyncStore | Store) -> ReadSet:
+        """A copy of what was read from `store` in this unit of work."""
+        with _LOCK:
+            return {k: list(v) for k, v in self.by_store.get(_aio(store), {}).items()}
+
+    def take(self, store: AsyncStore | Store) -> ReadSet:
+        with _LOCK:
+            return self.by_store.pop(_aio(store), {})
+
+
+def _aio(store: AsyncStore | Store) -> AsyncStore:
+    return store.aio if isinstance(store, Store) else store
+
+
+_EXPLICIT = object()
+_LOCK = threading.Lock()
+_LOG: ContextVar[ReadLog | None] = ContextVar("planfence_reads", default=None)
+
+
+def _unit() -> Hashable:
+    """The unit of work reading now: the LangGraph task, else the asyncio task, else the thread.
+
+    Contexts are copied into child tasks, so a log can be visible where it does not belong (a
+    node inherits its caller's); comparing owners keeps such an inherited log out of use.
+    """
+    try:
+        namespace = get_config().get("configurable", {}).get("checkpoint_ns")
+    except RuntimeError:  # not inside a LangGraph run
+        namespace = None
+    if namespace:
+        return ("langgraph", namespace)  # unique per task of a run, subgraphs included
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return ("asyncio", task) if task is not None else ("thread", threading.get_ident())
+
+
+def _current(create: bool) -> ReadLog | None:
+    log = _LOG.get()
+    if log is not None and log.owner is _EXPLICIT:
+        return log
+    owner = _unit()
+    if log is not None and log.owner == owner:
+        return log
+    if not create:
+        return None
+    log = ReadLog(owner)
+    _LOG.set(log)
+    return log
+
+
+@contextmanager
+def track_reads() -> Iterator[ReadLog]:
+    """Collect every read through a `PlanfenceStore` inside the block (and in tasks it starts)
+    in a log of its own, apart from any enclosing unit of work."""
+    log = ReadLog(_EXPLICIT)
+    token = _LOG.set(log)
+    try:
+        yield log
+    finally:
+        _LOG.reset(token)
+
+
 class PlanfenceStore(BaseStore):
     """A LangGraph store whose items are the current versions of public records.
 
@@ -87,45 +175,53 @@ class PlanfenceStore(BaseStore):
         self.bridge = StoreBridge(store)
         self.agent = agent
         self.claim = claim
-        self._reads: dict[str, str] = {}
-        self._lock = threading.Lock()
 
-    # ---- read tracking
+    # ---- read tracking (per unit of work, see the module docstring)
 
     def note_reads(self, records: Iterable[Record]) -> None:
-        with self._lock:
-            for r in records:
-                self._reads.pop(r.key, None)  # keep the newest read last
-                self._reads[r.key] = r.id
+        """Remember that the current unit of work read `records`, every version of every key."""
+        records = list(records)
+        if records:
+            log = _current(create=True)
+            assert log is not None
+            log.add(self.bridge.aio, records)
 
     @property
-    def reads(self) -> dict[str, str]:
-        """key -> record id of everything read since the last `take_reads`."""
-        with self._lock:
-            return dict(self._reads)
+    def reads(self) -> ReadSet:
+        """key -> record ids this unit of work read through this store since `take_reads`."""
+        log = _current(create=False)
+        return log.get(self.bridge.store) if log is not None else {}
 
-    def take_reads(self) -> dict[str, str]:
-        with self._lock:
-            out, self._reads = self._reads, {}
-            return out
+    def take_reads(self) -> ReadSet:
+        """The reads of this unit of work (see `reads`), forgotten once taken."""
+        log = _current(create=False)
+        return log.take(self.bridge.store) if log is not None else {}
 
     # ---- BaseStore
 
+    # Reads are noted here, in the caller's context: a sync store runs `_apply` on its own loop
+    # thread, whose context belongs to no run.
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        return self.bridge.call(lambda store: self._apply(store, ops))
+        results, read = self.bridge.call(lambda store: self._apply(store, ops))
+        self.note_reads(read)
+        return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        return await self.bridge.acall(lambda store: self._apply(store, ops))
+        results, read = await self.bridge.acall(lambda store: self._apply(store, ops))
+        self.note_reads(read)
+        return results
 
-    async def _apply(self, store: AsyncStore, ops: list[Op]) -> list[Result]:
+    async def _apply(self, store: AsyncStore, ops: list[Op]) -> tuple[list[Result], list[Record]]:
         results: list[Result] = []
+        read: list[Record] = []
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(await self._get(store, op))
+                results.append(await self._get(store, op, read))
             elif isinstance(op, SearchOp):
-                results.append(await self._search(store, op))
+                results.append(await self._search(store, op, read))
             elif isinstance(op, PutOp):
                 await self._put(store, op)
                 results.append(None)
@@ -133,18 +229,20 @@ class PlanfenceStore(BaseStore):
                 results.append(await self._namespaces(store, op))
             else:
                 raise ConfigError(f"unsupported store operation {type(op).__name__}")
-        return results
+        return results, read
 
-    async def _get(self, store: AsyncStore, op: GetOp) -> Item | None:
+    async def _get(self, store: AsyncStore, op: GetOp, read: list[Record]) -> Item | None:
         key = key_of(op.namespace, op.key)
         head = (await store.heads([key])).get(key)
         if head is None:
             return None
         record = await store.get(head)
-        self.note_reads([record])
+        read.append(record)
         return to_item(record)
 
-    async def _search(self, store: AsyncStore, op: SearchOp) -> list[SearchItem]:
+    async def _search(
+        self, store: AsyncStore, op: SearchOp, read: list[Record]
+    ) -> list[SearchItem]:
         if op.query:
             raise ConfigError("PlanfenceStore has no semantic index: search by namespace")
         prefix = "/".join(op.namespace_prefix)
@@ -160,7 +258,7 @@ class PlanfenceStore(BaseStore):
                 and all(r.value.get(k) == v for k, v in op.filter.items())
             ]
         records = records[op.offset : op.offset + op.limit]
-        self.note_reads(records)
+        read.extend(records)
         return [to_item(r, SearchItem) for r in records]  # type: ignore[misc]
 
     async def _put(self, store: AsyncStore, op: PutOp) -> None:

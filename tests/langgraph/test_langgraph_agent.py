@@ -64,7 +64,7 @@ def check_replanned(trip: Trip, state: dict[str, Any], model: Any, first: str) -
     # The model saw the current records on every call: Lisbon first, then Porto.
     shown = [str(p[0].content) for p in model.prompts if isinstance(p[0], SystemMessage)]
     assert "Lisbon" in shown[0] and "Porto" in shown[1]
-    assert state["planfence_reads"] == {REQ: trip.head()}
+    assert state["planfence_reads"] == {REQ: [trip.head()]}
     assert first != trip.head()
 
 

@@ -3,12 +3,13 @@ refusals back to the planner with `Command(goto=...)`, blocked runs to the end. 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.tools import tool
 from langgraph.constants import END, START
 from langgraph.graph import MessagesState, StateGraph
 from langgraph_helpers import POLICY, Trip, book
@@ -136,3 +137,101 @@ async def test_async_graph_replans_then_blocks_when_stale_again(kind: str, tmp_p
             store.close()
         else:
             await store.aclose()
+
+
+HOTEL = "trip/42/hotel"
+
+
+def parallel_graph(
+    store: AsyncStore | Store, trip: Trip, answers: list[Any], revisions: dict[int, str]
+) -> tuple[Any, list[str]]:
+    """A planner whose model books the flight and the hotel in one message (two tool calls that
+    run in one step); the flight depends on the requirements, the hotel on the hotel record."""
+    policy = POLICY.declare("book_hotel", depends_on=[HOTEL])
+    fence = GraphFence(store, policy, planner="planner", proceed="report")
+    reader = PlanfenceStore(store)
+    hotels: list[str] = []
+    model = trip.model(answers, revisions)
+
+    @tool
+    def book_hotel(city: str) -> str:
+        """Book the trip's hotel."""
+        hotels.append(city)
+        return f"booked a hotel in {city}"
+
+    async def planner(state: State) -> dict[str, Any]:
+        await reader.aget(("trip", "42"), "requirements")
+        await reader.aget(("trip", "42"), "hotel")
+        reply = await model.ainvoke(state["messages"])
+        return {"messages": [reply], **await fence.astamp(state, reader.take_reads())}
+
+    def report(state: State) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="Trip booked.")]}
+
+    graph = StateGraph(State)
+    graph.add_node("planner", planner)
+    tools = fence.tool_node([trip.tool, book_hotel])
+    graph.add_node("tools", tools, destinations=fence.destinations)
+    graph.add_node("report", report)
+    graph.add_edge(START, "planner")
+    graph.add_edge("planner", "tools")
+    graph.add_edge("report", END)
+    return graph.compile(), hotels
+
+
+def flight_and_hotel(destination: str, n: int) -> AIMessage:
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "book_flight", "args": {"destination": destination}, "id": f"f{n}"},
+            {"name": "book_hotel", "args": {"city": "Lisbon"}, "id": f"h{n}"},
+        ],
+    )
+
+
+@pytest.fixture
+async def hotel_store() -> AsyncIterator[AsyncStore]:
+    store = create_async_store("memory://")
+    await store.setup()
+    await store.own(HOTEL, "customer")
+    await store.put(HOTEL, {"city": "Lisbon"}, author="customer")
+    yield store
+    await store.aclose()
+
+
+async def test_parallel_calls_one_stale_route_once_to_the_planner(
+    hotel_store: AsyncStore,
+) -> None:
+    """Flight stale, hotel current, in one step: the step goes back to the planner only (the
+    hotel's "done" does not win), the new plan supersedes the refused one, and the report runs
+    once, after the replanned flight."""
+    trip = Trip(hotel_store)
+    trip.put("Lisbon")
+    answers = [flight_and_hotel("Lisbon", 0), book("Porto", 1)]
+    graph, hotels = parallel_graph(hotel_store, trip, answers, {0: "Porto"})
+    state = await graph.ainvoke(TASK)
+
+    assert (trip.booked, hotels) == (["Porto"], ["Lisbon"])
+    assert [m.content for m in state["messages"]].count("Trip booked.") == 1
+    assert state["messages"][-1].content == "Trip booked."
+    assert (state["planfence_outcome"]["status"], state["planfence_replans"]) == ("done", 1)
+    plan = await hotel_store.get(state["planfence_plan"])
+    assert plan.supersedes is not None
+    refused = await hotel_store.get(plan.supersedes)
+    assert refused.supersedes is None
+
+
+async def test_parallel_calls_stale_again_after_the_replan_are_blocked(
+    hotel_store: AsyncStore,
+) -> None:
+    """The replan budget survives a step whose other call ran: stale again ends the run."""
+    trip = Trip(hotel_store)
+    trip.put("Lisbon")
+    answers = [flight_and_hotel("Lisbon", 0), book("Porto", 1), book("Madrid", 2)]
+    graph, hotels = parallel_graph(hotel_store, trip, answers, {0: "Porto", 1: "Madrid"})
+    state = await graph.ainvoke(TASK)
+
+    assert (trip.booked, hotels) == ([], ["Lisbon"])
+    outcome = state["planfence_outcome"]
+    assert (outcome["status"], outcome["reason"]) == ("blocked", "stale_after_replan")
+    assert "Trip booked." not in [m.content for m in state["messages"]]

@@ -25,8 +25,8 @@ def test_sync_store_api_maps_namespaces_to_keys(tmp_path: Path) -> None:
         assert [(i.namespace, i.key) for i in found] == [(("trip", "42"), "budget")]
         assert lg.list_namespaces(prefix=("trip",)) == [("trip", "42")]
         assert lg.take_reads() == {
-            "trip/42/requirements": head,
-            "trip/42/budget": store.head("trip/42/budget"),
+            "trip/42/requirements": [head],
+            "trip/42/budget": [store.head("trip/42/budget")],
         }
         assert lg.reads == {}
         # a read item written back does not smuggle its record id into the new version
@@ -47,7 +47,7 @@ async def test_async_store_api() -> None:
     item = await lg.aget(("orders",), "7")
     assert item is not None and item.value["status"] == "paid"
     assert [i.key for i in await lg.asearch(("orders",))] == ["7"]
-    assert lg.take_reads() == {"orders/7": await store.head("orders/7")}
+    assert lg.take_reads() == {"orders/7": [await store.head("orders/7")]}
     await store.aclose()
 
 
