@@ -290,15 +290,17 @@ class Upstream:
     async def _listen(self, client: Client, relay: Relay) -> None:
         """Relay a 2026-era upstream's change events (it sends them only on a listen stream)."""
         caps = client.server_capabilities
-        wanted = {
-            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
-            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
-            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
-        }
-        if not any(wanted.values()):
+        tools = bool(caps.tools and caps.tools.list_changed)
+        prompts = bool(caps.prompts and caps.prompts.list_changed)
+        resources = bool(caps.resources and caps.resources.list_changed)
+        if not (tools or prompts or resources):
             return
         try:
-            async with client.listen(**wanted) as subscription:
+            async with client.listen(
+                tools_list_changed=tools,
+                prompts_list_changed=prompts,
+                resources_list_changed=resources,
+            ) as subscription:
                 async for event in subscription:
                     await relay.publish(event)
         except Exception:

@@ -360,4 +360,4 @@ _LEVELS: tuple[types.LoggingLevel, ...] = (
 def _levels_from(level: str) -> frozenset[types.LoggingLevel]:
     if level not in _LEVELS:
         return frozenset(_LEVELS)
-    return frozenset(_LEVELS[_LEVELS.index(level) :])  # type: ignore[arg-type]
+    return frozenset(_LEVELS[_LEVELS.index(level) :])
