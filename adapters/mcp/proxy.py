@@ -9,14 +9,17 @@ What the proxy changes on the way through, and nothing else:
   tools) and `dev.planfence/agent` (the calling agent, optional). The gate judges the call; a
   refused call is answered by the proxy (see `results.py`) and never reaches the upstream.
 - Keys under `io.modelcontextprotocol/` are per-connection protocol envelope (protocol version,
-  client info, the progress token's connection...) and are never forwarded; the proxy's own
-  upstream connection stamps its own. Every other `_meta` key is forwarded, the planfence keys
-  included, so an upstream can log which plan authorised its call.
+  client info, the progress token's connection...) and are not forwarded; the proxy's own
+  upstream connection stamps its own. The one exception is the log level a 2026-era upstream
+  needs to send logs at all: the client's own choice (see `relay.py`). Every other `_meta` key
+  is forwarded, the planfence keys included, so an upstream can log which plan authorised its
+  call.
 - A forwarded call's result comes back as the upstream sent it, with
   `_meta["dev.planfence/decision"]` added (verdict, reason, decision id, plan). Protocol envelope
   keys of the upstream connection are dropped from result `_meta` for the same reason as above.
 - Progress from the upstream is relayed to the caller's progress token; a caller's cancellation
-  cancels the upstream request.
+  cancels the upstream request. The upstream's questions, logs and change notices are relayed by
+  `relay.py`.
 
 `tools/list`, resources, prompts and completions pass through unchanged.
 """
