@@ -35,6 +35,14 @@ from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
+
+try:
+    import mcp  # noqa: F401  (the `mcp` extra)
+except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
+    from planfence.shared_memory import MissingExtraError
+
+    raise MissingExtraError("the MCP proxy", "mcp") from _exc
+
 import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -584,6 +592,9 @@ class PlanFenceProxy:
         verdict = await self.gate.check(tool, args, plan, agent=agent)
         if verdict.verdict != "allow":
             return to_wire_result(verdict)
+        # Forward exactly the call that was judged, whatever else the raw request carried.
+        raw["name"] = tool
+        raw["arguments"] = dict(args)
 
         on_progress = None
         if meta.get(PROGRESS_TOKEN) is not None:

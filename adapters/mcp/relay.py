@@ -35,6 +35,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+
+try:
+    import mcp  # noqa: F401  (the `mcp` extra)
+except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
+    from planfence.shared_memory import MissingExtraError
+
+    raise MissingExtraError("the MCP proxy", "mcp") from _exc
+
 import mcp_types as types
 from mcp.client.session import ClientRequestContext
 from mcp.server.connection import allowed_log_levels

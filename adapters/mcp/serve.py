@@ -5,6 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+try:
+    import mcp  # noqa: F401  (the `mcp` extra)
+except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
+    from planfence.shared_memory import MissingExtraError
+
+    raise MissingExtraError("the MCP proxy", "mcp") from _exc
+
 from mcp.server.stdio import stdio_server
 
 from planfence.plugins.gate import Gate, Policy

@@ -125,3 +125,19 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
     assert data["calls"] == 5
     assert all(data[k] > 0 for k in data)
     assert "ratio proxied/direct" in done.stdout
+
+
+@pytest.mark.parametrize("module", ["proxy", "relay", "serve"])
+def test_importing_the_proxy_without_mcp_names_the_extra(module: str) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['mcp'] = None\n"  # what an environment without the extra looks like
+        "from planfence.shared_memory import MissingExtraError\n"
+        "try:\n"
+        f"    import planfence.adapters.mcp.{module}\n"
+        "except MissingExtraError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'planfence[mcp]'" in done.stdout
