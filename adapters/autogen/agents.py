@@ -1,15 +1,21 @@
 """Agents that carry plans through an AutoGen team.
 
 `PlanningAgent` stamps each answer as a plan record whose parents are the record ids its
-`SharedMemory` injected that turn; the plan id travels in the message metadata. `FencedAgent`
-binds the latest plan id it receives to its `FencedWorkbench`es and labels its answer with the
-route the team should take: "replan" (back to the planner, once), "blocked" or "done".
+`SharedMemory` showed on that very turn (read from the turn's own memory events); the plan id
+travels in the message metadata. `FencedAgent` acts under the latest plan id it received: each of
+its turns carries that plan to its `FencedWorkbench`es, and its answer is labelled with the route
+the team should take: "replan" (back to the planner, once), "blocked" or "done".
+
+Nothing a turn read or acts under is kept in a memory or workbench, which teams may share. An
+agent holds one conversation; if one agent object is nevertheless run in two turns at once (for
+example by two teams), what it planned from is unknown, and the overlapping turns fail closed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from planfence.plugins.gate import BLOCK, REPLAN, Verdict, create_plan
@@ -18,7 +24,7 @@ from planfence.shared_memory import AsyncStore, ConfigError, MissingExtraError, 
 try:
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.base import Response
-    from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage
+    from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, MemoryQueryEvent
     from autogen_core import CancellationToken
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.autogen", "autogen") from exc
@@ -36,8 +42,8 @@ from ._fence import (
     TOOL,
     stale_json,
 )
-from .memory import SharedMemory
-from .workbench import FencedWorkbench
+from .memory import SharedMemory, record_ids
+from .workbench import FencedWorkbench, Turn, agent_turn
 
 StreamItem = BaseAgentEvent | BaseChatMessage | Response
 
@@ -65,6 +71,12 @@ def _with_metadata(response: Response, extra: dict[str, str]) -> Response:
     return Response(chat_message=stamped, inner_messages=response.inner_messages)
 
 
+@dataclass(eq=False)
+class _PlanTurn:
+    reads: list[str] = field(default_factory=list)
+    overlapped: bool = False
+
+
 class PlanningAgent(AssistantAgent):
     """An `AssistantAgent` whose answers are plans derived from the public records it was shown.
 
@@ -81,24 +93,37 @@ class PlanningAgent(AssistantAgent):
         if not self._shared:
             raise ConfigError(f"PlanningAgent {name!r} needs a SharedMemory in memory=[...]")
         self.plans: list[Record] = []
+        self._read_set: tuple[str, ...] = ()
+        self._turns: set[_PlanTurn] = set()
 
     @property
     def read_set(self) -> tuple[str, ...]:
-        """Record ids the agent was shown this turn, across its shared memories."""
-        return tuple(dict.fromkeys(i for m in self._shared for i in m.last_read))
+        """Record ids the agent's latest stamped plan cites."""
+        return self._read_set
 
     async def on_messages_stream(
         self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
     ) -> AsyncGenerator[StreamItem, None]:
         supersedes = refused_plan(messages)
-        async for item in super().on_messages_stream(messages, cancellation_token):
-            if isinstance(item, Response):
-                item = await self._stamp(item, supersedes)
-            yield item
+        turn = _PlanTurn()
+        _overlap(self._turns, turn)
+        try:
+            async for item in super().on_messages_stream(messages, cancellation_token):
+                if isinstance(item, MemoryQueryEvent) and item.source == self.name:
+                    turn.reads.extend(record_ids(item.content))
+                if isinstance(item, Response):
+                    item = await self._stamp(item, supersedes, turn)
+                yield item
+        finally:
+            self._turns.discard(turn)
 
-    async def _stamp(self, response: Response, supersedes: str | None) -> Response:
-        parents = list(self.read_set)
-        value = {"agent": self.name, "text": response.chat_message.to_text()}
+    async def _stamp(self, response: Response, supersedes: str | None, turn: _PlanTurn) -> Response:
+        # Overlapping turns share one model context: the plan cites nothing, so the gate blocks
+        # every call whose declared scope it would have to vouch for.
+        parents = [] if turn.overlapped else list(dict.fromkeys(turn.reads))
+        value: dict[str, Any] = {"agent": self.name, "text": response.chat_message.to_text()}
+        if turn.overlapped:
+            value["unknown_reads"] = "the agent ran turns concurrently"
         author = self.name
 
         async def store_plan(store: AsyncStore) -> Record:
@@ -108,6 +133,7 @@ class PlanningAgent(AssistantAgent):
 
         plan = await self._shared[0].store.run(store_plan)
         self.plans.append(plan)
+        self._read_set = tuple(parents)
         extra = {PLAN: plan.id, PARENTS: json.dumps(parents)}
         if supersedes:
             extra[SUPERSEDES] = supersedes
@@ -117,8 +143,9 @@ class PlanningAgent(AssistantAgent):
 class FencedAgent(AssistantAgent):
     """An `AssistantAgent` executor whose tools run behind `FencedWorkbench`es.
 
-    Before each turn it binds the newest plan id found in the incoming messages; after the turn
-    it labels its answer with `planfence.route`: "replan", "blocked" or "done".
+    It acts under the newest plan id found in the messages it has received; each turn carries
+    that plan to its workbenches' calls, and its answer is labelled with `planfence.route`:
+    "replan", "blocked" or "done".
     """
 
     component_provider_override = "planfence.adapters.autogen.FencedAgent"
@@ -128,36 +155,66 @@ class FencedAgent(AssistantAgent):
         self._fences = [wb for wb in self._workbench if isinstance(wb, FencedWorkbench)]
         if not self._fences:
             raise ConfigError(f"FencedAgent {name!r} needs a FencedWorkbench in workbench=")
+        self._plan: str | None = None
+        self._turns: set[Turn] = set()
 
     @property
     def fences(self) -> tuple[FencedWorkbench, ...]:
         return tuple(self._fences)
 
+    @property
+    def plan_id(self) -> str | None:
+        """The plan this agent acts under: the newest one it has received."""
+        return self._plan
+
     async def on_messages_stream(
         self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
     ) -> AsyncGenerator[StreamItem, None]:
-        plan = plan_of(messages)
-        for fence in self._fences:
-            if plan is not None:
-                fence.bind(plan)
-            fence.begin_turn()
-        async for item in super().on_messages_stream(messages, cancellation_token):
-            if isinstance(item, Response):
-                item = self._label(item)
-            yield item
+        self._plan = plan_of(messages) or self._plan
+        turn = Turn(self.name, self._plan, tuple(self._fences))
+        _overlap(self._turns, turn)
+        try:
+            with agent_turn(turn):
+                async for item in super().on_messages_stream(messages, cancellation_token):
+                    if isinstance(item, Response):
+                        item = _label(item, turn.verdicts)
+                    yield item
+        finally:
+            self._turns.discard(turn)
 
-    def _label(self, response: Response) -> Response:
-        verdicts = [v for f in self._fences for v in f.turn_verdicts]
-        if not verdicts:
-            return response
-        refused = [v for v in verdicts if v.verdict == BLOCK] or [
-            v for v in verdicts if v.verdict == REPLAN
-        ]
-        last: Verdict = refused[0] if refused else verdicts[-1]
-        route = ROUTE_DONE
-        if refused:
-            route = ROUTE_BLOCKED if last.verdict == BLOCK else ROUTE_REPLAN
-        extra = {ROUTE: route, TOOL: last.tool, REASON: last.reason, STALE: stale_json(last)}
-        if last.plan:
-            extra[PLAN] = last.plan
-        return _with_metadata(response, extra)
+    async def on_reset(self, cancellation_token: CancellationToken) -> None:
+        await super().on_reset(cancellation_token)
+        self._plan = None
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {**await super().save_state(), "planfence_plan": self._plan}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        await super().load_state(state)
+        plan = state.get("planfence_plan")
+        self._plan = plan if isinstance(plan, str) else None
+
+
+def _overlap(active: set[Any], turn: _PlanTurn | Turn) -> None:
+    """Register `turn`; if another turn of the same agent is running, mark them all."""
+    if active:
+        turn.overlapped = True
+        for other in active:
+            other.overlapped = True
+    active.add(turn)
+
+
+def _label(response: Response, verdicts: Sequence[Verdict]) -> Response:
+    if not verdicts:
+        return response
+    refused = [v for v in verdicts if v.verdict == BLOCK] or [
+        v for v in verdicts if v.verdict == REPLAN
+    ]
+    last: Verdict = refused[0] if refused else verdicts[-1]
+    route = ROUTE_DONE
+    if refused:
+        route = ROUTE_BLOCKED if last.verdict == BLOCK else ROUTE_REPLAN
+    extra = {ROUTE: route, TOOL: last.tool, REASON: last.reason, STALE: stale_json(last)}
+    if last.plan:
+        extra[PLAN] = last.plan
+    return _with_metadata(response, extra)

@@ -1,23 +1,18 @@
 """`SharedMemory`: an AutoGen `Memory` that shows an agent the current public records.
 
 Each turn, `update_context` reads the heads of the configured keys, adds one system message with
-their values, and remembers exactly which record ids it showed (`last_read`): the read set a
-`PlanningAgent` stamps on its plan as parents.
+their values, and returns them as that turn's memory results, each carrying its record id. The
+agent yields those results in its own turn's `MemoryQueryEvent`, and a `PlanningAgent` stamps
+exactly those ids on its plan as parents. The memory keeps no read set of its own, so one
+`SharedMemory` can serve any number of agents and teams at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from planfence.shared_memory import (
-    AsyncStore,
-    ConfigError,
-    MissingExtraError,
-    Record,
-    Store,
-    canonical_json,
-)
+from planfence.shared_memory import AsyncStore, ConfigError, MissingExtraError, Record, Store
 
 try:
     from autogen_core import CancellationToken, Component
@@ -35,9 +30,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
+from .._records import DEFAULT_HEADER, read_heads, records_text
 from ._store import StoreRef
 
-DEFAULT_HEADER = "Current public records (planfence shared memory); plan from these values:"
+# Marks the memory results that are public records, as opposed to other memories' results.
+SOURCE = "planfence"
 
 
 class SharedMemoryConfig(BaseModel):
@@ -81,35 +78,18 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
             raise ConfigError("SharedMemory needs keys or prefixes to show")
         self.agent = agent
         self.header = header
-        self._last_read: tuple[str, ...] = ()
-
-    @property
-    def last_read(self) -> tuple[str, ...]:
-        """Record ids injected by the latest `update_context` (the read set of that turn)."""
-        return self._last_read
 
     async def read(self) -> list[Record]:
         """The current record of every configured key that has a version, ordered by key."""
-
-        async def fetch(store: AsyncStore) -> list[Record]:
-            heads = await store.heads(self.keys)
-            for prefix in self.prefixes:
-                heads.update({s.key: s.head for s in await store.keys(prefix)})
-            ids = [h for _, h in sorted(heads.items()) if h is not None]
-            found = await store.get_many(ids)
-            return [found[i] for i in ids if i in found]
-
-        return await self.store.run(fetch)
+        keys, prefixes = self.keys, self.prefixes
+        return await self.store.run(lambda store: read_heads(store, keys, prefixes))
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
+        """Show the current records; the result (this turn's read set) names their ids."""
         records = await self.read()
-        self._last_read = tuple(r.id for r in records)
         if records:
-            lines = [self.header]
-            lines += [
-                f"- {r.key} (version {r.id[:12]}): {canonical_json(r.value)}" for r in records
-            ]
-            await model_context.add_message(SystemMessage(content="\n".join(lines)))
+            text = records_text(self.header, records)
+            await model_context.add_message(SystemMessage(content=text))
         return UpdateContextResult(
             memories=MemoryQueryResult(results=[_content(r) for r in records])
         )
@@ -144,8 +124,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         await self.store.run(put)
 
     async def clear(self) -> None:
-        """Forget the read set; public records themselves are immutable and stay."""
-        self._last_read = ()
+        """Nothing to clear: public records are immutable and the memory keeps no read state."""
 
     async def close(self) -> None:
         await self.store.aclose()
@@ -174,5 +153,21 @@ def _content(record: Record) -> MemoryContent:
     return MemoryContent(
         content={"key": record.key, "value": record.value},
         mime_type=MemoryMimeType.JSON,
-        metadata={"record_id": record.id, "key": record.key, "author": record.author},
+        metadata={
+            "record_id": record.id,
+            "key": record.key,
+            "author": record.author,
+            "source": SOURCE,
+        },
     )
+
+
+def record_ids(results: Sequence[MemoryContent]) -> list[str]:
+    """The public record ids among memory results (what a `SharedMemory` showed), in order."""
+    ids: list[str] = []
+    for content in results:
+        meta = content.metadata or {}
+        record_id = meta.get("record_id")
+        if meta.get("source") == SOURCE and isinstance(record_id, str):
+            ids.append(record_id)
+    return ids

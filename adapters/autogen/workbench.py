@@ -1,19 +1,33 @@
 """`FencedWorkbench`: the PlanFence gate in front of any AutoGen workbench.
 
-Every `call_tool` is checked against the plan bound to the workbench (a `FencedAgent` binds the
-plan id it finds in the incoming messages' metadata). A refusal comes back as
-`ToolResult(is_error=True)` naming the records that changed. It never raises: an exception from
-`call_tool` leaves `AssistantAgent` waiting on a tool stream that never ends.
+Every `call_tool` is checked against the plan of the turn it belongs to: a `FencedAgent` opens a
+turn (`agent_turn`) acting under the plan id it found in its incoming messages, and every call
+made during that turn, in whatever task AutoGen runs it, finds that turn. One workbench can so
+serve several agents and teams at once without one's plan standing in for another's. Outside a
+turn, calls act under the plan given to `bind` (for driving the workbench directly).
+
+A refusal comes back as `ToolResult(is_error=True)` naming the records that changed, and the
+wrapped tool does not run. Nothing raises out of `call_tool`: an exception there leaves
+`AssistantAgent` waiting on a tool stream that never ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planfence.plugins.gate import BLOCK, GuardedExecutor, Policy, Verdict
-from planfence.plugins.gate.decision import INTERNAL_ERROR
-from planfence.shared_memory import AsyncStore, ConfigError, MissingExtraError, Store
+from planfence.plugins.gate import GuardedExecutor, Policy, Verdict, fail_closed
+from planfence.shared_memory import (
+    AsyncStore,
+    ConfigError,
+    MissingExtraError,
+    PlanFenceError,
+    Store,
+)
 
 try:
     from autogen_core import CancellationToken, Component, ComponentModel
@@ -25,6 +39,41 @@ from typing_extensions import Self
 
 from ._fence import CHECKERS, CheckerKind, coerce_policy, make_checker, policy_to_dict, refusal_text
 from ._store import StoreRef
+
+
+class ConcurrentTurnError(PlanFenceError):
+    """One agent ran two turns at once; AutoGen agents hold one conversation, so what either
+    turn planned from is unknown and its calls are refused."""
+
+
+@dataclass(eq=False)
+class Turn:
+    """One agent turn: the plan its tool calls act under and the verdicts they got."""
+
+    agent: str
+    plan_id: str | None
+    fences: tuple[Any, ...] = ()
+    verdicts: list[Verdict] = field(default_factory=list)
+    overlapped: bool = False
+
+    def covers(self, workbench: Any) -> bool:
+        return any(f is workbench for f in self.fences)
+
+
+_TURN: ContextVar[Turn | None] = ContextVar("planfence_autogen_turn", default=None)
+
+
+@contextmanager
+def agent_turn(turn: Turn) -> Iterator[Turn]:
+    """Make `turn` the one that tool calls made inside the block (and in tasks it starts) act
+    under."""
+    token = _TURN.set(turn)
+    try:
+        yield turn
+    finally:
+        # A turn's stream closed from another task has lost its context along with the turn.
+        with suppress(ValueError):
+            _TURN.reset(token)
 
 
 class FencedWorkbenchConfig(BaseModel):
@@ -72,31 +121,36 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         self._checker: GuardedExecutor | None = None
         self._checker_store: AsyncStore | None = None
         self._plan_id: str | None = None
-        self._turn: list[Verdict] = []
+        self._tools: list[ToolSchema] | None = None
         self.verdicts: list[Verdict] = []
 
     # ---- the plan the calls act under
 
     @property
     def plan_id(self) -> str | None:
+        """The plan calls outside any agent turn act under (see `bind`)."""
         return self._plan_id
 
     def bind(self, plan_id: str | None) -> None:
-        """Act under `plan_id` from now on (None: calls carry no plan and are blocked)."""
+        """Act under `plan_id` for calls made outside a `FencedAgent`'s turn (None: such calls
+        carry no plan and are blocked). A turn's own plan always comes first."""
         self._plan_id = plan_id
 
-    def begin_turn(self) -> None:
-        self._turn = []
-
-    @property
-    def turn_verdicts(self) -> tuple[Verdict, ...]:
-        """Verdicts since `begin_turn` (a `FencedAgent` starts one per turn)."""
-        return tuple(self._turn)
+    def _turn(self) -> Turn | None:
+        turn = _TURN.get()
+        return turn if turn is not None and turn.covers(self) else None
 
     # ---- Workbench
 
     async def list_tools(self) -> list[ToolSchema]:
-        return list(await self.inner.list_tools())
+        # AssistantAgent lists the tools again before each call, where an exception would hang
+        # it like one from call_tool: once listed, a failed listing falls back to the last one.
+        try:
+            self._tools = list(await self.inner.list_tools())
+        except Exception:
+            if self._tools is None:
+                raise
+        return list(self._tools)
 
     async def call_tool(
         self,
@@ -105,35 +159,50 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         cancellation_token: CancellationToken | None = None,
         call_id: str | None = None,
     ) -> ToolResult:
+        try:
+            return await self._call(name, arguments, cancellation_token, call_id)
+        except Exception as exc:  # never raise (see the module docstring)
+            return _error(name, f"{type(exc).__name__}: {exc}")
+
+    async def _call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        cancellation_token: CancellationToken | None,
+        call_id: str | None,
+    ) -> ToolResult:
         args = dict(arguments or {})
-        verdict = await self.check(name, args)
-        self._turn.append(verdict)
+        turn = self._turn()
+        plan_id = turn.plan_id if turn is not None else self._plan_id
+        if turn is not None and turn.overlapped:
+            error = ConcurrentTurnError(
+                f"agent {turn.agent!r} ran turns concurrently; it plans from one conversation"
+            )
+            verdict = fail_closed(name, plan_id, self.agent, error)
+        else:
+            # The gate sees a copy: the tool runs with exactly the arguments the model sent.
+            verdict = await self._judge(name, copy.deepcopy(args), plan_id)
+        if turn is not None:
+            turn.verdicts.append(verdict)
         self.verdicts.append(verdict)
         if not verdict.allowed:
             return _error(name, refusal_text(verdict))
-        try:
-            return await self.inner.call_tool(name, args, cancellation_token, call_id)
-        except Exception as exc:
-            return _error(name, f"{type(exc).__name__}: {exc}")
+        return await self.inner.call_tool(name, args, cancellation_token, call_id)
 
     async def check(self, name: str, args: Mapping[str, Any]) -> Verdict:
-        """The gate's verdict for a call under the bound plan; never raises."""
-        plan_id = self._plan_id
+        """The gate's verdict for a call now: under the current turn's plan, else the bound
+        one; never raises."""
+        turn = self._turn()
+        return await self._judge(name, args, turn.plan_id if turn is not None else self._plan_id)
 
+    async def _judge(self, name: str, args: Mapping[str, Any], plan_id: str | None) -> Verdict:
         async def judge(store: AsyncStore) -> Verdict:
             return await self._checker_for(store).check(name, args, plan_id, agent=self.agent)
 
         try:
             return await self.store.run(judge)
         except Exception as exc:  # fail closed: a store that cannot be reached blocks
-            return Verdict(
-                BLOCK,
-                INTERNAL_ERROR,
-                name,
-                plan_id,
-                self.agent,
-                message=f"gate error: {type(exc).__name__}: {exc}",
-            )
+            return fail_closed(name, plan_id, self.agent, exc)
 
     def _checker_for(self, store: AsyncStore) -> GuardedExecutor:
         if self._checker is None or self._checker_store is not store:
@@ -151,7 +220,6 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
     async def reset(self) -> None:
         await self.inner.reset()
         self._plan_id = None
-        self._turn = []
 
     async def save_state(self) -> Mapping[str, Any]:
         return {"inner": dict(await self.inner.save_state()), "plan_id": self._plan_id}

@@ -193,8 +193,11 @@ async def test_team_round_trips_through_dump_and_load(
     assert bookings.read_text().split() == ["Lisbon"]
     outcome = run_outcome(result)
     assert outcome.status == "done"
-    # The same loaded fence refuses that plan once the requirements change.
+    # The same loaded fence, driven directly under the executor's plan, refuses that plan once
+    # the requirements change.
     await trip.revise("Porto")()
+    assert loaded_executor.plan_id == outcome.plans[-1]
+    fence.bind(loaded_executor.plan_id)
     refused = await fence.call_tool("book_flight", {"destination": "Lisbon"})
     assert refused.is_error and f"{REQ} changed" in refused.to_text()
     assert bookings.read_text().split() == ["Lisbon"]
