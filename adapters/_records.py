@@ -62,3 +62,13 @@ def merge_reads(*sets: Mapping[str, str | Sequence[str]] | None) -> ReadSet:
 def parents_of(reads: Mapping[str, str | Sequence[str]]) -> list[str]:
     """The record ids a plan cites for `reads`: every version of every key, each once."""
     return list(dict.fromkeys(i for ids in merge_reads(reads).values() for i in ids))
+
+
+def refreshed(
+    reads: Mapping[str, Sequence[str]] | None, current: Mapping[str, str | None]
+) -> ReadSet:
+    """The reads a replan starts from: the refusal showed each changed key's current version,
+    which takes the place of every version read of it before."""
+    out = {k: list(v) for k, v in (reads or {}).items() if k not in current}
+    out.update({k: [head] for k, head in current.items() if head is not None})
+    return out

@@ -125,6 +125,7 @@ def summary(v: Verdict) -> dict[str, Any]:
         "tool": v.tool,
         "plan": v.plan,
         "stale": [s.key for s in v.stale],
+        "current": {s.key: s.current for s in v.stale},  # the heads the refusal showed
     }
 
 
@@ -133,5 +134,6 @@ def outcome_of(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
     for kind, status in ((BLOCK, "blocked"), (REPLAN, "replan"), (ALLOW, "done")):
         hit = next((s for s in summaries if s["verdict"] == kind), None)
         if hit is not None:
-            return {"status": status, **{k: hit[k] for k in ("tool", "reason", "plan", "stale")}}
+            fields = ("tool", "reason", "plan", "stale", "current")
+            return {"status": status, **{k: hit.get(k) for k in fields}}
     return None

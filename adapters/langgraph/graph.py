@@ -26,11 +26,11 @@ try:
     from langgraph.constants import END
     from langgraph.prebuilt import ToolNode
     from langgraph.prebuilt.tool_node import ToolCallRequest
-    from langgraph.types import Command
+    from langgraph.types import Command, Overwrite
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
-from .._records import ReadSet, merge_reads, parents_of
+from .._records import ReadSet, merge_reads, parents_of, refreshed
 from ._fence import CheckerKind, Checkers, StoreBridge, call_of, coerce_policy, outcome_of
 from .middleware import refusal, with_verdict
 from .store import track_reads
@@ -100,9 +100,7 @@ class GraphFence:
 
     @staticmethod
     def _cited(state: Mapping[str, Any], reads: Mapping[str, str | Sequence[str]]) -> ReadSet:
-        # A replan cites the records as they are now; the refusal said what changed.
-        tool_reads = None if _refused_plan(state) else state.get("planfence_tool_reads")
-        return merge_reads(tool_reads, reads)
+        return merge_reads(_tool_reads(state), reads)
 
     def _plan_fn(
         self, state: Mapping[str, Any], cited: ReadSet, author: str | None, value: JSON
@@ -132,7 +130,7 @@ class GraphFence:
             "planfence_verdicts": None,
         }
         if replanning:
-            update["planfence_tool_reads"] = None
+            update["planfence_tool_reads"] = Overwrite(_tool_reads(state))
         return update
 
     # ---- the tool side
@@ -227,6 +225,17 @@ class GraphFence:
 
 def _routes_itself(output: Any) -> bool:
     return isinstance(output, Command) and output.graph is None and bool(output.goto)
+
+
+def _tool_reads(state: Mapping[str, Any]) -> ReadSet:
+    """What tools read in this run; after a refusal, the changed keys' versions it showed take
+    the place of those read before."""
+    reads = state.get("planfence_tool_reads")
+    reads = reads if isinstance(reads, Mapping) else {}
+    if _refused_plan(state) is None:
+        return merge_reads(reads)
+    current = (state.get("planfence_outcome") or {}).get("current") or {}
+    return refreshed(reads, current)
 
 
 def _refused_plan(state: Mapping[str, Any]) -> str | None:

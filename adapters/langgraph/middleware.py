@@ -30,7 +30,7 @@ try:
     from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.runtime import Runtime
-    from langgraph.types import Command
+    from langgraph.types import Command, Overwrite
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
@@ -42,6 +42,7 @@ from .._records import (
     read_heads,
     reads_of,
     records_text,
+    refreshed,
 )
 from ._fence import (
     CheckerKind,
@@ -124,8 +125,10 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         update: dict[str, Any] = {"planfence_outcome": outcome, "planfence_verdicts": None}
         if outcome is not None and outcome["status"] == "replan":
             update["planfence_replans"] = state.get("planfence_replans", 0) + 1
-            # The refusal names what changed; the replan cites the records as they are now.
-            update["planfence_tool_reads"] = None
+            # The refusal showed what changed: the replan cites those versions, not older ones.
+            tool_reads = state.get("planfence_tool_reads")
+            current = outcome.get("current") or {}
+            update["planfence_tool_reads"] = Overwrite(refreshed(tool_reads, current))
         if outcome is not None and outcome["status"] == "blocked":
             update["jump_to"] = "end"
         return update

@@ -187,6 +187,50 @@ def test_a_plan_cites_every_version_its_run_read(tmp_path: Any) -> None:
         assert state["planfence_reads"] == {REQ: [trip.head()]}
 
 
+def test_a_replan_cites_the_versions_its_refusal_showed(tmp_path: Any) -> None:
+    """Records reach the model only through a tool. The lookup saw Lisbon; the trip changes;
+    the booking is refused with the current value, and the model replans from the refusal
+    without looking again: the replan cites the version the refusal showed and runs."""
+    with open_store(f"sqlite:///{tmp_path / 'pf.db'}") as store:
+        trip = Trip(store)
+        first = trip.put("Lisbon")
+        reader = PlanfenceStore(store)
+
+        @tool
+        def get_requirements(trip: str) -> str:
+            """The trip's destination."""
+            item = reader.get(("trip", trip), "requirements")
+            assert item is not None
+            return str(item.value["destination"])
+
+        flights: list[str] = []
+
+        @tool
+        def book_flight(trip: str, destination: str) -> str:
+            """Book the trip's flight."""
+            flights.append(destination)
+            return "booked"
+
+        model = trip.model(
+            [
+                _call("get_requirements", {"trip": "42"}, "lookup"),
+                _call("book_flight", {"trip": "42", "destination": "Lisbon"}, "c1"),
+                _call("book_flight", {"trip": "42", "destination": "Porto"}, "c2"),
+                "Booked Porto.",
+            ],
+            {1: "Porto"},
+        )
+        fence = PlanfenceMiddleware(store, POLICY, reads=reader, agent="booker")
+        agent = create_agent(model, [get_requirements, book_flight], middleware=[fence])
+        state = agent.invoke(task("42"))
+
+        assert flights == ["Porto"]
+        assert (state["planfence_outcome"]["status"], state["planfence_replans"]) == ("done", 1)
+        plan = store.get(state["planfence_plan"])
+        assert plan.parents == (trip.head(),)
+        assert store.get(plan.supersedes or "").parents == (first,)
+
+
 def _revise(store: Store, destination: str) -> None:
     store.put(REQ, {"destination": destination}, author="customer")
 
