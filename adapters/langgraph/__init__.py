@@ -4,7 +4,8 @@
 
 For hand-written graphs: `GraphFence` (a gated `ToolNode` that routes refusals to the planner,
 and plan stamping for the planner node), `PlanfenceState` for the graph state, and
-`PlanfenceStore`, LangGraph's store API over the shared memory with tracked reads.
+`PlanfenceStore`, LangGraph's store API over the shared memory with reads tracked per run
+(`track_reads()` opens a scope of one's own).
 
 Needs the `langgraph` extra; names are imported on first use.
 """
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from .graph import GraphFence
     from .middleware import PlanfenceAgentState, PlanfenceMiddleware, refusal_message
     from .state import PlanfenceState
-    from .store import ImmutableRecordError, PlanfenceStore
+    from .store import ImmutableRecordError, PlanfenceStore, track_reads
 
 _EXPORTS = {
     "GraphFence": "graph",
@@ -28,6 +29,7 @@ _EXPORTS = {
     "PlanfenceState": "state",
     "PlanfenceStore": "store",
     "refusal_message": "middleware",
+    "track_reads": "store",
 }
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "PlanfenceState",
     "PlanfenceStore",
     "refusal_message",
+    "track_reads",
 ]
 
 

@@ -28,6 +28,7 @@ from planfence.adapters.langgraph import (
     PlanfenceMiddleware,
     PlanfenceState,
     PlanfenceStore,
+    track_reads,
 )
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
@@ -340,3 +341,16 @@ async def test_store_reads_are_kept_per_task(astore: AsyncStore) -> None:
     taken = await asyncio.gather(*(read(t) for t in TRIPS))
     for trip, reads in zip(TRIPS, taken, strict=True):
         assert reads == {key(trip): [await astore.head(key(trip))]}
+
+
+def test_track_reads_keeps_a_block_apart(tmp_path: Any) -> None:
+    with open_store(f"sqlite:///{tmp_path / 'pf.db'}") as store:
+        trip = Trip(store)
+        first = trip.put("Lisbon")
+        reader = PlanfenceStore(store)
+        reader.get(("trip", "42"), "requirements")
+        with track_reads() as log:
+            second = trip.put("Porto")
+            reader.get(("trip", "42"), "requirements")
+        assert log.get(store) == {REQ: [second]}
+        assert reader.take_reads() == {REQ: [first]}
