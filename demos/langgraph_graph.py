@@ -124,7 +124,10 @@ def build(
         checker="freshness" if baseline else "planfence",
     )
     # The fence is outermost, so it shows the model the records before the customer's change.
-    middleware = [fence, CustomerChangesTheirMind(store, changes)]
+    middleware: list[AgentMiddleware[Any, Any, Any]] = [
+        fence,
+        CustomerChangesTheirMind(store, changes),
+    ]
     return create_agent(model, [book_flight], system_prompt=SYSTEM, middleware=middleware)
 
 
