@@ -138,3 +138,17 @@ def test_workflows_reproduce_the_paper_claim(
     for safe in ("planfence", "eager", "allkeys"):
         assert summary[safe]["invalid_actions"] == 0
         assert summary[safe]["completed"] == 6
+
+
+def test_quickstart_json_is_one_object_for_planfence_by_default(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str
+) -> None:
+    code, out, _ = run(capsys, "demo", "quickstart", "--json", "--store", sqlite_url)
+    assert code == 0
+    r = json.loads(out)
+    assert isinstance(r, dict)
+    assert r["executor"] == "planfence"
+    code, out, _ = run(capsys, "demo", "quickstart", "--store", sqlite_url)
+    assert "[planfence]" in out
+    assert "[freshness]" in out
+    assert "INVALID: acted on a stale plan" in out
