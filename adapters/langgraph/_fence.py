@@ -113,6 +113,24 @@ def call_of(request: Any) -> tuple[str, dict[str, Any], Any]:
 coerce_policy = Policy.coerce
 
 
+def judge_call(bridge: StoreBridge, checkers: Checkers, request: Any) -> Verdict:
+    """The verdict for a tool call request, from sync code; blocks when the check cannot run."""
+    name, args, plan = call_of(request)
+    try:
+        return bridge.call(checkers.judge(name, args, plan))
+    except Exception as exc:
+        return checkers.failed(name, plan, exc)
+
+
+async def ajudge_call(bridge: StoreBridge, checkers: Checkers, request: Any) -> Verdict:
+    """`judge_call` for async code."""
+    name, args, plan = call_of(request)
+    try:
+        return await bridge.acall(checkers.judge(name, args, plan))
+    except Exception as exc:
+        return checkers.failed(name, plan, exc)
+
+
 def refusal_text(v: Verdict) -> str:
     return explain(v)
 

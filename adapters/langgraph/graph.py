@@ -31,7 +31,15 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
 from .._records import ReadSet, merge_reads, parents_of, refreshed
-from ._fence import CheckerKind, Checkers, StoreBridge, call_of, coerce_policy, outcome_of
+from ._fence import (
+    CheckerKind,
+    Checkers,
+    StoreBridge,
+    ajudge_call,
+    coerce_policy,
+    judge_call,
+    outcome_of,
+)
 from .middleware import refusal, with_verdict
 from .store import track_reads
 
@@ -163,11 +171,7 @@ class GraphFence:
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Gate one call; the answer carries its verdict, and a refused call never runs."""
-        name, args, plan = call_of(request)
-        try:
-            verdict = self.bridge.call(self.checkers.judge(name, args, plan))
-        except Exception as exc:
-            verdict = self.checkers.failed(name, plan, exc)
+        verdict = judge_call(self.bridge, self.checkers, request)
         if not verdict.allowed:
             return refusal(request, verdict)
         with track_reads() as log:
@@ -179,11 +183,7 @@ class GraphFence:
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        name, args, plan = call_of(request)
-        try:
-            verdict = await self.bridge.acall(self.checkers.judge(name, args, plan))
-        except Exception as exc:
-            verdict = self.checkers.failed(name, plan, exc)
+        verdict = await ajudge_call(self.bridge, self.checkers, request)
         if not verdict.allowed:
             return refusal(request, verdict)
         with track_reads() as log:

@@ -48,8 +48,9 @@ from ._fence import (
     CheckerKind,
     Checkers,
     StoreBridge,
-    call_of,
+    ajudge_call,
     coerce_policy,
+    judge_call,
     outcome_of,
     refusal_text,
     summary,
@@ -229,11 +230,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        name, args, plan = call_of(request)
-        try:
-            verdict = self.bridge.call(self.checkers.judge(name, args, plan))
-        except Exception as exc:
-            verdict = self.checkers.failed(name, plan, exc)
+        verdict = judge_call(self.bridge, self.checkers, request)
         if not verdict.allowed:
             return refusal(request, verdict)
         with track_reads() as log:
@@ -245,11 +242,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        name, args, plan = call_of(request)
-        try:
-            verdict = await self.bridge.acall(self.checkers.judge(name, args, plan))
-        except Exception as exc:
-            verdict = self.checkers.failed(name, plan, exc)
+        verdict = await ajudge_call(self.bridge, self.checkers, request)
         if not verdict.allowed:
             return refusal(request, verdict)
         with track_reads() as log:
