@@ -12,6 +12,7 @@ BENCHES: dict[str, str] = {
     "link": "planfence.demos.bench.link",
     "proxy": "planfence.demos.bench.proxy",
     "janus": "planfence.demos.bench.janus",
+    "replay": "planfence.demos.bench.replay",
 }
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -122,8 +123,11 @@ class EagerSync:
         self,
         store: AsyncStore,
         *,
-        push: Callable[[EagerReplica, Change], Awaitable[None]] | None = None,
+        push: Callable[[EagerReplica, Change, Record], Awaitable[None]] | None = None,
     ) -> None:
+        """`push(replica, change, record)` delivers one update to one replica (e.g. over the
+        network) and returns once that replica acknowledged it; a write fans out to every
+        replica at once and counts when the last one acknowledged."""
         self.store = store
         self.replicas: list[EagerReplica] = []
         self.stall_s = 0.0
@@ -148,10 +152,11 @@ class EagerSync:
         )
         changes = await self.store.write(batch)
         start = time.perf_counter()
-        for replica in self.replicas:
-            for change in changes:
-                if self._push is not None:
-                    await self._push(replica, change)
+        for change in changes:
+            if self._push is not None:
+                push = self._push
+                await asyncio.gather(*(push(replica, change, record) for replica in self.replicas))
+            for replica in self.replicas:
                 replica.push(change)
                 self.messages += 1
         self.stall_s += time.perf_counter() - start
