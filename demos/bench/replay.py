@@ -27,7 +27,8 @@ stale, and whether its replan is overtaken too, follows from the stream alone (`
 the replay checks its results against.
 
 The executors (three replicas each, in their own key space, the four runs interleaved window by
-window so each sees the same link conditions):
+window so each meets the same link conditions; on the AT&T path every rate gets a fresh emulated
+link that replays the trace from its start, so every rate meets the same stretch of it):
 - planfence: `Gate` with `HttpOwnerHeads`; asks only the owners of D(a). Nothing on update path.
 - eager: `EagerSync` + `EagerExecutor`; every update is signed and POSTed with its record to every
   replica's endpoint in parallel, and counts once all have acknowledged. That wait is the update
@@ -792,6 +793,7 @@ class Run:
             "invalid": await self.invalid_actions(),
             "expected_stale": exp.stale,
             "expected_overtaken": exp.overtaken,
+            "trace_ms": None,  # on the emulated link: how much of the trace this rate replayed
         }
 
 
@@ -800,37 +802,35 @@ def _rotate(items: Sequence[Any], by: int) -> list[Any]:
     return [*items[by:], *items[:by]]
 
 
-async def _replay_path(
+async def _replay_rate(
     store: AsyncStore,
     policy: Policy,
     team: Team,
     config: Config,
     path: str,
+    rate: float,
     owner_urls: Mapping[str, str],
     replica_urls: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    rows = []
-    for rate in config.rates:
-        windows = schedule(
-            rate, config.actions, keys=config.keys, replicas=config.replicas, seed=config.seed
-        )
-        runs = [
-            Run(store, policy, team, config, ex, path, rate, windows, owner_urls, replica_urls)
-            for ex in EXECUTORS
-        ]
-        try:
-            for run in runs:
-                await run.setup()
-            # every executor plays window i before any plays window i + 1, in rotating order
-            for w in windows:
-                for run in _rotate(runs, w.index):
-                    await run.window(w)
-            rows += [await run.row() for run in runs]
-        finally:
-            for run in runs:
-                await run.aclose()
-        print(f"  {path} r={rate:g}: done", file=sys.stderr, flush=True)
-    return rows
+    """The four executors replay the stream at `rate`, every one playing window i before any
+    plays window i + 1 (in rotating order), so they meet the same conditions."""
+    windows = schedule(
+        rate, config.actions, keys=config.keys, replicas=config.replicas, seed=config.seed
+    )
+    runs = [
+        Run(store, policy, team, config, ex, path, rate, windows, owner_urls, replica_urls)
+        for ex in EXECUTORS
+    ]
+    try:
+        for run in runs:
+            await run.setup()
+        for w in windows:
+            for run in _rotate(runs, w.index):
+                await run.window(w)
+        return [await run.row() for run in runs]
+    finally:
+        for run in runs:
+            await run.aclose()
 
 
 # ---- processes: owner services and replica endpoints
@@ -896,6 +896,38 @@ def _port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
+async def _replay_rate_over_link(
+    store: AsyncStore,
+    policy: Policy,
+    team: Team,
+    config: Config,
+    rate: float,
+    direct: Mapping[str, str],
+    links: list[Link],
+    relays: list[LinkRelay],
+) -> list[dict[str, Any]]:
+    """One rate over a fresh emulated link: every rate replays the trace from its start, and
+    every owner service and replica endpoint sits behind its own relay on that one link."""
+    assert config.up is not None and config.down is not None
+    link = Link(config.up, config.down, delay_ms=config.delay_ms)
+    links.append(link)
+    async with AsyncExitStack() as stack:
+        via: dict[str, str] = {}
+        mine: list[LinkRelay] = []
+        for name, url in direct.items():
+            relay = LinkRelay(link, "127.0.0.1", _port_of(url))
+            via[name] = (await stack.enter_async_context(relay)).url
+            mine.append(relay)
+        relays += mine
+        owners = {o: via[o] for o in team.owners}
+        replicas = {r: via[r] for r in team.replicas}
+        rows = await _replay_rate(store, policy, team, config, "att", rate, owners, replicas)
+        await _drained(mine)
+    for row in rows:
+        row["trace_ms"] = round(link.now_ms())
+    return rows
+
+
 async def _bench(config: Config) -> dict[str, Any]:
     owners = tuple(f"owner-{i}" for i in range(config.owners))
     replicas = tuple(f"executor-{i}" for i in range(config.replicas))
@@ -911,39 +943,27 @@ async def _bench(config: Config) -> dict[str, Any]:
             direct = stack.enter_context(_services(_commands(team, store_url), tmp))
             owner_urls = {o: direct[o] for o in owners}
             replica_urls = {r: direct[r] for r in replicas}
+            links: list[Link] = []
+            relays: list[LinkRelay] = []
             for path in config.paths:
-                if path == "loopback":
-                    rows += await _replay_path(
-                        store, policy, team, config, path, owner_urls, replica_urls
-                    )
-                    continue
-                assert config.up is not None and config.down is not None
-                link = Link(config.up, config.down, delay_ms=config.delay_ms)
-                async with AsyncExitStack() as relays:
-                    via: dict[str, str] = {}
-                    all_relays: list[LinkRelay] = []
-                    for name, url in direct.items():
-                        relay = LinkRelay(link, "127.0.0.1", _port_of(url))
-                        via[name] = (await relays.enter_async_context(relay)).url
-                        all_relays.append(relay)
-                    rows += await _replay_path(
-                        store,
-                        policy,
-                        team,
-                        config,
-                        path,
-                        {o: via[o] for o in owners},
-                        {r: via[r] for r in replicas},
-                    )
-                    await _drained(all_relays)
-                    late = [ms for r in all_relays for ms in r.late_ms]
-                    link_info = {
-                        "link_up_packets": link.up.packets,
-                        "link_down_packets": link.down.packets,
-                        "trace_time_used_ms": round(link.now_ms()),
-                        "relay_late_p50_ms": round(percentile(late, 50), 3),
-                        "relay_late_p99_ms": round(percentile(late, 99), 3),
-                    }
+                for rate in config.rates:
+                    if path == "loopback":
+                        rows += await _replay_rate(
+                            store, policy, team, config, path, rate, owner_urls, replica_urls
+                        )
+                    else:
+                        rows += await _replay_rate_over_link(
+                            store, policy, team, config, rate, direct, links, relays
+                        )
+                    print(f"  {path} r={rate:g}: done", file=sys.stderr, flush=True)
+            if links:
+                late = [ms for r in relays for ms in r.late_ms]
+                link_info = {
+                    "link_up_packets": sum(link.up.packets for link in links),
+                    "link_down_packets": sum(link.down.packets for link in links),
+                    "relay_late_p50_ms": round(percentile(late, 50), 3),
+                    "relay_late_p99_ms": round(percentile(late, 99), 3),
+                }
         finally:
             await store.aclose()
     return {
@@ -1187,6 +1207,7 @@ def plot(result: Mapping[str, Any], path: str) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
     except ImportError:
         raise SystemExit("--plot needs matplotlib: pip install 'planfence[bench]'") from None
     paths = result["settings"]["paths"]
@@ -1202,6 +1223,10 @@ def plot(result: Mapping[str, Any], path: str) -> None:
             ax.axvline(at, color="grey", linestyle=":", label=f"crossover ~{at:g}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        rates = sorted({r["rate"] for r in rows})
+        ax.set_xticks(rates, [f"{r:g}" for r in rates])
         ax.set_xlabel("updates per action")
         ax.set_ylabel("coordination stall per action (ms, mean)")
         ax.set_title(name)

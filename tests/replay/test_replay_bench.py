@@ -37,6 +37,7 @@ ROW_FIELDS = {
     "invalid",
     "expected_stale",
     "expected_overtaken",
+    "trace_ms",
 }
 CROSSOVER_FIELDS = {
     "vs_eager",
@@ -86,6 +87,7 @@ def test_quick_run_writes_the_documented_json(quick_run: tuple[dict[str, Any], s
         assert row["stall_mean_ms"] > 0
         assert row["messages_per_action"] > 0 and row["bytes_per_action"] > 0
         assert row["executed"] + row["blocks"] == ACTIONS
+        assert (row["trace_ms"] is None) == (row["path"] == "loopback")
         if row["executor"] == "eager":
             assert row["update_path_mean_ms"] > 0 and row["push_p50_ms"] > 0
             # every update reaches every one of the 3 replicas, as one message each
