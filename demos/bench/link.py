@@ -378,12 +378,14 @@ class LinkRelay:
         except OSError:
             pass  # the target refused: close the client
         finally:
-            for task in pumps:
-                task.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
+            # Close both sockets before anything that can be interrupted: a relay cancelled
+            # while it is already shutting down must still release them.
             for w in (client_w, target_w):
                 if w is not None:
                     w.close()
+            for task in pumps:
+                task.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
             for w in (client_w, target_w):
                 if w is not None:
                     with contextlib.suppress(OSError):
