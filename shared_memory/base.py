@@ -696,10 +696,13 @@ class AsyncStore:
         verdict: str | None = None,
         agent: str | None = None,
         plan: str | None = None,
+        reasons: Iterable[str] = (),
         limit: int = 100,
     ) -> list[Decision]:
-        """Newest first."""
-        return await self._decisions(DecisionQuery(source, tool, verdict, agent, plan, limit))
+        """Newest first; `reasons` keeps entries whose reason is one of them."""
+        return await self._decisions(
+            DecisionQuery(source, tool, verdict, agent, plan, limit, reasons=tuple(reasons))
+        )
 
     def now(self) -> str:
         return utc_now()

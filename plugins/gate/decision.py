@@ -167,6 +167,14 @@ class HeadAnswer:
 
 
 @dataclass(frozen=True)
+class CheckBudget:
+    """Was a replan already spent along the `supersedes` chain starting at `plan_id`? (True: a
+    plan in the chain was refused as stale, with no gated allow since.)"""
+
+    plan_id: str
+
+
+@dataclass(frozen=True)
 class LoadRecords:
     ids: tuple[str, ...]
 
@@ -179,7 +187,7 @@ class IOFailure:
     detail: str
 
 
-IORequest = LoadPlan | AskOwners | LoadRecords
+IORequest = LoadPlan | AskOwners | CheckBudget | LoadRecords
 Flow = Generator[IORequest, Any, Verdict]
 
 
@@ -345,7 +353,14 @@ def gate_flow(
             heads=heads,
         )
     changed = ", ".join(s.key for s in stale)
-    if req.replan_spent or view.superseded_refused_stale:
+    spent = req.replan_spent or view.superseded_refused_stale
+    if not spent and view.plan.supersedes:
+        # A replan's replan, possibly through plans that only made ungated calls.
+        answer = yield CheckBudget(view.plan.supersedes)
+        if isinstance(answer, IOFailure):
+            return block(answer.reason, answer.detail, scope=scope, frontier=frontier, heads=heads)
+        spent = bool(answer)
+    if spent:
         return block(
             STALE_AFTER_REPLAN,
             f"stale again after the one replan: {changed}",

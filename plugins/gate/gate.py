@@ -24,6 +24,7 @@ from .decision import (
     ALLOW,
     AUDIT_UNAVAILABLE,
     BLOCK,
+    CURRENT,
     INTERNAL_ERROR,
     REPLAN,
     STALE,
@@ -31,6 +32,7 @@ from .decision import (
     STORE_UNAVAILABLE,
     UNKNOWN_RECORD,
     AskOwners,
+    CheckBudget,
     CheckRequest,
     Flow,
     IOFailure,
@@ -48,6 +50,7 @@ from .policy import Policy
 T = TypeVar("T")
 AUDIT_SOURCE = "gate"
 BUDGET_REASONS = (STALE, STALE_AFTER_REPLAN)
+MAX_SUPERSEDES_CHAIN = 64
 # A plan superseding a plan that the gate refused as stale gets no second replan.
 REFUSED_AS_STALE = Flag(AUDIT_SOURCE, BUDGET_REASONS)
 
@@ -334,11 +337,31 @@ class Gate(GuardedExecutor):
                 return await self.head_source.heads(request.owners)
             if isinstance(request, LoadRecords):
                 return await self.store.get_many(request.ids)
+            if isinstance(request, CheckBudget):
+                return await self._budget_spent(request.plan_id)
         except PlanFenceError as exc:
             failure = _read_failure(exc)
             assert failure is not None
             return failure
         return IOFailure(INTERNAL_ERROR, f"unknown read {type(request).__name__}")
+
+    async def _budget_spent(self, plan_id: str) -> bool:
+        """Walk the `supersedes` chain: spent if a plan was refused as stale before any gated
+        allow; a chain too long to walk is treated as spent (fail closed)."""
+        current: str | None = plan_id
+        for _ in range(MAX_SUPERSEDES_CHAIN):
+            if current is None:
+                return False
+            if await self.store.decisions(
+                source=AUDIT_SOURCE, plan=current, reasons=BUDGET_REASONS, limit=1
+            ):
+                return True
+            if await self.store.decisions(
+                source=AUDIT_SOURCE, plan=current, reasons=(CURRENT,), limit=1
+            ):
+                return False  # that plan acted: a new refusal starts a new budget
+            current = (await self.store.get(current)).supersedes
+        return True
 
     @staticmethod
     def _view(snap: PlanSnapshot) -> PlanView:

@@ -150,3 +150,47 @@ async def test_a_closed_store_says_so(tmp_path: Any) -> None:
     await store.aclose()
     with pytest.raises(StoreUnavailableError, match="closed"):
         await store.keys()
+
+
+async def test_budget_follows_the_chain_through_plans_that_only_made_ungated_calls(
+    astore: AsyncStore,
+) -> None:
+    _, a = await seed(astore)
+    gate = Gate(astore, POLICY)
+    await revise(astore, 1)
+    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    b = await replan_from(astore, a)
+    assert (await gate.check("peek", {}, b.id)).reason == "ungated"  # no gated allow
+    c = await replan_from(astore, b)
+    await revise(astore, 2)
+    v = await gate.check("ship", ARGS, c.id)
+    assert (v.verdict, v.reason) == ("block", "stale_after_replan")
+
+
+async def test_a_gated_allow_restores_the_budget(astore: AsyncStore) -> None:
+    _, a = await seed(astore)
+    gate = Gate(astore, POLICY)
+    await revise(astore, 1)
+    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    b = await replan_from(astore, a)
+    assert (await gate.check("ship", ARGS, b.id)).reason == "current"  # the replan acted
+    c = await replan_from(astore, b)
+    d = await replan_from(astore, c)  # a later plan in the same chain
+    await revise(astore, 2)
+    assert (await gate.check("ship", ARGS, d.id)).verdict == "replan"
+
+
+async def test_an_unreadable_chain_blocks(astore: AsyncStore) -> None:
+    _, a = await seed(astore)
+    await revise(astore, 1)
+    b = await replan_from(astore, a)
+    await revise(astore, 2)
+
+    class Broken(Gate):
+        async def _budget_spent(self, plan_id: str) -> bool:
+            from planfence.shared_memory import StoreUnavailableError
+
+            raise StoreUnavailableError("down")
+
+    v = await Broken(astore, POLICY).check("ship", ARGS, b.id)
+    assert (v.verdict, v.reason) == ("block", "store_unavailable")
