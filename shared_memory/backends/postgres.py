@@ -327,10 +327,12 @@ class PostgresStore(AsyncStore):
     async def _snapshot(
         self, root_id: str, scope: list[str], max_records: int, flag: Flag | None = None
     ) -> PlanSnapshot:
-        # One network round trip: the lineage, the heads and the flag go out as one pipeline.
+        # One network round trip: the lineage, the heads and the flag go out as one pipeline,
+        # inside one repeatable-read transaction so they describe the same instant.
         try:
             async with await self._conn() as conn:
-                async with conn.pipeline():
+                async with conn.pipeline(), conn.transaction():
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     c_pre = await conn.execute(_PREFETCH_SQL, ([root_id], scope, max_records + 1))
                     c_keys = await conn.execute(
                         "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)",
