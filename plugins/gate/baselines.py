@@ -142,7 +142,12 @@ class EagerSync:
     async def put(
         self, key: str, value: JSON, *, author: str, parents: Iterable[str] = ()
     ) -> Record:
-        """Store a new version of `key`; return only after every replica has received it."""
+        """Store a new version of `key`; return only after every replica has received it.
+
+        The store commits first and the pushes follow, so an action checked concurrently with a
+        `put` can still see its plan as valid: the baseline is safe for writers and actions that
+        take turns, which is how the benchmarks drive it.
+        """
         state = (await self.store.states([key])).get(key)
         if state is None:
             raise UnknownKeyError(key)
@@ -152,14 +157,21 @@ class EagerSync:
         )
         changes = await self.store.write(batch)
         start = time.perf_counter()
+        failures: list[BaseException] = []
         for change in changes:
-            if self._push is not None:
-                push = self._push
-                await asyncio.gather(*(push(replica, change, record) for replica in self.replicas))
-            for replica in self.replicas:
+            for replica in self.replicas:  # in-process invalidation cannot fail: do it first
                 replica.push(change)
                 self.messages += 1
+            if self._push is not None:
+                push = self._push
+                results = await asyncio.gather(
+                    *(push(replica, change, record) for replica in self.replicas),
+                    return_exceptions=True,  # every push finishes before a failure is reported
+                )
+                failures += [r for r in results if isinstance(r, BaseException)]
         self.stall_s += time.perf_counter() - start
+        if failures:
+            raise failures[0]
         return record
 
 
