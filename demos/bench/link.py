@@ -191,7 +191,7 @@ class TraceQueue:
 class Flow:
     """One connection's stream in one direction: TCP hands bytes over in order."""
 
-    not_before_ms: float = 0.0  # nothing enters the queue before this (the handshake)
+    not_before_ms: float = 0.0  # nothing leaves before this (the handshake)
     last_delivery_ms: float = -math.inf
 
 
@@ -247,10 +247,13 @@ class Direction:
     def send(self, nbytes: int, at_ms: float, flow: Flow | None = None) -> list[Packet]:
         """Stream bytes written at `at_ms`: their packets and when each reaches the far side."""
         flow = flow if flow is not None else Flow()
-        arrival = max(at_ms, flow.not_before_ms)
+        # Bytes join the shared queue when written, so the queue only ever moves forward for
+        # every connection; a connection still in its handshake holds its own packets back
+        # instead of pushing other connections' packets behind it.
+        arrival = at_ms
         out = []
         for size in split_packets(nbytes, self.mtu):
-            departure = self.queue.drain(size, arrival)
+            departure = max(self.queue.drain(size, arrival), flow.not_before_ms)
             losses = self._losses()
             # each loss costs one timeout, and the timer doubles for every further loss
             late = sum(self.rto_ms * 2**k for k in range(losses))

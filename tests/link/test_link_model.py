@@ -127,9 +127,17 @@ def test_a_new_connection_waits_for_its_handshake() -> None:
     link = Direction(Trace.parse("1"), delay_ms=20)
     flow = Flow(not_before_ms=40)  # one base round trip after it was opened at 0
     (packet,) = link.send(100, 0, flow)
-    assert packet.arrival_ms == 40
-    assert packet.departure_ms == 40
+    assert packet.arrival_ms == 0  # it holds its place in the shared queue
+    assert packet.departure_ms == 40  # but leaves only once the handshake is done
     assert packet.delivery_ms == 60
+
+
+def test_a_handshake_does_not_hold_back_other_connections() -> None:
+    link = Direction(Trace.parse("1"), delay_ms=20)
+    link.send(100, 0, Flow(not_before_ms=40))  # a new connection, still in its handshake
+    (other,) = link.send(100, 1, Flow())  # an open connection writes right after
+    assert other.departure_ms == 2
+    assert other.delivery_ms == 22
 
 
 def test_default_rto_is_200_ms_or_twice_the_round_trip() -> None:
