@@ -20,6 +20,7 @@ from planfence.plugins.gate import (
     fail_closed,
     make_checker,
 )
+from planfence.plugins.gate.decision import CURRENT
 from planfence.shared_memory import AsyncStore, ConfigError, LoopThread, Store
 
 T = TypeVar("T")
@@ -148,10 +149,24 @@ def summary(v: Verdict) -> dict[str, Any]:
 
 
 def outcome_of(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Fold one step's verdicts: blocked beats replan beats done."""
+    """Fold one step's verdicts: blocked beats replan beats done.
+
+    `gated` says whether a gated call was allowed because its plan was current (reason
+    "current"): only that ends an action's replan budget. Ungated calls (read-only tools) leave
+    the budget where it was, so a replan cannot be renewed by looking up the weather.
+    """
+    gated = any(s["verdict"] == ALLOW and s.get("reason") == CURRENT for s in summaries)
     for kind, status in ((BLOCK, "blocked"), (REPLAN, "replan"), (ALLOW, "done")):
         hit = next((s for s in summaries if s["verdict"] == kind), None)
         if hit is not None:
             fields = ("tool", "reason", "plan", "stale", "current")
-            return {"status": status, **{k: hit.get(k) for k in fields}}
+            return {"status": status, "gated": gated, **{k: hit.get(k) for k in fields}}
     return None
+
+
+def gated_done(outcome: object) -> bool:
+    """The step before ran its calls and at least one of them was gated (and allowed as
+    current): the action is over and the next plan starts a fresh replan budget."""
+    if not isinstance(outcome, Mapping):
+        return False
+    return outcome.get("status") == "done" and bool(outcome.get("gated"))

@@ -8,6 +8,13 @@ The tool node routes itself with `Command(goto=...)` (give it no static outgoing
 step whatever the number of parallel calls: to the end when any call was blocked, back to the
 planner for its one replan when any call was refused, on to `proceed` when all of them ran. The
 plan id, the replan count and what tools read live in graph state (`PlanfenceState`).
+
+Every plan stamped supersedes the run's previous plan (`planfence_plan`), whatever happened to
+it: the gate follows that chain back through plans that made no gated call, so a step of
+ungated calls (a weather lookup) between a refusal and the next plan does not renew the one
+replan. For the same reason the replan count is reset only once a gated call was allowed under
+a current plan. A graph with a checkpointer carries both across invocations of one thread; a new
+request that should start afresh passes `GraphFence.NEW_REQUEST` in its input.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from ._fence import (
     StoreBridge,
     ajudge_call,
     coerce_policy,
+    gated_done,
     judge_call,
     outcome_of,
 )
@@ -72,6 +80,14 @@ class GraphFence:
         self.proceed = proceed
         self.agent = agent
         self.checkers = Checkers(checker, self.policy, agent)
+
+    NEW_REQUEST: Mapping[str, Any] = {
+        "planfence_plan": None,
+        "planfence_replans": 0,
+        "planfence_outcome": None,
+    }
+    """Input keys that start a new action with a fresh replan budget in a checkpointed thread:
+    `graph.invoke({"messages": [...], **GraphFence.NEW_REQUEST}, config)`."""
 
     @property
     def destinations(self) -> tuple[str, ...]:
@@ -113,7 +129,7 @@ class GraphFence:
     def _plan_fn(
         self, state: Mapping[str, Any], cited: ReadSet, author: str | None, value: JSON
     ) -> Callable[[AsyncStore], Awaitable[Record]]:
-        supersedes = _refused_plan(state)
+        supersedes = _previous_plan(state)
         parents = parents_of(cited)
 
         async def run(store: AsyncStore) -> Record:
@@ -130,10 +146,12 @@ class GraphFence:
     @staticmethod
     def _stamped(state: Mapping[str, Any], cited: ReadSet, record: Record) -> dict[str, Any]:
         replanning = _refused_plan(state) is not None
+        spent = int(state.get("planfence_replans", 0) or 0)
         update: dict[str, Any] = {
             "planfence_plan": record.id,
             "planfence_reads": cited,
-            "planfence_replans": state.get("planfence_replans", 0) if replanning else 0,
+            # Only a gated allow ends the action; ungated calls leave the count where it was.
+            "planfence_replans": 0 if gated_done(state.get("planfence_outcome")) else spent,
             "planfence_outcome": None,
             "planfence_verdicts": None,
         }
@@ -236,6 +254,12 @@ def _tool_reads(state: Mapping[str, Any]) -> ReadSet:
         return merge_reads(reads)
     current = (state.get("planfence_outcome") or {}).get("current") or {}
     return refreshed(reads, current)
+
+
+def _previous_plan(state: Mapping[str, Any]) -> str | None:
+    """The plan the next one supersedes: the run's latest plan, refused or not."""
+    plan = _refused_plan(state) or state.get("planfence_plan")
+    return plan if isinstance(plan, str) else None
 
 
 def _refused_plan(state: Mapping[str, Any]) -> str | None:

@@ -3,9 +3,19 @@
 Each model call is shown the current public records; when the model answers with tool calls, a
 plan is stamped whose parents are exactly the record ids it could have planned from: the records
 shown on that call, and every version its tools read through a `PlanfenceStore` since its last
-replan. The plan supersedes the previous one. Every tool call is gated: a refusal comes back to
-the model as an error `ToolMessage` naming the changed records, so it replans once; a second
-refusal ends the run with `planfence_outcome["status"] == "blocked"`.
+replan. Every plan supersedes the run's previous one, whatever happened to it: the gate follows
+that chain back through plans that made no gated call, so ungated calls (a weather lookup)
+between a refusal and the next plan do not renew the one replan. Every tool call is gated: a
+refusal comes back to the model as an error `ToolMessage` naming the changed records, so it
+replans once; a second refusal ends the run with `planfence_outcome["status"] == "blocked"`.
+The replan count starts afresh only after a gated call was allowed under a current plan, and at
+the start of each invocation (a new request: its first plan supersedes nothing).
+
+Order: `PlanfenceMiddleware` must be the innermost middleware around tool calls (the last one
+in `middleware=[...]` that wraps tool calls). The gate checks the call it is handed, and the
+tool runs when its `handler` returns: a retry or argument-rewriting middleware placed inside it
+would run the tool later, again, or with other arguments than the ones checked, with no new
+check.
 
 What a run read is kept in that run's graph state, so one compiled agent can serve many runs at
 once.
@@ -50,6 +60,7 @@ from ._fence import (
     StoreBridge,
     ajudge_call,
     coerce_policy,
+    gated_done,
     judge_call,
     outcome_of,
     refusal_text,
@@ -107,7 +118,13 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
     # ---- per run
 
     def before_agent(self, state: PlanfenceAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
-        return {"planfence_replans": 0, "planfence_outcome": None, "planfence_verdicts": None}
+        """A new request: a fresh replan budget, and no plan for the first one to supersede."""
+        return {
+            "planfence_plan": None,
+            "planfence_replans": 0,
+            "planfence_outcome": None,
+            "planfence_verdicts": None,
+        }
 
     async def abefore_agent(
         self, state: PlanfenceAgentState, runtime: Runtime[Any]
@@ -124,8 +141,13 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
             return None
         outcome = outcome_of(verdicts)
         update: dict[str, Any] = {"planfence_outcome": outcome, "planfence_verdicts": None}
+        spent = int(state.get("planfence_replans", 0) or 0)
+        if outcome is not None and outcome["status"] == "replan" and spent >= 1:
+            # Refused again after the replan spent on this action: the second refusal ends
+            # the run whatever the checker says.
+            outcome = update["planfence_outcome"] = {**outcome, "status": "blocked"}
         if outcome is not None and outcome["status"] == "replan":
-            update["planfence_replans"] = state.get("planfence_replans", 0) + 1
+            update["planfence_replans"] = spent + 1
             # The refusal showed what changed: the replan cites those versions, not older ones.
             tool_reads = state.get("planfence_tool_reads")
             current = outcome.get("current") or {}
@@ -155,7 +177,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         plan = None
         if calls:
             plan = self.bridge.call(self._plan_fn(request, seen, calls))
-        return self._extend(response, seen, plan)
+        return self._extend(request, response, seen, plan)
 
     async def awrap_model_call(
         self,
@@ -170,7 +192,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         plan = None
         if calls:
             plan = await self.bridge.acall(self._plan_fn(request, seen, calls))
-        return self._extend(response, seen, plan)
+        return self._extend(request, response, seen, plan)
 
     def _seen(self, request: ModelRequest[Any], records: list[Record], log: ReadLog) -> ReadSet:
         """Every version this call could plan from: tools' reads in this run, reads during the
@@ -210,10 +232,16 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         return stamp
 
     @staticmethod
-    def _extend(response: ModelResult, seen: ReadSet, plan: Record | None) -> ModelResult:
+    def _extend(
+        request: ModelRequest[Any], response: ModelResult, seen: ReadSet, plan: Record | None
+    ) -> ModelResult:
         update: dict[str, Any] = {"planfence_reads": seen}
         if plan is not None:
             update["planfence_plan"] = plan.id
+            if gated_done(request.state.get("planfence_outcome")):
+                # A new action: the previous one ended with a gated call allowed as current.
+                # After ungated calls only, the count (and the gate's chain) carries on.
+                update["planfence_replans"] = 0
         if isinstance(response, ExtendedModelResponse):
             inner = response.command
             if inner is not None and isinstance(inner.update, dict):
