@@ -507,9 +507,13 @@ class PlanFenceProxy:
         """Send a client's request upstream; for a handshake-era client, also answer the
         questions a 2026-era upstream asks back (`input_required`) by asking the client.
 
+        Every retry is a new upstream request: a gated call is judged again before each one
+        (`origin.recheck`), as the plan may have gone stale while the client answered.
+
         Raises:
             UpstreamFailure: the upstream could not answer.
             _InputRefused: the client could not or would not answer the upstream's question.
+            _Revoked: the gate no longer allows the call; nothing more was sent upstream.
         """
         out = self._forward_params(origin, params)
         result = await self.upstream.request(
@@ -537,6 +541,8 @@ class PlanFenceProxy:
                 delay = min(delay * 2, 0.25)
             if result.get("requestState") is not None:
                 retry["requestState"] = result["requestState"]
+            if origin.recheck is not None and not await origin.recheck():
+                raise _Revoked
             result = await self.upstream.request(
                 method, retry, read_timeout=read_timeout, on_progress=on_progress
             )
@@ -589,9 +595,9 @@ class PlanFenceProxy:
             except PlanFenceError as exc:
                 return to_wire_result(await self._malformed(tool, plan, f"{META_AGENT}: {exc}"))
 
-        verdict = await self.gate.check(tool, args, plan, agent=agent)
-        if verdict.verdict != "allow":
-            return to_wire_result(verdict)
+        judge = _Judge(self.gate, tool, args, plan, agent)
+        if not await judge.recheck():
+            return to_wire_result(judge.verdict)
         # Forward exactly the call that was judged, whatever else the raw request carried.
         raw["name"] = tool
         raw["arguments"] = dict(args)
@@ -604,22 +610,32 @@ class PlanFenceProxy:
             ) -> None:
                 await ctx.session.report_progress(progress, total, message)
 
-        with self.relay.forwarding(ctx) as origin:
+        with self.relay.forwarding(ctx, judge.recheck) as origin:
             try:
                 result = await self._forward(
                     origin, "tools/call", raw, self.upstream.call_timeout, on_progress
                 )
+            except _Revoked:
+                return to_wire_result(judge.verdict)
             except UpstreamFailure as exc:
+                if not judge.allowed:
+                    return to_wire_result(judge.verdict)
                 return to_wire_result(
-                    ProxyFailure(exc.code, tool, str(exc), decision_meta(verdict))
+                    ProxyFailure(exc.code, tool, str(exc), decision_meta(judge.verdict))
                 )
             except _InputRefused as exc:
+                if not judge.allowed:
+                    return to_wire_result(judge.verdict)
                 message = f"the client did not answer the upstream's question: {exc.error.message}"
                 return to_wire_result(
-                    ProxyFailure(INPUT_REFUSED, tool, message, decision_meta(verdict))
+                    ProxyFailure(INPUT_REFUSED, tool, message, decision_meta(judge.verdict))
                 )
+        if not judge.allowed:
+            # Judged again mid-call (a handshake-era upstream's question) and refused: the
+            # upstream got an error instead of the answer; its result is not the client's.
+            return to_wire_result(judge.verdict)
         out_meta = dict(result.get("_meta") or {})
-        out_meta[META_DECISION] = decision_meta(verdict)
+        out_meta[META_DECISION] = decision_meta(judge.verdict)
         result["_meta"] = out_meta
         return result
 
@@ -711,6 +727,39 @@ class PlanFenceProxy:
 
 MAX_INPUT_ROUNDS = 10  # the official client's limit on input_required rounds
 _LOG_ORDER = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+class _Judge:
+    """The gate's latest verdict on one gated call, which `recheck` judges again."""
+
+    __slots__ = ("_verdict", "agent", "args", "gate", "plan", "tool")
+
+    def __init__(
+        self, gate: Gate, tool: str, args: Mapping[str, Any], plan: Any, agent: Any
+    ) -> None:
+        self.gate = gate
+        self.tool = tool
+        self.args = args
+        self.plan = plan
+        self.agent = agent
+        self._verdict: Verdict | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        assert self._verdict is not None, "judged before the first check"
+        return self._verdict
+
+    @property
+    def allowed(self) -> bool:
+        return self._verdict is not None and self._verdict.verdict == "allow"
+
+    async def recheck(self) -> bool:
+        self._verdict = await self.gate.check(self.tool, self.args, self.plan, agent=self.agent)
+        return self.allowed
+
+
+class _Revoked(Exception):
+    """The gate no longer allows a call that is waiting on the client's answers."""
 
 
 class _InputRefused(Exception):

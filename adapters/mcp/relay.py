@@ -28,7 +28,7 @@ to find its client:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -67,6 +67,10 @@ logger = logging.getLogger("planfence.mcp")
 # level, as a handshake-era server sends them unconditionally.
 DEFAULT_LEGACY_LOG_LEVEL: types.LoggingLevel = "debug"
 
+# The error a handshake-era upstream gets instead of the client's answer when the call that
+# asked is no longer allowed by the gate.
+REVOKED_MESSAGE = "planfence: the call is no longer allowed (its plan went stale); answer withheld"
+
 _CAPABILITY_NAMES = {
     "sampling/createMessage": "Sampling",
     "elicitation/create": "Elicitation",
@@ -101,6 +105,9 @@ class Origin:
 
     ctx: ServerRequestContext[Any]
     peer: Peer
+    # For a gated `tools/call`: judges the call again (the plan may have gone stale while the
+    # client answered an upstream question); True while the call is still allowed.
+    recheck: Callable[[], Awaitable[bool]] | None = None
 
 
 _ORIGIN: ContextVar[Origin | None] = ContextVar("planfence_mcp_origin", default=None)
@@ -181,9 +188,13 @@ class Relay:
         return [peer for _, peer in self._peers.values()]
 
     @contextmanager
-    def forwarding(self, ctx: ServerRequestContext[Any]) -> Iterator[Origin]:
+    def forwarding(
+        self,
+        ctx: ServerRequestContext[Any],
+        recheck: Callable[[], Awaitable[bool]] | None = None,
+    ) -> Iterator[Origin]:
         """Mark a client request as being forwarded upstream, for the duration of the block."""
-        origin = Origin(ctx, self.peer(ctx))
+        origin = Origin(ctx, self.peer(ctx), recheck)
         key = id(origin)
         self._in_flight[key] = origin
         token = _ORIGIN.set(origin)
@@ -240,18 +251,39 @@ class Relay:
                 code=types.INTERNAL_ERROR, message="the client answered with an invalid result"
             )
 
+    async def ask_mid_call(self, request: types.InputRequest) -> Any:
+        """A handshake-era upstream's question asked while it serves a forwarded request.
+
+        The client may take long to answer (a human reading an elicitation), and the plan that
+        authorised a gated call may go stale meanwhile: the call is judged again once the client
+        has answered, and if it is no longer allowed the upstream gets an error instead of the
+        answer, so the tool does not go on with it. (An error, not an elicitation "cancel": a
+        cancel is an ordinary user choice a tool may carry on past, and sampling and roots have
+        no such answer.) The proxy then returns the refusal, not the upstream's result.
+        """
+        origin = self.current_origin()
+        answer = await self.ask(origin, request)
+        if (
+            origin is not None
+            and origin.recheck is not None
+            and not isinstance(answer, types.ErrorData)
+            and not await origin.recheck()
+        ):
+            return types.ErrorData(code=types.INVALID_REQUEST, message=REVOKED_MESSAGE)
+        return answer
+
     async def on_sampling(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> Any:
-        return await self.ask(self.current_origin(), types.CreateMessageRequest(params=params))
+        return await self.ask_mid_call(types.CreateMessageRequest(params=params))
 
     async def on_elicitation(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> Any:
-        return await self.ask(self.current_origin(), types.ElicitRequest(params=params))
+        return await self.ask_mid_call(types.ElicitRequest(params=params))
 
     async def on_list_roots(self, context: ClientRequestContext) -> Any:
-        return await self.ask(self.current_origin(), types.ListRootsRequest())
+        return await self.ask_mid_call(types.ListRootsRequest())
 
     async def answer_input_requests(
         self, origin: Origin, requests: Mapping[str, Any]

@@ -1,0 +1,76 @@
+"""The relay under pressure: a plan that goes stale while the client answers the upstream's
+question, messages whose request already finished, clients that hang or go away mid-question,
+and subscriptions across client disconnects and upstream restarts.
+
+Real processes throughout: the proxy as a subprocess in front of the test upstream, driven by the
+official client. Client mode "legacy" is the 2025-11-25 handshake; the upstream mode is the
+proxy's `--upstream-mode` ("auto" reaches the upstream in the 2026-07-28 era, whose questions
+arrive as `input_required` results; "legacy" gets them as mid-call requests).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientRequestContext
+from mcp_helpers import TRIP_KEY, World, connect, plan_meta, refusal
+
+GATED_ASK = f'[tools.ask]\ndepends_on = ["{TRIP_KEY}"]'
+
+
+def _gate_ask(world: World) -> None:
+    text = world.policy.read_text()
+    assert "[tools.ask]\nungated = true" in text
+    world.policy.write_text(text.replace("[tools.ask]\nungated = true", GATED_ASK))
+
+
+@pytest.mark.parametrize("upstream_mode", ["auto", "legacy"])
+async def test_a_plan_gone_stale_while_the_client_answers_is_refused(
+    world: World, upstream_mode: str
+) -> None:
+    _gate_ask(world)
+
+    async def elicit(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        await world.revise({"destination": "Porto"})  # the head moves while the human answers
+        return types.ElicitResult(action="accept", content={"answer": "Lisbon"})
+
+    params = world.proxy_params("--upstream-mode", upstream_mode)
+    async with connect(params, "legacy", elicitation_callback=elicit) as client:
+        result = await client.call_tool("ask", {"question": "Where?"}, meta=plan_meta(world.plan))
+        body = refusal(result)
+        assert body["verdict"] == "replan"
+        assert body["reason"] == "stale_dependencies"
+        assert [s["key"] for s in body["stale"]] == [TRIP_KEY]
+        # The proxy keeps serving.
+        echo = await client.call_tool("echo", {"text": "still here"})
+        assert echo.content[0].text == "still here"
+    assert world.effects_log("asked") == []  # the tool never went on with the answer
+    verdicts = [d.verdict for d in await world.store.decisions(source="gate", tool="ask")]
+    assert verdicts == ["replan", "allow"]  # newest first: the second judgement refused
+    assert body["decision_id"] == (await world.store.decisions(source="gate", tool="ask"))[0].id
+
+
+@pytest.mark.parametrize("upstream_mode", ["auto", "legacy"])
+async def test_a_call_still_current_after_the_answer_carries_the_latest_decision(
+    world: World, upstream_mode: str
+) -> None:
+    _gate_ask(world)
+
+    async def elicit(context: ClientRequestContext, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"answer": "Lisbon"})
+
+    params = world.proxy_params("--upstream-mode", upstream_mode)
+    async with connect(params, "legacy", elicitation_callback=elicit) as client:
+        result = await client.call_tool("ask", {"question": "Where?"}, meta=plan_meta(world.plan))
+    assert result.is_error is False, result.content
+    assert result.content[0].text == "answer: Lisbon"
+    decisions = await world.store.decisions(source="gate", tool="ask")
+    assert [d.verdict for d in decisions] == ["allow", "allow"]  # judged again after the answer
+    stamped = result.meta["dev.planfence/decision"]
+    assert stamped["verdict"] == "allow"
+    assert stamped["decision_id"] == decisions[0].id
+    assert len(world.effects_log("asked")) == 1
