@@ -1,10 +1,17 @@
 """Agents that carry plans through an AutoGen team.
 
 `PlanningAgent` stamps each answer as a plan record whose parents are the record ids its
-`SharedMemory` showed on that very turn (read from the turn's own memory events); the plan id
-travels in the message metadata. `FencedAgent` acts under the latest plan id it received: each of
-its turns carries that plan to its `FencedWorkbench`es, and its answer is labelled with the route
-the team should take: "replan" (back to the planner, once), "blocked" or "done".
+`SharedMemory` showed on that very turn (read from the turn's own memory events; the memory
+replaces the records it showed on earlier turns, so the model sees no other versions of them);
+the plan id travels in the message metadata. Each plan supersedes the agent's previous plan,
+refused or not, until the agent is reset: the gate follows that chain back through plans that
+made no gated call, so a step of ungated calls (a weather lookup) between a refusal and the
+next plan does not renew the one replan. Reset the team (or the agent) before an unrelated
+request so that its first plan starts a new chain.
+
+`FencedAgent` acts under the latest plan id it received: each of its turns carries that plan to
+its `FencedWorkbench`es, and its answer is labelled with the route the team should take:
+"replan" (back to the planner, once), "blocked" or "done".
 
 Nothing a turn read or acts under is kept in a memory or workbench, which teams may share. An
 agent holds one conversation; if one agent object is nevertheless run in two turns at once (for
@@ -14,6 +21,7 @@ example by two teams), what it planned from is unknown, and the overlapping turn
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,9 +89,12 @@ class PlanningAgent(AssistantAgent):
     """An `AssistantAgent` whose answers are plans derived from the public records it was shown.
 
     It needs at least one `SharedMemory` in `memory=`; plans are stored in the first one's store
-    under `plans/<name>`. After an executor's refusal the new plan supersedes the refused one,
-    which is how the one-replan budget holds across agents and processes.
+    under `plans/<name>`. Every new plan supersedes the previous one (after an executor's
+    refusal, the refused one), which is how the one-replan budget holds across agents and
+    processes. `plans` keeps the latest `PLAN_HISTORY` plans stamped, for inspection.
     """
+
+    PLAN_HISTORY = 256
 
     component_provider_override = "planfence.adapters.autogen.PlanningAgent"
 
@@ -92,8 +103,9 @@ class PlanningAgent(AssistantAgent):
         self._shared = [m for m in self._memory or [] if isinstance(m, SharedMemory)]
         if not self._shared:
             raise ConfigError(f"PlanningAgent {name!r} needs a SharedMemory in memory=[...]")
-        self.plans: list[Record] = []
+        self.plans: deque[Record] = deque(maxlen=self.PLAN_HISTORY)
         self._read_set: tuple[str, ...] = ()
+        self._last_plan: str | None = None
         self._turns: set[_PlanTurn] = set()
 
     @property
@@ -104,7 +116,7 @@ class PlanningAgent(AssistantAgent):
     async def on_messages_stream(
         self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
     ) -> AsyncGenerator[StreamItem, None]:
-        supersedes = refused_plan(messages)
+        supersedes = refused_plan(messages) or self._last_plan
         turn = _PlanTurn()
         _overlap(self._turns, turn)
         try:
@@ -113,6 +125,9 @@ class PlanningAgent(AssistantAgent):
                     turn.reads.extend(record_ids(item.content))
                 if isinstance(item, Response):
                     item = await self._stamp(item, supersedes, turn)
+                    # The turn ends with its response: `on_messages` returns at this point and
+                    # leaves the stream suspended, so the `finally` below may run much later.
+                    self._turns.discard(turn)
                 yield item
         finally:
             self._turns.discard(turn)
@@ -133,11 +148,31 @@ class PlanningAgent(AssistantAgent):
 
         plan = await self._shared[0].store.run(store_plan)
         self.plans.append(plan)
+        self._last_plan = plan.id
         self._read_set = tuple(parents)
         extra = {PLAN: plan.id, PARENTS: json.dumps(parents)}
         if supersedes:
             extra[SUPERSEDES] = supersedes
         return _with_metadata(response, extra)
+
+    @property
+    def last_plan(self) -> str | None:
+        """The plan the agent's next plan supersedes (None after a reset)."""
+        return self._last_plan
+
+    async def on_reset(self, cancellation_token: CancellationToken) -> None:
+        await super().on_reset(cancellation_token)
+        self._last_plan = None
+        self._read_set = ()
+        self.plans.clear()
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {**await super().save_state(), "planfence_last_plan": self._last_plan}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        await super().load_state(state)
+        plan = state.get("planfence_last_plan")
+        self._last_plan = plan if isinstance(plan, str) else None
 
 
 class FencedAgent(AssistantAgent):
@@ -178,6 +213,7 @@ class FencedAgent(AssistantAgent):
                 async for item in super().on_messages_stream(messages, cancellation_token):
                     if isinstance(item, Response):
                         item = _label(item, turn.verdicts)
+                        self._turns.discard(turn)  # the turn ends with its response
                     yield item
         finally:
             self._turns.discard(turn)

@@ -1,10 +1,15 @@
 """`SharedMemory`: an AutoGen `Memory` that shows an agent the current public records.
 
-Each turn, `update_context` reads the heads of the configured keys, adds one system message with
-their values, and returns them as that turn's memory results, each carrying its record id. The
-agent yields those results in its own turn's `MemoryQueryEvent`, and a `PlanningAgent` stamps
-exactly those ids on its plan as parents. The memory keeps no read set of its own, so one
-`SharedMemory` can serve any number of agents and teams at once.
+Each turn, `update_context` reads the heads of the configured keys, shows them in one system
+message with their values, and returns them as that turn's memory results, each carrying its
+record id. The agent yields those results in its own turn's `MemoryQueryEvent`, and a
+`PlanningAgent` stamps exactly those ids on its plan as parents. The memory keeps no read set of
+its own, so one `SharedMemory` can serve any number of agents and teams at once.
+
+The system message of an earlier turn is replaced, not kept: a model context that still showed
+an older version of a record would let the model plan from a version its plan does not cite.
+The memory recognises its own earlier messages by their text (its `header` line followed only
+by records of the keys it shows): give two `SharedMemory`s of one agent different headers.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ try:
         MemoryQueryResult,
         UpdateContextResult,
     )
-    from autogen_core.model_context import ChatCompletionContext
+    from autogen_core.model_context import ChatCompletionContext, ChatCompletionContextState
     from autogen_core.models import SystemMessage
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("planfence.adapters.autogen", "autogen") from exc
@@ -89,10 +94,40 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         records = await self.read()
         if records:
             text = records_text(self.header, records)
-            await model_context.add_message(SystemMessage(content=text))
+            await self._replace_shown(model_context, SystemMessage(content=text))
         return UpdateContextResult(
             memories=MemoryQueryResult(results=[_content(r) for r in records])
         )
+
+    async def _replace_shown(
+        self, model_context: ChatCompletionContext, message: SystemMessage
+    ) -> None:
+        """Drop the records this memory showed on earlier turns and show `message` at the end,
+        through the context's own state API (every `ChatCompletionContext` keeps its messages
+        in its state; a windowed one still chooses what the model sees)."""
+        state = ChatCompletionContextState.model_validate(await model_context.save_state())
+        kept = [m for m in state.messages if not self._shown_here(m)]
+        if len(kept) == len(state.messages):
+            await model_context.add_message(message)
+            return
+        state.messages = [*kept, message]
+        await model_context.load_state(state.model_dump())
+
+    def _shown_here(self, message: Any) -> bool:
+        """Whether `message` is a records message of this memory (same header, its keys)."""
+        if not isinstance(message, SystemMessage):
+            return False
+        first, *lines = message.content.split("\n")
+        if first != self.header or not lines:
+            return False
+        for line in lines:
+            key = line[2:].split(" (version ", 1)[0] if line.startswith("- ") else None
+            if key is None or not self._shows(key):
+                return False
+        return True
+
+    def _shows(self, key: str) -> bool:
+        return key in self.keys or any(key.startswith(p) for p in self.prefixes)
 
     async def query(
         self,

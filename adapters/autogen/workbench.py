@@ -14,6 +14,7 @@ wrapped tool does not run. Nothing raises out of `call_tool`: an exception there
 from __future__ import annotations
 
 import copy
+from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -96,7 +97,12 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         agent: the executor's id, written to the audit log.
         checker: "planfence" (the gate) or "freshness" (the baseline that acts on stale plans;
             for measurements and for showing what the gate prevents).
+
+    `verdicts` keeps the latest `VERDICT_HISTORY` verdicts, for inspection; a turn's own
+    verdicts travel with the turn, and every decision is in the store's audit log.
     """
+
+    VERDICT_HISTORY = 256
 
     component_type = "workbench"
     component_config_schema = FencedWorkbenchConfig
@@ -122,7 +128,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         self._checker_store: AsyncStore | None = None
         self._plan_id: str | None = None
         self._tools: list[ToolSchema] | None = None
-        self.verdicts: list[Verdict] = []
+        self.verdicts: deque[Verdict] = deque(maxlen=self.VERDICT_HISTORY)
 
     # ---- the plan the calls act under
 
