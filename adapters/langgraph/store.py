@@ -12,12 +12,22 @@ else the LangGraph task (one node or tool step of one run) doing the reading, or
 task or thread. `PlanfenceMiddleware` and `GraphFence` open a `track_reads()` block around every
 tool call and carry what it read in graph state; a planner node calls `take_reads()` in the node
 that read.
+
+A LangGraph task's reads are kept in a registry keyed by the task (its `checkpoint_ns` and run
+config, from `langgraph.config.get_config()`), so reads made in child tasks of a node
+(`asyncio.gather(reader.aget(...), ...)`) land in the node's own log and `take_reads()` sees them
+all, every version. Threads started by a node find it only if they run in a copy of the node's
+context (`contextvars.copy_context().run(fn)`, or LangGraph's own executors, which copy it); a
+bare `threading.Thread` or `ThreadPoolExecutor.submit(fn)` reads as a unit of its own, and its
+reads are not the node's. A task's log leaves the registry when `take_reads()` empties it; at
+most `MAX_TASK_LOGS` untaken logs are kept (the oldest are dropped first).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -101,7 +111,10 @@ class ReadLog:
 
     def take(self, store: AsyncStore | Store) -> ReadSet:
         with _LOCK:
-            return self.by_store.pop(_aio(store), {})
+            taken = self.by_store.pop(_aio(store), {})
+            if not self.by_store and _TASK_LOGS.get(self.owner) is self:
+                del _TASK_LOGS[self.owner]  # nothing left to take: the task is done with it
+            return taken
 
 
 def _aio(store: AsyncStore | Store) -> AsyncStore:
@@ -112,6 +125,10 @@ _EXPLICIT = object()
 _LOCK = threading.Lock()
 _LOG: ContextVar[ReadLog | None] = ContextVar("planfence_reads", default=None)
 
+MAX_TASK_LOGS = 4096
+"""How many LangGraph tasks' untaken read logs the registry keeps."""
+_TASK_LOGS: OrderedDict[Hashable, ReadLog] = OrderedDict()
+
 
 def _unit() -> Hashable:
     """The unit of work reading now: the LangGraph task, else the asyncio task, else the thread.
@@ -120,11 +137,14 @@ def _unit() -> Hashable:
     node inherits its caller's); comparing owners keeps such an inherited log out of use.
     """
     try:
-        namespace = get_config().get("configurable", {}).get("checkpoint_ns")
+        config = get_config()
     except RuntimeError:  # not inside a LangGraph run
-        namespace = None
+        config = None
+    namespace = (config or {}).get("configurable", {}).get("checkpoint_ns")
     if namespace:
-        return ("langgraph", namespace)  # unique per task of a run, subgraphs included
+        # The namespace names the task (subgraphs included); the config object is the one this
+        # task and every child task it starts share, which sets a replay of the task apart.
+        return ("langgraph", namespace, id(config))
     try:
         task = asyncio.current_task()
     except RuntimeError:
@@ -139,9 +159,25 @@ def _current(create: bool) -> ReadLog | None:
     owner = _unit()
     if log is not None and log.owner == owner:
         return log
+    if isinstance(owner, tuple) and owner[0] == "langgraph":
+        return _task_log(owner, create)
     if not create:
         return None
     log = ReadLog(owner)
+    _LOG.set(log)
+    return log
+
+
+def _task_log(owner: Hashable, create: bool) -> ReadLog | None:
+    """The one log of a LangGraph task, shared by the child tasks it starts."""
+    with _LOCK:
+        log = _TASK_LOGS.get(owner)
+        if log is None:
+            if not create:
+                return None
+            log = _TASK_LOGS[owner] = ReadLog(owner)
+            while len(_TASK_LOGS) > MAX_TASK_LOGS:
+                _TASK_LOGS.popitem(last=False)
     _LOG.set(log)
     return log
 
