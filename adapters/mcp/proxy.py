@@ -814,7 +814,7 @@ async def open_proxy(
     request_timeout: float | None = 30.0,
 ) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy's server; the upstream closes on exit."""
-    relay = Relay()
+    relay = Relay(ask_timeout=call_timeout)
     async with Upstream(
         target,
         mode=mode,

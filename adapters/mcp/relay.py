@@ -58,6 +58,7 @@ from mcp.server.subscriptions import (
 from mcp.server.validation import wants_sampling_tools
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
@@ -149,7 +150,9 @@ _RESULT_TYPES: dict[str, Any] = {
 class Relay:
     """Tracks the proxy's clients and their forwarded requests, and delivers upstream messages."""
 
-    def __init__(self) -> None:
+    def __init__(self, ask_timeout: float | None = None) -> None:
+        # Seconds a client gets to answer one upstream question (None: no limit).
+        self.ask_timeout = ask_timeout
         self._peers: dict[int, tuple[Any, Peer]] = {}
         self._in_flight: dict[int, Origin] = {}
         # 2026-era clients' `subscriptions/listen` streams read change events from here.
@@ -239,16 +242,28 @@ class Relay:
         else:
             result_type = _RESULT_TYPES[request.method]
         try:
-            return await session.send_request(
-                request,
-                result_type,
-                metadata=ServerMessageMetadata(related_request_id=origin.ctx.request_id),
+            with anyio.fail_after(self.ask_timeout):
+                return await session.send_request(
+                    request,
+                    result_type,
+                    metadata=ServerMessageMetadata(related_request_id=origin.ctx.request_id),
+                )
+        except TimeoutError:
+            return types.ErrorData(
+                code=REQUEST_TIMEOUT,
+                message=f"the client did not answer {request.method} in {self.ask_timeout} s",
             )
         except MCPError as exc:
             return exc.error
         except ValidationError:
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message="the client answered with an invalid result"
+            )
+        except Exception as exc:  # the client went away mid-question, or its transport failed
+            logger.debug("could not ask the client %s", request.method, exc_info=True)
+            return types.ErrorData(
+                code=CONNECTION_CLOSED,
+                message=f"could not ask the client {request.method}: {type(exc).__name__}",
             )
 
     async def ask_mid_call(self, request: types.InputRequest) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
@@ -74,3 +75,23 @@ async def test_a_call_still_current_after_the_answer_carries_the_latest_decision
     assert stamped["verdict"] == "allow"
     assert stamped["decision_id"] == decisions[0].id
     assert len(world.effects_log("asked")) == 1
+
+
+async def test_a_client_that_never_answers_gets_a_timeout_not_a_hang(world: World) -> None:
+    # A 2026 upstream has already answered `input_required`: nothing upstream times out, so
+    # only the proxy's own limit on asking the client ends the call.
+    async def never(context: ClientRequestContext, params: Any) -> types.ElicitResult:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    params = world.proxy_params("--upstream-mode", "auto", "--call-timeout", "1")
+    async with connect(params, "legacy", elicitation_callback=never) as client:
+        with anyio.fail_after(30):  # a generous bound: the point is that the call returns
+            result = await client.call_tool("ask", {"question": "Where?"})
+        body = result.structured_content["planfence"]
+        assert result.is_error is True
+        assert body["error"] == "input_refused"
+        assert "did not answer elicitation/create" in body["message"]
+        echo = await client.call_tool("echo", {"text": "still here"})
+        assert echo.content[0].text == "still here"
+    assert world.effects_log("asked") == []
