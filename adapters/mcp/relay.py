@@ -19,7 +19,11 @@ to find its client:
   handshake-era client the proxy asks the client these questions as ordinary requests and retries
   the upstream call with the answers.
 - Log messages go to the client whose request produced them, filtered by that client's own
-  log-level choice; logs not tied to a request go to every handshake-era client.
+  log-level choice; a log known to come from a request that has since finished goes to that
+  request's client alone (outside the request) or nowhere, never to whoever is in flight; logs
+  not tied to any request go to every handshake-era client.
+- A URL-mode elicitation's completion notice goes to the client that elicitation was sent to,
+  and nowhere if the proxy did not send it.
 - List-changed and resource-updated notices go to every client: as notifications to
   handshake-era clients (resource updates only to those that subscribed to the resource), and as
   events on `subscriptions/listen` streams to 2026-era clients.
@@ -155,8 +159,12 @@ class Relay:
         self.ask_timeout = ask_timeout
         self._peers: dict[int, tuple[Any, Peer]] = {}
         self._in_flight: dict[int, Origin] = {}
+        # URL-mode elicitations by id: the client each went to, which alone gets its completion.
+        self._url_elicitations: dict[str, Peer] = {}
         # 2026-era clients' `subscriptions/listen` streams read change events from here.
         self.bus = InMemorySubscriptionBus()
+        # Called with a client connection that closed (the proxy releases its subscriptions).
+        self.on_forget: Callable[[Peer], None] | None = None
 
     # -- clients and their requests -------------------------------------------------------------
 
@@ -186,6 +194,12 @@ class Relay:
         known = self._peers.get(key)
         if known is not None and known[0] is connection:
             del self._peers[key]
+            gone = known[1]
+            for elicitation, peer in list(self._url_elicitations.items()):
+                if peer is gone:
+                    del self._url_elicitations[elicitation]
+            if self.on_forget is not None:
+                self.on_forget(gone)
 
     def peers(self) -> list[Peer]:
         return [peer for _, peer in self._peers.values()]
@@ -208,10 +222,15 @@ class Relay:
             self._in_flight.pop(key, None)
 
     def current_origin(self) -> Origin | None:
-        """The client request an upstream message belongs to, or None if that cannot be told."""
+        """The client request an upstream message belongs to, or None if that cannot be told.
+
+        When the message is known to belong to one request (it arrived in that request's
+        context, as over a streamable-HTTP upstream) and that request has finished, the answer
+        is None: another client's request in flight is never a stand-in for it.
+        """
         origin = _ORIGIN.get()
-        if origin is not None and id(origin) in self._in_flight:
-            return origin
+        if origin is not None:
+            return origin if self._in_flight.get(id(origin)) is origin else None
         live = list(self._in_flight.values())
         if not live:
             return None
@@ -241,6 +260,12 @@ class Relay:
             )
         else:
             result_type = _RESULT_TYPES[request.method]
+        if (
+            isinstance(request, types.ElicitRequest)
+            and isinstance(request.params, types.ElicitRequestURLParams)
+            and request.params.elicitation_id is not None
+        ):
+            self._remember_url_elicitation(request.params.elicitation_id, origin.peer)
         try:
             with anyio.fail_after(self.ask_timeout):
                 return await session.send_request(
@@ -331,12 +356,30 @@ class Relay:
 
     # -- notifications from the upstream --------------------------------------------------------
 
+    def _remember_url_elicitation(self, elicitation_id: str, peer: Peer) -> None:
+        if len(self._url_elicitations) >= _MAX_URL_ELICITATIONS:
+            # Completions that never came: forget the oldest rather than grow without bound.
+            del self._url_elicitations[next(iter(self._url_elicitations))]
+        self._url_elicitations[elicitation_id] = peer
+
+    def _connected(self, peer: Peer) -> bool:
+        return any(p is peer for p in self.peers())
+
     async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         origin = self.current_origin()
         notice = types.LoggingMessageNotification(params=params)
         if origin is not None:
             if params.level in self._log_levels(origin):
                 await self._notify(origin.ctx.session, notice, origin.ctx.request_id)
+            return
+        finished = _ORIGIN.get()
+        if finished is not None:
+            # Its request is over: to the same client, no longer tied to the request (only a
+            # handshake-era client still connected has a channel for that), or nowhere.
+            peer = finished.peer
+            level = peer.log_level or DEFAULT_LEGACY_LOG_LEVEL
+            if not peer.modern and self._connected(peer) and params.level in _levels_from(level):
+                await self._notify(peer.session, notice)
             return
         if self._in_flight:
             logger.debug("log message from the upstream matches no single client; dropped")
@@ -361,11 +404,10 @@ class Relay:
         elif isinstance(message, types.ResourceUpdatedNotification):
             await self.publish(ResourceUpdated(uri=message.params.uri))
         elif isinstance(message, types.ElicitCompleteNotification):
-            origin = self.current_origin()
-            targets = [origin.peer] if origin is not None else self.peers()
-            for peer in targets:
-                if not peer.modern:
-                    await self._notify(peer.session, message)
+            # Only the client the URL elicitation went to; an unknown one goes nowhere.
+            peer = self._url_elicitations.pop(message.params.elicitation_id, None)
+            if peer is not None and not peer.modern and self._connected(peer):
+                await self._notify(peer.session, message)
 
     async def publish(self, event: ServerEvent) -> None:
         """Deliver a change notice to every client."""
@@ -391,6 +433,8 @@ class Relay:
         except Exception:  # a client that went away must not stop delivery to the others
             logger.debug("could not deliver %s to a client", type(notice).__name__, exc_info=True)
 
+
+_MAX_URL_ELICITATIONS = 1024
 
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 

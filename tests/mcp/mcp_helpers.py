@@ -69,6 +69,9 @@ ungated = true
 [tools.route]
 ungated = true
 
+[tools.complete]
+ungated = true
+
 # declared, but the upstream has no such tool
 [tools.ghost]
 ungated = true

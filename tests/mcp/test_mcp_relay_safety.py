@@ -16,7 +16,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
-from mcp_helpers import TRIP_KEY, World, connect, plan_meta, refusal
+from mcp_helpers import TRIP_KEY, World, connect, plan_meta, refusal, wait_for
 
 GATED_ASK = f'[tools.ask]\ndepends_on = ["{TRIP_KEY}"]'
 
@@ -95,3 +95,31 @@ async def test_a_client_that_never_answers_gets_a_timeout_not_a_hang(world: Worl
         echo = await client.call_tool("echo", {"text": "still here"})
         assert echo.content[0].text == "still here"
     assert world.effects_log("asked") == []
+
+
+class Notices:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def __call__(self, message: Any) -> None:
+        if not isinstance(message, Exception | types.LoggingMessageNotification):
+            self.seen.append(message)
+
+    def of(self, kind: type) -> list[Any]:
+        return [m for m in self.seen if isinstance(m, kind)]
+
+
+async def test_a_completion_for_an_elicitation_the_client_never_got_goes_nowhere(
+    world: World,
+) -> None:
+    # The upstream announces the completion of a URL elicitation the proxy never relayed: no
+    # client asked for it, so no client (not even the one whose call is in flight) gets it.
+    notices = Notices()
+    params = world.proxy_params("--upstream-mode", "legacy")
+    async with connect(params, "legacy", message_handler=notices) as client:
+        done = await client.call_tool("complete", {"elicitation_id": "never-asked"})
+        assert done.content[0].text == "completed never-asked"
+        # A later notice on the same connection proves the one above was not delivered.
+        await client.call_tool("grow", {"name": "echo_five"})
+        await wait_for(lambda: bool(notices.of(types.ToolListChangedNotification)), "a notice")
+    assert notices.of(types.ElicitCompleteNotification) == []

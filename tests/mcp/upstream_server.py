@@ -10,7 +10,7 @@ $PLANFENCE_TEST_EFFECTS), so a test can prove that a refused call never ran. Run
 Some tools talk back to the client: `ask` elicits, `compose` samples, `client_roots` lists roots
 (each through the SDK's resolvers: mid-call requests in the handshake era, an `input_required`
 result in the 2026 era), `chatty` logs, `grow` adds a tool and announces the new tool list, and
-`touch` announces that a resource changed.
+`touch` announces that a resource changed, `complete` that a URL elicitation completed.
 """
 
 from __future__ import annotations
@@ -164,6 +164,11 @@ def build(effects: Path | None) -> MCPServer:
         else:
             await ctx.session.send_resource_updated(uri)
         return f"touched {uri}"
+
+    @server.tool(description="Announce that a URL-mode elicitation completed (handshake era).")
+    async def complete(elicitation_id: str, ctx: Context) -> str:
+        await ctx.session.send_elicit_complete(elicitation_id)
+        return f"completed {elicitation_id}"
 
     @server.tool(description="Echo, routed by a region the call mirrors into a header.")
     def route(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
