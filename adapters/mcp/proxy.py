@@ -61,7 +61,7 @@ from planfence.plugins.gate import BLOCK, Gate, Policy, Verdict
 from planfence.plugins.gate.gate import AUDIT_SOURCE
 from planfence.shared_memory import AsyncStore, Decision, PlanFenceError, validate_agent
 
-from .relay import DEFAULT_LEGACY_LOG_LEVEL, Origin, Relay, is_modern, no_origin
+from .relay import DEFAULT_LEGACY_LOG_LEVEL, Origin, Peer, Relay, is_modern, no_origin
 from .results import (
     INPUT_REFUSED,
     MALFORMED_META,
@@ -175,6 +175,9 @@ class Upstream:
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
         self.connects = 0
+        # Run (in the background) after the upstream was reconnected: state the old
+        # connection held, such as resource subscriptions, is re-established.
+        self.on_reconnect: Callable[[], Awaitable[None]] | None = None
 
     async def __aenter__(self) -> Upstream:
         self._stack = AsyncExitStack()
@@ -280,7 +283,23 @@ class Upstream:
                 ) from exc
             self._conn = fresh
             self.connects += 1
+            if self.connects > 1 and self.on_reconnect is not None:
+                self.spawn(self.on_reconnect)
             return fresh
+
+    def spawn(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run `work` in the background, tied to no client request (dropped when closing)."""
+        if self._tg is None:
+            return
+
+        async def run() -> None:
+            try:
+                await work()
+            except Exception:
+                logger.debug("background upstream work failed", exc_info=True)
+
+        with no_origin():
+            self._tg.start_soon(run)
 
     async def _learn_tool_headers(self, client: Client) -> None:
         """List the upstream's tools through the client session, which records the headers
@@ -416,6 +435,8 @@ class PlanFenceProxy:
         self.name = name
         self.relay = relay or upstream.relay or Relay()
         self._subscribers: dict[str, int] = {}
+        self.relay.on_forget = self._release
+        upstream.on_reconnect = self._resubscribe
 
     @property
     def policy(self) -> Policy:
@@ -668,6 +689,37 @@ class PlanFenceProxy:
             else:
                 self._subscribers[uri] = left
         return {}
+
+    def _release(self, peer: Peer) -> None:
+        """A client connection closed: drop its subscriptions (upstream too, if it was the last
+        client watching a resource)."""
+        for uri in sorted(peer.subscriptions):
+            left = self._subscribers.get(uri, 1) - 1
+            if left > 0:
+                self._subscribers[uri] = left
+                continue
+            self._subscribers.pop(uri, None)
+
+            async def unsubscribe(uri: str = uri) -> None:
+                if self._subscribers.get(uri, 0) == 0:  # unless a client subscribed again
+                    await self.upstream.request(
+                        "resources/unsubscribe",
+                        {"uri": uri},
+                        read_timeout=self.upstream.request_timeout,
+                    )
+
+            self.upstream.spawn(unsubscribe)
+        peer.subscriptions.clear()
+
+    async def _resubscribe(self) -> None:
+        """The upstream was restarted: subscribe again to what the proxy's clients watch."""
+        for uri in list(self._subscribers):
+            try:
+                await self.upstream.request(
+                    "resources/subscribe", {"uri": uri}, read_timeout=self.upstream.request_timeout
+                )
+            except UpstreamFailure as exc:
+                logger.warning("could not subscribe again to %s: %s", uri, exc)
 
     async def _set_level(
         self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams

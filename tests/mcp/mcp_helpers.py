@@ -213,3 +213,14 @@ async def background(args: list[str], log: Path) -> AsyncIterator[anyio.abc.Proc
             if proc.returncode is None:
                 proc.kill()
             await proc.aclose()
+
+
+@asynccontextmanager
+async def http_proxy(world: World, tmp_path: Path, *options: str) -> AsyncIterator[str]:
+    port = free_port()
+    args = [sys.executable, *world.proxy_args("--transport", "http", "--port", str(port), *options)]
+    if "--upstream-url" not in options:
+        args += ["--", *world.upstream_command()]
+    async with background(args, tmp_path / "proxy.log"):
+        await wait_for_port(port)
+        yield f"http://127.0.0.1:{port}/mcp"

@@ -4,8 +4,6 @@ and the proxy in front of an upstream that itself serves streamable HTTP."""
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -17,6 +15,7 @@ from mcp_helpers import (
     background,
     connect,
     free_port,
+    http_proxy,
     plan_meta,
     refusal,
     wait_for,
@@ -24,17 +23,6 @@ from mcp_helpers import (
 )
 
 MODES = ("legacy", "auto")
-
-
-@asynccontextmanager
-async def http_proxy(world: World, tmp_path: Path, *options: str) -> AsyncIterator[str]:
-    port = free_port()
-    args = [sys.executable, *world.proxy_args("--transport", "http", "--port", str(port), *options)]
-    if "--upstream-url" not in options:
-        args += ["--", *world.upstream_command()]
-    async with background(args, tmp_path / "proxy.log"):
-        await wait_for_port(port)
-        yield f"http://127.0.0.1:{port}/mcp"
 
 
 @pytest.mark.parametrize("mode", MODES)

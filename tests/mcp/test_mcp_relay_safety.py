@@ -10,13 +10,14 @@ arrive as `input_required` results; "legacy" gets them as mid-call requests).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
-from mcp_helpers import TRIP_KEY, World, connect, plan_meta, refusal, wait_for
+from mcp_helpers import TRIP_KEY, World, connect, http_proxy, plan_meta, refusal, wait_for
 
 GATED_ASK = f'[tools.ask]\ndepends_on = ["{TRIP_KEY}"]'
 
@@ -123,3 +124,49 @@ async def test_a_completion_for_an_elicitation_the_client_never_got_goes_nowhere
         await client.call_tool("grow", {"name": "echo_five"})
         await wait_for(lambda: bool(notices.of(types.ToolListChangedNotification)), "a notice")
     assert notices.of(types.ElicitCompleteNotification) == []
+
+
+def _subscribe(uri: str) -> types.SubscribeRequest:
+    return types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+
+
+def _unsubscribe(uri: str) -> types.UnsubscribeRequest:
+    return types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+
+
+def _uris(world: World, event: str) -> list[str]:
+    return [e["uri"] for e in world.effects_log(event)]
+
+
+async def test_a_client_that_leaves_releases_its_subscriptions(
+    world: World, tmp_path: Path
+) -> None:
+    uri = "test://greeting"
+    async with http_proxy(world, tmp_path, "--upstream-mode", "legacy") as url:
+        async with connect(url, "legacy") as first:
+            await first.session.send_request(_subscribe(uri), types.EmptyResult)
+        # The only client watching the resource is gone: the upstream subscription goes too.
+        await wait_for(lambda: _uris(world, "unsubscribe") == [uri], "the upstream unsubscribe")
+        async with connect(url, "legacy") as second:
+            await second.session.send_request(_subscribe(uri), types.EmptyResult)
+            await second.session.send_request(_unsubscribe(uri), types.EmptyResult)
+    assert _uris(world, "subscribe") == [uri, uri]
+    assert _uris(world, "unsubscribe") == [uri, uri]
+
+
+async def test_subscriptions_are_renewed_when_the_upstream_restarts(world: World) -> None:
+    uri = "test://greeting"
+    notices = Notices()
+    params = world.proxy_params("--upstream-mode", "legacy")
+    async with connect(params, "legacy", message_handler=notices) as client:
+        await client.session.send_request(_subscribe(uri), types.EmptyResult)
+        crashed = await client.call_tool("crash", {"tag": "c1"})
+        assert crashed.is_error is True
+        # The next call starts a new upstream, which the proxy subscribes again.
+        again = await client.call_tool("echo", {"text": "back"})
+        assert again.content[0].text == "back"
+        await wait_for(lambda: len(world.effects_log("subscribe")) == 2, "the renewed subscription")
+        await client.session.send_request(_unsubscribe(uri), types.EmptyResult)
+    assert len(world.effects_log("started")) == 2
+    assert _uris(world, "subscribe") == [uri, uri]
+    assert _uris(world, "unsubscribe") == [uri]
