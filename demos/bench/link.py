@@ -439,9 +439,8 @@ def _default_trace(suffix: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write results here")
-    parser.add_argument("--quick", action="store_true", help="a few iterations (smoke run)")
+def add_link_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every benchmark over the emulated link takes: the traces and the delay."""
     parser.add_argument(
         "--trace-up",
         metavar="FILE",
@@ -456,8 +455,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--delay-ms",
         type=float,
         default=DEFAULT_DELAY_MS,
-        help=f"one-way propagation delay (default {DEFAULT_DELAY_MS:g})",
+        help=f"one-way propagation delay on the link (default {DEFAULT_DELAY_MS:g})",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="FILE", default=None, help="also write results here")
+    parser.add_argument("--quick", action="store_true", help="a few iterations (smoke run)")
+    add_link_arguments(parser)
     parser.add_argument(
         "--loss",
         type=float,

@@ -132,7 +132,6 @@ from planfence.shared_memory import (
 from .common import percentile, write_json
 from .gate import _free_port, _wait_ready
 from .link import (
-    DEFAULT_DELAY_MS,
     DEFAULT_TRACE,
     TRACES_ENV,
     Link,
@@ -140,6 +139,7 @@ from .link import (
     Trace,
     TraceError,
     _default_trace,
+    add_link_arguments,
 )
 
 HELP = "controlled replay: coordination stall per action vs update rate, and invalid actions"
@@ -1054,22 +1054,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"size of each record's value (default {DEFAULT_VALUE_BYTES})",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the stream (default 1)")
-    parser.add_argument(
-        "--trace-up",
-        metavar="FILE",
-        default=None,
-        help=f"mahimahi uplink trace (default ${TRACES_ENV} or the shared traces, "
-        f"{DEFAULT_TRACE}.up)",
-    )
-    parser.add_argument(
-        "--trace-down", metavar="FILE", default=None, help=f"downlink trace ({DEFAULT_TRACE}.down)"
-    )
-    parser.add_argument(
-        "--delay-ms",
-        type=float,
-        default=DEFAULT_DELAY_MS,
-        help=f"one-way propagation delay on the link (default {DEFAULT_DELAY_MS:g})",
-    )
+    add_link_arguments(parser)
 
 
 def _config(args: argparse.Namespace) -> Config | str:
