@@ -12,8 +12,9 @@ Needs the `autogen` extra; names are imported on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .agents import FencedAgent, PlanningAgent, plan_of, refused_plan
@@ -69,15 +70,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # Each module raises MissingExtraError (with the pip hint) when the extra is missing.
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
