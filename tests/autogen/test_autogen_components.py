@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from autogen_agentchat.agents import AssistantAgent
@@ -32,6 +33,23 @@ from planfence.shared_memory import create_async_store, open_async_store
 TASK = "Book the flight for trip 42."
 
 
+def booking_flow(planner: Any, executor: Any) -> GraphFlow:
+    """planner -> executor -> reporter, with the executor's refusal routed back once."""
+    reporter = AssistantAgent(
+        "reporter", ReplayChatCompletionClient(["Trip booked."], model_info=MODEL_INFO)
+    )
+    builder = DiGraphBuilder()
+    builder.add_node(planner).add_node(executor).add_node(reporter)
+    builder.add_edge(planner, executor)
+    builder.add_edge(executor, reporter, condition=proceeds)
+    add_replan_route(builder, planner, executor)
+    return GraphFlow(
+        [planner, executor, reporter],
+        graph=builder.build(),
+        termination_condition=MaxMessageTermination(12),
+    )
+
+
 async def test_graphflow_routes_a_refusal_back_to_the_planner_once() -> None:
     store = await open_async_store("memory://")
     trip = Trip(store)
@@ -41,20 +59,7 @@ async def test_graphflow_routes_a_refusal_back_to_the_planner_once() -> None:
         calls=["Lisbon", "Porto"],
         revisions={0: "Porto"},
     )
-    reporter = AssistantAgent(
-        "reporter", ReplayChatCompletionClient(["Trip booked."], model_info=MODEL_INFO)
-    )
-    builder = DiGraphBuilder()
-    builder.add_node(planner).add_node(executor).add_node(reporter)
-    builder.add_edge(planner, executor)
-    builder.add_edge(executor, reporter, condition=proceeds)
-    add_replan_route(builder, planner, executor)
-    flow = GraphFlow(
-        [planner, executor, reporter],
-        graph=builder.build(),
-        termination_condition=MaxMessageTermination(12),
-    )
-    result = await flow.run(task=TASK)
+    result = await booking_flow(planner, executor).run(task=TASK)
 
     assert trip.booked == ["Porto"]
     speakers = [m.source for m in result.messages if isinstance(m, BaseChatMessage)]
@@ -71,20 +76,7 @@ async def test_graphflow_blocked_run_ends_without_reaching_the_reporter() -> Non
         calls=["Lisbon", "Porto"],
         revisions={0: "Porto", 1: "Madrid"},
     )
-    reporter = AssistantAgent(
-        "reporter", ReplayChatCompletionClient(["Trip booked."], model_info=MODEL_INFO)
-    )
-    builder = DiGraphBuilder()
-    builder.add_node(planner).add_node(executor).add_node(reporter)
-    builder.add_edge(planner, executor)
-    builder.add_edge(executor, reporter, condition=proceeds)
-    add_replan_route(builder, planner, executor)
-    flow = GraphFlow(
-        [planner, executor, reporter],
-        graph=builder.build(),
-        termination_condition=MaxMessageTermination(12),
-    )
-    result = await flow.run(task=TASK)
+    result = await booking_flow(planner, executor).run(task=TASK)
 
     assert trip.booked == []
     assert "reporter" not in [m.source for m in result.messages if isinstance(m, BaseChatMessage)]
