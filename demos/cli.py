@@ -1,22 +1,71 @@
-"""The `planfence` command: one entry point over every layer's subcommands."""
+"""The `planfence` command: one entry point over every layer's subcommands.
+
+Every failure ends in one line on stderr, `planfence: error: ...`: exit status 2 for usage errors,
+1 for failures, 130 after Ctrl-C. A closed output pipe (`planfence audit | head`) ends quietly.
+Set `PLANFENCE_DEBUG=1` to see the traceback of an unexpected error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
-# (module, attribute) pairs; each provides add_parser(subparsers). Order is the help order.
+from planfence.adapters.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    UsageError,
+    fail,
+)
+
+# Modules that each provide add_parser(subparsers). Order is the help order.
 COMMANDS: tuple[str, ...] = (
     "planfence.adapters.cli.memory",
     "planfence.adapters.cli.plan",
     "planfence.adapters.cli.audit",
+    "planfence.adapters.cli.policy",
     "planfence.adapters.owner_service.cli",
     "planfence.adapters.mcp.cli",
     "planfence.demos.demo_cli",
     "planfence.demos.bench.cli",
 )
+
+# A process killed by SIGPIPE reports 128 + 13; `planfence ... | head` ends the same way.
+EXIT_BROKEN_PIPE = 141
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Show every meaningful default in the help, unless the help text already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+            or "default" in text
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse with the one-line error convention (subcommand parsers inherit it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see '{self.prog} --help')", EXIT_USAGE)
+        raise SystemExit(EXIT_USAGE)
 
 
 def _version() -> str:
@@ -29,7 +78,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="planfence",
         description="No action on a stale plan; no harmful memory update deployed blindly.",
     )
@@ -46,11 +95,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    # The reader went away: point stdout at /dev/null so the interpreter's final flush is silent.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    code: int = args.handler(args)
-    return code
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        code: int = args.handler(args)
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except UsageError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except SystemExit:
+        raise
+    except Exception as exc:
+        if os.environ.get("PLANFENCE_DEBUG"):
+            raise
+        return fail(
+            f"{type(exc).__name__}: {exc} (set PLANFENCE_DEBUG=1 for the traceback)", EXIT_FAILURE
+        )
 
 
 if __name__ == "__main__":

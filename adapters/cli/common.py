@@ -1,4 +1,9 @@
-"""Helpers shared by the command-line subcommands: store option, JSON output, error exits."""
+"""Helpers shared by the command-line subcommands: store option, output, argument types, errors.
+
+Conventions every subcommand follows: one error line `planfence: error: ...` on stderr, exit 2
+for usage errors, 1 for failures, 130 after Ctrl-C; `--json` prints JSON on stdout and `--out
+FILE` writes it to a file.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +11,74 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from planfence.shared_memory import PlanFenceError, default_store_url
 
 Handler = Callable[[argparse.Namespace], int]
 
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+
+class UsageError(Exception):
+    """A command-line mistake found after parsing; exits with status 2."""
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
         default=None,
         metavar="URL",
         help="store URL (default: $PLANFENCE_STORE or sqlite:///.planfence/memory.db)",
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    add_store_option(parser)
+    add_json_flag(parser)
+
+
+def add_output(parser: argparse.ArgumentParser) -> None:
+    """`--json` (print JSON to stdout) and `--out FILE` (also write the JSON to FILE)."""
+    add_json_flag(parser)
+    parser.add_argument(
+        "--out", default=None, metavar="FILE", help="also write the results as JSON to FILE"
+    )
 
 
 def store_url(args: argparse.Namespace) -> str:
+    if args.store is not None and not args.store.strip():
+        raise UsageError("--store is empty: give a store URL, or leave the option out")
     return str(args.store or default_store_url())
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (counts, repetitions, limits)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (sequence numbers, offsets)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -34,7 +88,16 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(text)
 
 
-def fail(message: str, code: int = 1) -> int:
+def write_out(args: argparse.Namespace, data: Any) -> None:
+    """Write `data` as JSON to `--out FILE` when given (parent folders are created)."""
+    path = getattr(args, "out", None)
+    if path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> int:
     print(f"planfence: error: {message}", file=sys.stderr)
     return code
 
@@ -45,6 +108,8 @@ def guarded(handler: Handler) -> Handler:
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
+        except UsageError as exc:
+            return fail(str(exc), EXIT_USAGE)
         except PlanFenceError as exc:
             if getattr(args, "json", False):
                 print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
@@ -62,3 +127,5 @@ def parse_json_arg(text: str, what: str = "value") -> Any:
         raise InvalidValueError(
             f"--{what} is not valid JSON: {exc.msg} at column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise InvalidValueError(f"--{what} is nested too deeply to be a stored value") from None
