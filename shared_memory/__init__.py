@@ -21,6 +21,7 @@ from .base import (
 )
 from .errors import (
     AlreadyOwnedError,
+    AmbiguousIdError,
     ConfigError,
     HeadConflictError,
     IntegrityError,
@@ -68,6 +69,7 @@ __all__ = [
     "STORE_ENV",
     "AdvanceHead",
     "AlreadyOwnedError",
+    "AmbiguousIdError",
     "AssignOwner",
     "AsyncStore",
     "Change",

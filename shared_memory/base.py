@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .errors import (
     AlreadyOwnedError,
+    AmbiguousIdError,
     HeadConflictError,
     IntegrityError,
     InvalidValueError,
@@ -36,6 +38,11 @@ from .records import (
     validate_key,
     validate_record_id,
 )
+
+MIN_SHORT_ID: Final = 8
+"""Shortest record-id prefix accepted as input (ids are printed as their first 12 digits)."""
+SHORT_ID_RE: Final = re.compile(rf"[0-9a-f]{{{MIN_SHORT_ID},63}}")
+AMBIGUOUS_SHOWN: Final = 10
 
 
 class _Current:
@@ -344,6 +351,10 @@ class AsyncStore:
     async def _changes(self, since: int, limit: int) -> list[Change]:
         raise NotImplementedError
 
+    async def _ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to `limit` stored record ids starting with the lowercase hex `prefix`, sorted."""
+        raise NotImplementedError
+
     async def _decisions(self, query: DecisionQuery) -> list[Decision]:
         raise NotImplementedError
 
@@ -561,6 +572,27 @@ class AsyncStore:
         if record_id not in found:
             raise UnknownRecordError([record_id])
         return found[record_id]
+
+    async def resolve_id(self, ref: str) -> str:
+        """The full record id for `ref`: a full id, or a unique hex prefix of 8+ digits (as git).
+
+        Raises `InvalidValueError` for anything else, `UnknownRecordError` when no stored record
+        starts with the prefix, and `AmbiguousIdError` (listing the candidates) when several do.
+        """
+        text = ref.strip().lower() if isinstance(ref, str) else ref
+        if isinstance(text, str) and len(text) == 64:
+            return validate_record_id(text)
+        if not isinstance(text, str) or not SHORT_ID_RE.fullmatch(text):
+            raise InvalidValueError(
+                f"{ref!r} is not a record id: give the 64 hex digits or a unique prefix "
+                f"of at least {MIN_SHORT_ID} of them"
+            )
+        found = await self._ids_with_prefix(text, AMBIGUOUS_SHOWN + 1)
+        if not found:
+            raise UnknownRecordError([text], what="record id prefix")
+        if len(found) > 1:
+            raise AmbiguousIdError(text, found[:AMBIGUOUS_SHOWN])
+        return found[0]
 
     async def get_many(self, ids: Iterable[str]) -> dict[str, Record]:
         """The records the store holds among `ids` (missing ones are simply absent)."""

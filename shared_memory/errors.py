@@ -8,6 +8,7 @@ PlanFenceError
     ├── InvalidValueError        value is not JSON, or malformed record fields
     ├── ValueTooLargeError       value over the configured size limit
     ├── UnknownRecordError       a record id (or a parent / supersedes id) the store does not hold
+    │   └── AmbiguousIdError     a short id that more than one stored record starts with
     ├── UnknownKeyError          a key with no owner
     ├── OwnershipError
     │   ├── NotOwnerError        only the key's owner may advance its head or transfer it
@@ -69,6 +70,20 @@ class UnknownRecordError(StoreError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class AmbiguousIdError(UnknownRecordError):
+    """A short record id (a hex prefix) that more than one stored record starts with."""
+
+    def __init__(self, prefix: str, candidates: list[str] | tuple[str, ...]) -> None:
+        self.prefix = prefix
+        self.candidates = tuple(candidates)
+        StoreError.__init__(
+            self,
+            f"short id {prefix} is ambiguous: it starts "
+            + ", ".join(self.candidates)
+            + " (give more digits)",
+        )
 
 
 class UnknownKeyError(StoreError, KeyError):

@@ -161,6 +161,9 @@ class Store:
     def get(self, record_id: str) -> Record:
         return self._run(self.aio.get(record_id))
 
+    def resolve_id(self, ref: str) -> str:
+        return self._run(self.aio.resolve_id(ref))
+
     def get_many(self, ids: Iterable[str]) -> dict[str, Record]:
         return self._run(self.aio.get_many(ids))
 

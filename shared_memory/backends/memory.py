@@ -79,6 +79,9 @@ class MemoryStore(AsyncStore):
     async def _list_keys(self, prefix: str) -> list[KeyState]:
         return [s for k, s in sorted(self._keys.items()) if k.startswith(prefix)]
 
+    async def _ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        return sorted(i for i in self._records if i.startswith(prefix))[:limit]
+
     async def _changes(self, since: int, limit: int) -> list[Change]:
         return self._changes_log[since : since + limit]
 

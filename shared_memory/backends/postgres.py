@@ -379,6 +379,14 @@ class PostgresStore(AsyncStore):
         )
         return [KeyState(r[0], r[1], r[2], int(r[3])) for r in rows]
 
+    async def _ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        # Ids are lowercase hex, so [prefix, prefix || 'g') holds exactly those starting with it.
+        rows = await self._fetch(
+            "SELECT id FROM pf_records WHERE id >= %s AND id < %s ORDER BY id LIMIT %s",
+            (prefix, prefix + "g", limit),
+        )
+        return [str(r[0]) for r in rows]
+
     async def _changes(self, since: int, limit: int) -> list[Change]:
         rows = await self._fetch(
             "SELECT seq, key, kind, head, previous, owner, by, at FROM pf_changes "

@@ -417,6 +417,17 @@ class SQLiteStore(AsyncStore):
 
         return await self._run(read)
 
+    async def _ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        def read(conn: sqlite3.Connection) -> list[str]:
+            # Ids are lowercase hex, so [prefix, prefix + "g") holds exactly those starting with it.
+            rows = conn.execute(
+                "SELECT id FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+                (prefix, prefix + "g", limit),
+            ).fetchall()
+            return [str(r[0]) for r in rows]
+
+        return await self._run(read)
+
     async def _changes(self, since: int, limit: int) -> list[Change]:
         def read(conn: sqlite3.Connection) -> list[Change]:
             rows = conn.execute(

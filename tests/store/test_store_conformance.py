@@ -141,6 +141,25 @@ async def test_tampered_parents_raise_integrity_error(astore: AsyncStore, store_
         await astore.get(plan.id)
 
 
+async def test_short_ids_resolve_like_git(astore: AsyncStore) -> None:
+    await astore.own(REQ, "planner")
+    recs = [await astore.put(REQ, {"n": i}, author="planner") for i in range(40)]
+    ids = sorted(r.id for r in recs)
+    for rec in recs[:5]:
+        assert await astore.resolve_id(rec.id[:8]) == rec.id
+        assert await astore.resolve_id(rec.id[:12].upper()) == rec.id
+        assert await astore.resolve_id(rec.id) == rec.id
+    # The primitive behind it returns exactly the ids that start with the prefix, in order.
+    for digit in "0123456789abcdef":
+        want = [i for i in ids if i.startswith(digit)]
+        assert await astore._ids_with_prefix(digit, 100) == want
+    with pytest.raises(UnknownRecordError, match="prefix"):
+        await astore.resolve_id(MISSING[:10])
+    for bad in ("xyz", "", "abc1234", "g" * 9, "0" * 65, " " * 8):
+        with pytest.raises(InvalidValueError):
+            await astore.resolve_id(bad)
+
+
 # ---- owners -----------------------------------------------------------------------------------
 
 

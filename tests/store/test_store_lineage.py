@@ -130,3 +130,23 @@ async def test_async_driver_matches_sync() -> None:
     s = frontier_sync(look, [rid("a")], ["req"])
     assert a == s
     assert names(a.unknown) == {"d"}
+
+
+async def test_an_ambiguous_short_id_lists_its_candidates() -> None:
+    from dataclasses import replace
+
+    from planfence.shared_memory import AmbiguousIdError, UnknownRecordError
+    from planfence.shared_memory.backends.memory import MemoryStore
+
+    store = MemoryStore()
+    await store.own("a/b", "ana")
+    rec = await store.put("a/b", 1, author="ana")
+    # Two stored ids that share their first 10 digits (as 2^40 records would make likely).
+    twin = rec.id[:10] + ("0" if rec.id[10] != "0" else "1") + rec.id[11:]
+    store._records[twin] = replace(rec, id=twin)
+    with pytest.raises(AmbiguousIdError) as err:
+        await store.resolve_id(rec.id[:10])
+    assert set(err.value.candidates) == {rec.id, twin}
+    assert rec.id in str(err.value) and twin in str(err.value)
+    assert isinstance(err.value, UnknownRecordError)
+    assert await store.resolve_id(rec.id[:11]) == rec.id
