@@ -14,7 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import PlanFenceError, default_store_url
+from planfence.shared_memory import (
+    InvalidValueError,
+    PlanFenceError,
+    Store,
+    create_async_store,
+    default_store_url,
+    open_store,
+)
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -57,6 +64,65 @@ def store_url(args: argparse.Namespace) -> str:
     if args.store is not None and not args.store.strip():
         raise UsageError("--store is empty: give a store URL, or leave the option out")
     return str(args.store or default_store_url())
+
+
+def open_cli_store(
+    args: argparse.Namespace, *, writes: bool = False, creates: bool = False
+) -> Store:
+    """Open `--store` for one command.
+
+    Only commands that create state (`creates`) may create a new SQLite file; every other command
+    refuses a store that does not exist and names the path, so a mistyped path is an error and
+    never a new, empty store. Writes to `memory://` are lost when the command exits: warn.
+    """
+    url = store_url(args)
+    if writes and url.startswith("memory://"):
+        warn("memory:// keeps nothing after this command exits; the write is lost")
+    return open_store(url, create=creates)
+
+
+def require_existing_store(url: str) -> None:
+    """Raise `StoreNotFoundError` (naming the path) when `url` is a SQLite file that is missing."""
+    create_async_store(url, create=False)
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
+    return value
+
+
+def warn(message: str) -> None:
+    print(f"planfence: warning: {message}", file=sys.stderr)
+
+
+def split_ids(values: list[str]) -> list[str]:
+    """Ids given as repeated options and/or comma-separated lists, in order, without blanks."""
+    return [part.strip() for v in values for part in v.split(",") if part.strip()]
+
+
+def read_value_arg(value: str | None, value_file: str | None) -> Any:
+    """The JSON value of `--value TEXT` or `--value-file FILE` (`-` reads stdin)."""
+    if value_file is None:
+        return parse_json_arg(value or "")
+    if value_file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(value_file).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"--value-file {value_file}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--value-file {value_file}: cannot read it ({exc})") from None
+    return parse_json_arg(text, "value-file")
 
 
 def positive_int(text: str) -> int:
@@ -119,8 +185,6 @@ def guarded(handler: Handler) -> Handler:
 
 
 def parse_json_arg(text: str, what: str = "value") -> Any:
-    from planfence.shared_memory import InvalidValueError
-
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -3,99 +3,188 @@
 from __future__ import annotations
 
 import argparse
+import random
+import sys
+import time
 from typing import Any
 
-from planfence.shared_memory import Record, Store, open_store
+from planfence.shared_memory import HeadConflictError, Record, Store
 
-from .common import add_common, emit, guarded, parse_json_arg, store_url
+from .common import (
+    add_common,
+    emit,
+    guarded,
+    non_negative_int,
+    open_cli_store,
+    positive_int,
+    read_value_arg,
+    split_ids,
+)
+from .lineage import lineage_json, lineage_tree
+
+# Without --expect, `put` means "on top of whatever is current": a concurrent writer only makes it
+# read the head again. Bounded, so a key under constant churn still ends in a clear error.
+PUT_ATTEMPTS = 8
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mem = sub.add_parser("memory", help="inspect and seed the shared-memory store")
     msub = mem.add_subparsers(dest="memory_cmd", required=True, metavar="COMMAND")
 
-    p = msub.add_parser("own", help="assign the owner of a new key")
-    p.add_argument("key")
-    p.add_argument("--owner", required=True, metavar="AGENT")
+    p = msub.add_parser("own", help="assign the owner of a new key (creates the store if needed)")
+    p.add_argument("key", help="the key, e.g. trip/42/requirements")
+    p.add_argument(
+        "--owner", required=True, metavar="AGENT", help="the agent that will own the key"
+    )
     add_common(p)
     p.set_defaults(handler=guarded(_own))
 
     p = msub.add_parser("transfer", help="hand a key to another owner (current owner only)")
-    p.add_argument("key")
-    p.add_argument("--to", required=True, metavar="AGENT")
-    p.add_argument("--as", dest="agent", required=True, metavar="AGENT")
+    p.add_argument("key", help="the key to hand over")
+    p.add_argument("--to", required=True, metavar="AGENT", help="the new owner")
+    p.add_argument("--as", dest="agent", required=True, metavar="AGENT", help="the current owner")
     add_common(p)
     p.set_defaults(handler=guarded(_transfer))
 
     p = msub.add_parser("put", help="store a new version of a key and advance its head")
-    p.add_argument("key")
-    p.add_argument("--value", required=True, metavar="JSON")
-    p.add_argument("--as", dest="agent", required=True, metavar="AGENT")
-    p.add_argument("--parents", nargs="*", default=[], metavar="ID")
+    p.add_argument("key", help="the key to write (you must own it)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--value", metavar="JSON", help="the new value, as JSON")
+    source.add_argument(
+        "--value-file",
+        metavar="FILE",
+        help="read the JSON value from FILE ('-' for stdin): for values too large for a "
+        "command line",
+    )
     p.add_argument(
-        "--expect", default=None, metavar="ID|none", help="head you last saw (default: current)"
+        "--as", dest="agent", required=True, metavar="AGENT", help="the writing agent (the owner)"
+    )
+    p.add_argument(
+        "--parents",
+        action="append",
+        default=[],
+        metavar="ID[,ID...]",
+        help="record ids this version was derived from (full ids or unique 8+ digit prefixes; "
+        "repeat the option or separate with commas)",
+    )
+    p.add_argument(
+        "--expect",
+        default=None,
+        metavar="ID|none",
+        help="the head you last saw: fail if someone advanced the key since (default: write on "
+        f"top of the current head, re-reading it up to {PUT_ATTEMPTS} times on a concurrent write)",
     )
     add_common(p)
     p.set_defaults(handler=guarded(_put))
 
     p = msub.add_parser("head", help="the current head of a key")
-    p.add_argument("key")
+    p.add_argument("key", help="the key")
     add_common(p)
     p.set_defaults(handler=guarded(_head))
 
     p = msub.add_parser("get", help="one record by id")
-    p.add_argument("id")
+    p.add_argument("id", help="a record id, or a unique prefix of 8+ hex digits")
     add_common(p)
     p.set_defaults(handler=guarded(_get))
 
     p = msub.add_parser("keys", help="every key with its owner and head")
-    p.add_argument("--prefix", default="")
+    p.add_argument("--prefix", default="", help="only keys starting with this text")
     add_common(p)
     p.set_defaults(handler=guarded(_keys))
 
-    p = msub.add_parser("lineage", help="a record's parents, as a tree")
-    p.add_argument("id")
-    p.add_argument("--max-records", type=int, default=10_000)
+    p = msub.add_parser(
+        "lineage", help="a record's ancestry (each record once; shared ancestors referenced)"
+    )
+    p.add_argument("id", help="a record id, or a unique prefix of 8+ hex digits")
+    p.add_argument(
+        "--max-records",
+        type=positive_int,
+        default=10_000,
+        metavar="N",
+        help="stop the walk after N records",
+    )
     add_common(p)
     p.set_defaults(handler=guarded(_lineage))
 
     p = msub.add_parser("changes", help="the change feed after a sequence number")
-    p.add_argument("--since", type=int, default=0)
+    p.add_argument(
+        "--since",
+        type=non_negative_int,
+        default=0,
+        metavar="SEQ",
+        help="show changes with a sequence number above SEQ",
+    )
     add_common(p)
     p.set_defaults(handler=guarded(_changes))
 
 
-def _open(args: argparse.Namespace) -> Store:
-    return open_store(store_url(args))
-
-
 def _own(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_cli_store(args, writes=True, creates=True) as store:
         ch = store.own(args.key, args.owner)
     emit(args, ch.to_dict(), f"{args.key}: owner {args.owner}")
     return 0
 
 
 def _transfer(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_cli_store(args, writes=True) as store:
         ch = store.transfer(args.key, args.to, by=args.agent)
     emit(args, ch.to_dict(), f"{args.key}: owner {args.to} (was {args.agent})")
     return 0
 
 
 def _put(args: argparse.Namespace) -> int:
-    value = parse_json_arg(args.value)
-    kwargs: dict[str, Any] = {}
-    if args.expect is not None:
-        kwargs["expected_head"] = None if args.expect.lower() == "none" else args.expect
-    with _open(args) as store:
-        rec = store.put(args.key, value, author=args.agent, parents=args.parents, **kwargs)
+    value = read_value_arg(args.value, args.value_file)
+    with open_cli_store(args, writes=True) as store:
+        parents = [store.resolve_id(p) for p in split_ids(args.parents)]
+        if args.expect is not None:
+            rec = _put_expecting(store, args, value, parents)
+        else:
+            rec = _put_on_current(store, args, value, parents)
     emit(args, rec.to_dict(), rec.id)
     return 0
 
 
+def _put_expecting(
+    store: Store, args: argparse.Namespace, value: Any, parents: list[str]
+) -> Record:
+    expected = None if args.expect.lower() == "none" else store.resolve_id(args.expect)
+    try:
+        return store.put(
+            args.key, value, author=args.agent, parents=parents, expected_head=expected
+        )
+    except HeadConflictError as exc:
+        now = exc.current or "no version"
+        raise _conflict(
+            exc, f"someone else advanced {exc.key} since you read it: now {now}"
+        ) from None
+
+
+def _put_on_current(
+    store: Store, args: argparse.Namespace, value: Any, parents: list[str]
+) -> Record:
+    for attempt in range(1, PUT_ATTEMPTS + 1):
+        try:
+            return store.put(args.key, value, author=args.agent, parents=parents)
+        except HeadConflictError as exc:
+            if attempt == PUT_ATTEMPTS:
+                raise _conflict(
+                    exc,
+                    f"{exc.key} kept changing under concurrent writers; gave up after "
+                    f"{PUT_ATTEMPTS} attempts (now {exc.current or 'no version'})",
+                ) from None
+            time.sleep(random.uniform(0.0, 0.005 * attempt))  # let the other writer finish
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _conflict(exc: HeadConflictError, message: str) -> HeadConflictError:
+    """The same conflict, told in plain words for the command line."""
+    err = HeadConflictError(exc.key, exc.expected, exc.current)
+    err.args = (message,)
+    return err
+
+
 def _head(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_cli_store(args) as store:
         state = store.states([args.key]).get(args.key)
         if state is None:
             store.head(args.key)  # raises UnknownKeyError with the standard message
@@ -124,14 +213,14 @@ def _describe(rec: Record) -> str:
 
 
 def _get(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        rec = store.get(args.id)
+    with open_cli_store(args) as store:
+        rec = store.get(store.resolve_id(args.id))
     emit(args, rec.to_dict(), _describe(rec))
     return 0
 
 
 def _keys(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_cli_store(args) as store:
         states = store.keys(args.prefix)
     rows = [{"key": s.key, "owner": s.owner, "head": s.head, "version": s.version} for s in states]
     text = "\n".join(f"{s.key}\t{s.owner}\tv{s.version}\t{s.head or '-'}" for s in states)
@@ -140,38 +229,20 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _lineage(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        store.get(args.id)  # unknown root: a clear error, not an empty tree
-        fr = store.lineage(args.id, max_records=args.max_records)
-    recs = fr.records
-    lines: list[str] = []
-
-    def draw(rid: str, depth: int, path: frozenset[str]) -> None:
-        rec = recs.get(rid)
-        label = f"{rid[:12]}  {rec.key} ({rec.kind}, {rec.author})" if rec else f"{rid[:12]}  ?"
-        lines.append("  " * depth + ("└─ " if depth else "") + label)
-        if rec is None or rid in path:
-            return
-        for parent in rec.parents:
-            draw(parent, depth + 1, path | {rid})
-
-    draw(args.id, 0, frozenset())
-    if fr.unknown:
-        lines.append("unknown ids: " + ", ".join(sorted(fr.unknown)))
-    if fr.truncated:
-        lines.append(f"(walk stopped at {args.max_records} records)")
-    data = {
-        "root": args.id,
-        "records": {rid: r.to_dict() for rid, r in recs.items()},
-        "unknown": sorted(fr.unknown),
-        "truncated": fr.truncated,
-    }
-    emit(args, data, "\n".join(lines))
+    with open_cli_store(args) as store:
+        root = store.resolve_id(args.id)
+        store.get(root)  # unknown root: a clear error, not an empty tree
+        fr = store.lineage(root, max_records=args.max_records)
+    if args.json:
+        emit(args, lineage_json(root, fr), "")
+    else:
+        for line in lineage_tree(root, fr):
+            sys.stdout.write(line + "\n")
     return 0 if fr.complete else 1
 
 
 def _changes(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_cli_store(args) as store:
         rows = [c.to_dict() for c in store.iter_changes(args.since)]
     text = "\n".join(
         f"{c['seq']}\t{c['key']}\t{c['kind']}\t{c['head'] or '-'}\tby {c['by']}" for c in rows

@@ -12,7 +12,13 @@ import logging
 import sys
 from typing import Any
 
-from planfence.adapters.cli.common import guarded, store_url
+from planfence.adapters.cli.common import (
+    LOG_LEVELS,
+    guarded,
+    port_number,
+    require_existing_store,
+    store_url,
+)
 from planfence.shared_memory import ConfigError, MissingExtraError
 
 HELP = "serve an MCP server through the PlanFence gate (every tools/call checked first)"
@@ -33,9 +39,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="URL",
         help="store URL (default: $PLANFENCE_STORE or sqlite:///.planfence/memory.db)",
     )
-    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="how clients reach the proxy: stdio (launched by the client) or streamable HTTP "
+        "at http://HOST:PORT/mcp",
+    )
     p.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8808, help="HTTP port (default 8808)")
+    p.add_argument("--port", type=port_number, default=8808, help="HTTP port (default 8808)")
     p.add_argument(
         "--upstream-url", default=None, metavar="URL", help="a streamable-HTTP upstream server"
     )
@@ -60,7 +72,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="SECONDS",
         help="timeout for connecting and for list/read/get requests (default 30)",
     )
-    p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    p.add_argument(
+        "--log-level",
+        default="warning",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        help="stderr log level",
+    )
     p.add_argument(
         "upstream",
         nargs=argparse.REMAINDER,
@@ -84,12 +102,14 @@ def run(args: argparse.Namespace) -> int:
         if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
             raise MissingExtraError("the MCP proxy", "mcp") from None
         raise
+    url = store_url(args)
+    require_existing_store(url)  # a mistyped path must not become a new, empty store
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level.upper(), format="planfence proxy: %(message)s"
     )
     options: dict[str, Any] = {
         "policy_path": args.policy,
-        "store_url": store_url(args),
+        "store_url": url,
         "command": command,
         "upstream_url": args.upstream_url,
         "upstream_mode": args.upstream_mode,

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 
-from planfence.adapters.cli.common import guarded, store_url
+from planfence.adapters.cli.common import (
+    LOG_LEVELS,
+    guarded,
+    port_number,
+    require_existing_store,
+    store_url,
+)
 
 from .keyring import load_keyring
 from .server import DEFAULT_MAX_SKEW_S, create_app
@@ -26,7 +34,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="URL",
         help="store URL (default: $PLANFENCE_STORE or sqlite:///.planfence/memory.db)",
     )
-    p.add_argument("--port", type=int, required=True, metavar="N")
+    p.add_argument(
+        "--port",
+        type=port_number,
+        required=True,
+        metavar="N",
+        help="TCP port to listen on (0: any free port; the ready line names it)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback)")
     p.add_argument(
         "--keyring",
@@ -44,7 +58,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--log-level",
         default="warning",
-        choices=["critical", "error", "warning", "info", "debug"],
+        type=str.lower,
+        choices=LOG_LEVELS,
+        help="server log level",
     )
     p.set_defaults(handler=guarded(_serve))
 
@@ -52,8 +68,37 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    app = create_app(
-        args.agent, store_url(args), load_keyring(args.keyring), max_skew_s=args.max_skew
+    url = store_url(args)
+    require_existing_store(url)  # a mistyped path must not become a new, empty store
+    app = create_app(args.agent, url, load_keyring(args.keyring), max_skew_s=args.max_skew)
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level=args.log_level, access_log=False
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
-    return 0
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.02)
+        host, port = args.host, args.port
+        for listener in server.servers:
+            for sock in listener.sockets:
+                host, port = sock.getsockname()[:2]
+                break
+        shown = f"[{host}]" if ":" in str(host) else host
+        print(
+            f"planfence serve-owner: agent {args.agent} ready at http://{shown}:{port}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def main() -> None:
+        watcher = asyncio.create_task(announce())
+        try:
+            await server.serve()
+        finally:
+            watcher.cancel()
+
+    asyncio.run(main())
+    return 0 if server.started else 1

@@ -1,0 +1,149 @@
+"""`planfence policy check FILE`: validate a policy, and compare it with an upstream's tools.
+
+    planfence policy check policy.toml
+    planfence policy check policy.toml --tools-from-upstream -- uvx mcp-server-git --repository .
+    planfence policy check policy.toml --upstream-url http://127.0.0.1:9000/mcp
+
+Every template is checked when the policy loads, so a bad literal is reported here with its file
+and line, not at the first call. With an upstream, the report lists the tools the policy does not
+cover (their calls would be blocked as `undeclared_tool`) and the entries that name no upstream
+tool (usually a typo).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from planfence.plugins.gate import Policy
+from planfence.shared_memory import ConfigError, MissingExtraError
+
+from .common import UsageError, emit, guarded
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tools-from-upstream",
+        action="store_true",
+        help="start the MCP server given after -- and compare its tools with the policy",
+    )
+    p.add_argument(
+        "--upstream-url", default=None, metavar="URL", help="compare with a streamable-HTTP server"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up on the upstream after this long",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pol = sub.add_parser("policy", help="validate tool policies")
+    psub = pol.add_subparsers(dest="policy_cmd", required=True, metavar="COMMAND")
+    p = psub.add_parser(
+        "check",
+        help="validate a policy file; with an upstream, list uncovered tools and stray entries",
+        usage="planfence policy check FILE [--json] "
+        "[--tools-from-upstream -- CMD [ARGS...] | --upstream-url URL]",
+    )
+    p.add_argument("file", metavar="FILE", help="the TOML policy")
+    _add_options(p)
+    p.add_argument(
+        "upstream",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD [ARGS...]",
+        help="the upstream server's command line (with --tools-from-upstream)",
+    )
+    p.set_defaults(handler=guarded(_check))
+
+
+def _split_rest(args: argparse.Namespace) -> list[str]:
+    """Options given after FILE land in the remainder with the command: parse them here."""
+    rest = list(args.upstream or [])
+    cut = rest.index("--") if "--" in rest else len(rest)
+    options, command = rest[:cut], rest[cut + 1 :]
+    if options:
+        late = argparse.ArgumentParser(prog="planfence policy check", add_help=False)
+        _add_options(late)
+        try:
+            parsed = late.parse_args(options)
+        except SystemExit:
+            raise UsageError(f"cannot read the options {' '.join(options)!r}") from None
+        for name, value in vars(parsed).items():
+            if value != late.get_default(name):
+                setattr(args, name, value)
+    return command
+
+
+def _upstream_tools(args: argparse.Namespace, command: list[str]) -> list[str] | None:
+    if command and not args.tools_from_upstream:
+        raise UsageError(f"unexpected arguments {' '.join(command)!r}: add --tools-from-upstream")
+    if args.tools_from_upstream and not command:
+        raise UsageError("--tools-from-upstream needs the server's command after --")
+    if command and args.upstream_url:
+        raise UsageError("give either -- CMD [ARGS...] or --upstream-url, not both")
+    if not command and not args.upstream_url:
+        return None
+    try:
+        import anyio
+
+        from planfence.adapters.mcp.listing import list_tool_names
+        from planfence.adapters.mcp.proxy import stdio_upstream
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
+            raise MissingExtraError("policy check --tools-from-upstream", "mcp") from None
+        raise
+    target: Any = args.upstream_url or stdio_upstream(command)
+
+    async def listing() -> list[str]:
+        with anyio.fail_after(args.timeout):
+            return await list_tool_names(target)
+
+    try:
+        return anyio.run(listing)
+    except TimeoutError:
+        raise ConfigError(f"the upstream listed no tools within {args.timeout:g} s") from None
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot list the upstream's tools: {exc or type(exc).__name__}"
+        ) from None
+
+
+def _check(args: argparse.Namespace) -> int:
+    command = _split_rest(args)
+    policy = Policy.load(args.file)  # a broken policy fails before any upstream starts
+    tools = policy.tools
+    gated = sorted(n for n, t in tools.items() if not t.ungated)
+    ungated = sorted(n for n, t in tools.items() if t.ungated)
+    data: dict[str, Any] = {
+        "file": args.file,
+        "valid": True,
+        "gated": {n: [t.text for t in tools[n].depends_on] for n in gated},
+        "ungated": ungated,
+    }
+    lines = [f"{args.file}: valid, {len(gated)} gated and {len(ungated)} ungated tools"]
+    for n in gated:
+        lines.append(f"  {n}: depends on {', '.join(t.text for t in tools[n].depends_on)}")
+    for n in ungated:
+        lines.append(f"  {n}: ungated")
+    code = 0
+    upstream = _upstream_tools(args, command)
+    if upstream is not None:
+        uncovered = [n for n in upstream if n not in tools]
+        stray = sorted(n for n in tools if n not in set(upstream))
+        data.update(upstream_tools=upstream, uncovered=uncovered, stray=stray)
+        lines.append(f"upstream lists {len(upstream)} tools")
+        if uncovered:
+            lines.append(
+                "not covered (every call blocked as undeclared_tool): " + ", ".join(uncovered)
+            )
+        if stray:
+            lines.append("policy entries that name no upstream tool: " + ", ".join(stray))
+        if not uncovered and not stray:
+            lines.append("every upstream tool is declared, and every entry names one")
+        code = 1 if uncovered or stray else 0
+    emit(args, data, "\n".join(lines))
+    return code
