@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from planfence.shared_memory import HeadConflictError, Record, Store
+from planfence.shared_memory import AlreadyOwnedError, HeadConflictError, Record, Store
 
 from .common import (
     add_common,
@@ -120,7 +120,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _own(args: argparse.Namespace) -> int:
     with open_cli_store(args, writes=True, creates=True) as store:
-        ch = store.own(args.key, args.owner)
+        try:
+            ch = store.own(args.key, args.owner)
+        except AlreadyOwnedError:
+            if store.owner(args.key) != args.owner:
+                raise
+            # Asking again for what is already so succeeds: scripts can be re-run.
+            emit(
+                args,
+                {"key": args.key, "owner": args.owner, "unchanged": True},
+                f"{args.key}: owner {args.owner} (already)",
+            )
+            return 0
     emit(args, ch.to_dict(), f"{args.key}: owner {args.owner}")
     return 0
 

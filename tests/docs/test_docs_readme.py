@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -27,24 +28,62 @@ def run(code: str, cwd: Path) -> str:
     return proc.stdout
 
 
+def bash_block(heading: str, index: int = 0) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"### {heading}\n")
+    end = text.find("\n### ", start + 1)
+    blocks = re.findall(r"```bash\n(.*?)```", text[start : end if end != -1 else None], re.S)
+    return [line for line in blocks[index].splitlines() if line.strip()]
+
+
+# Users paste a snippet, run it, change something and run it again: every snippet runs twice
+# against the same store (the same working folder).
+
+
 def test_store_snippet(tmp_path: Path) -> None:
     [code] = python_blocks("The shared memory store")
     run(code, tmp_path)
     assert (tmp_path / ".planfence" / "memory.db").exists()
+    run(code, tmp_path)
+
+
+def test_store_commands_run_twice(tmp_path: Path) -> None:
+    planfence = str(Path(sys.executable).with_name("planfence"))
+    ids: list[str] = []
+    for _ in range(2):
+        for line in bash_block("The shared memory store"):
+            argv = shlex.split(line)
+            assert argv[0] == "planfence"
+            argv = [planfence, *argv[1:]]
+            if "ID" in argv:
+                argv[argv.index("ID")] = ids[-1][:8]  # the short form users copy
+            proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, (line, proc.stderr)
+            if argv[2] == "put":
+                ids.append(proc.stdout.strip())
 
 
 def test_gate_snippet(tmp_path: Path) -> None:
     code = python_blocks("The gate")[0]
-    out = run(code, tmp_path)
-    assert "shipping to 9 Hill Rd" in out
-    assert "['replan', 'allow']" in out
+    for _ in range(2):
+        out = run(code, tmp_path)
+        assert "shipping to 9 Hill Rd" in out
+        assert "['replan', 'allow']" in out
 
 
 def test_janus_snippet(tmp_path: Path) -> None:
     [code] = python_blocks("The Janus controller")
-    lines = run(code, tmp_path).splitlines()
-    assert len(lines) == 30
-    assert any("compared on" in line for line in lines)
+    for _ in range(2):
+        lines = run(code, tmp_path).splitlines()
+        assert len(lines) == 30
+        assert any("compared on" in line for line in lines)
+
+
+def test_examples_do_not_assume_uv() -> None:
+    text = README.read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if "uvx " in line:
+            assert "uv installed" in line or "with uv" in line, line
 
 
 @pytest.mark.parametrize("heading", ["Set up"])
