@@ -96,7 +96,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 _RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
-_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 _PREFETCH_SQL = f"""
@@ -120,7 +120,7 @@ def split_schema(url: str) -> tuple[str, str | None]:
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in query if k == "schema"), None)
-    if schema is not None and not _SCHEMA_RE.match(schema):
+    if schema is not None and not _SCHEMA_RE.fullmatch(schema):
         raise ConfigError(f"invalid schema name {schema!r} in store URL")
     rest = urlencode([(k, v) for k, v in query if k != "schema"])
     return urlunsplit(parts._replace(query=rest)), schema
