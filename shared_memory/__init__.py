@@ -59,6 +59,7 @@ from .records import (
 )
 from .replica import Replica
 from .sync import LoopThread, Store
+from .urls import redact_url
 
 __all__ = [
     "CURRENT",
@@ -107,6 +108,7 @@ __all__ = [
     "is_record_id",
     "open_async_store",
     "open_store",
+    "redact_url",
     "validate_agent",
     "validate_key",
     "walk_frontier",

@@ -36,6 +36,7 @@ from .records import (
     validate_key,
     validate_record_id,
 )
+from .urls import redact_url
 
 
 class _Current:
@@ -325,6 +326,9 @@ class AsyncStore:
 
     def __init__(self, *, limits: StoreLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {redact_url(self.url)}>"
 
     # ---- primitives each backend implements
 

@@ -8,6 +8,7 @@ from .base import AsyncStore
 from .errors import ConfigError
 from .records import DEFAULT_LIMITS, StoreLimits
 from .sync import Store
+from .urls import redact_url
 
 DEFAULT_STORE_URL = "sqlite:///.planfence/memory.db"
 STORE_ENV = "PLANFENCE_STORE"
@@ -54,7 +55,8 @@ def create_async_store(
 
         return PostgresStore(url, limits=limits)
     raise ConfigError(
-        f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://..."
+        f"unsupported store URL {redact_url(url)!r}: "
+        "use memory://, sqlite:///path.db or postgresql://..."
     )
 
 

@@ -37,6 +37,7 @@ from ..base import (
 from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
 from ..lineage import frontier_sync
 from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
+from ..urls import redact_url
 
 T = TypeVar("T")
 
@@ -108,7 +109,9 @@ def sqlite_options_from_url(url: str) -> dict[str, str]:
     opts = dict(parse_qsl(query, keep_blank_values=True))
     unknown = set(opts) - {"synchronous", "create"}
     if unknown:
-        raise ConfigError(f"unknown SQLite store option {sorted(unknown)[0]!r} in {url!r}")
+        raise ConfigError(
+            f"unknown SQLite store option {sorted(unknown)[0]!r} in {redact_url(url)!r}"
+        )
     if "synchronous" in opts and opts["synchronous"].upper() not in _SYNC_MODES:
         raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
     return opts
@@ -118,13 +121,14 @@ def sqlite_path_from_url(url: str) -> str:
     """The file path in a SQLite URL, taken literally: `sqlite:///file:x.db` names a file called
     `file:x.db` (relative to the working directory), never an SQLite URI."""
     if not url.startswith("sqlite://"):
-        raise ConfigError(f"not a sqlite URL: {url!r}")
+        raise ConfigError(f"not a sqlite URL: {redact_url(url)!r}")
     rest = url[len("sqlite://") :].partition("?")[0]
     if rest in ("", "/", "/:memory:"):
         return ":memory:"
     if not rest.startswith("/"):
         raise ConfigError(
-            f"sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: {url!r}"
+            "sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: "
+            f"{redact_url(url)!r}"
         )
     return rest[1:]
 
