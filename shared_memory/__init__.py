@@ -32,6 +32,7 @@ from .errors import (
     OwnershipError,
     PlanFenceError,
     StoreError,
+    StoreNotFoundError,
     StoreUnavailableError,
     UnknownKeyError,
     UnknownRecordError,
@@ -59,6 +60,7 @@ from .records import (
 )
 from .replica import Replica
 from .sync import LoopThread, Store
+from .urls import redact_url
 
 __all__ = [
     "CURRENT",
@@ -93,6 +95,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLimits",
+    "StoreNotFoundError",
     "StoreUnavailableError",
     "TransferOwner",
     "UnknownKeyError",
@@ -107,6 +110,7 @@ __all__ = [
     "is_record_id",
     "open_async_store",
     "open_store",
+    "redact_url",
     "validate_agent",
     "validate_key",
     "walk_frontier",

@@ -38,6 +38,7 @@ from .records import (
     validate_key,
     validate_record_id,
 )
+from .urls import redact_url
 
 MIN_SHORT_ID: Final = 8
 """Shortest record-id prefix accepted as input (ids are printed as their first 12 digits)."""
@@ -332,6 +333,9 @@ class AsyncStore:
 
     def __init__(self, *, limits: StoreLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {redact_url(self.url)}>"
 
     # ---- primitives each backend implements
 

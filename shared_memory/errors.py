@@ -3,6 +3,7 @@
 PlanFenceError
 ├── MissingExtraError            an optional integration is not installed (has the pip hint)
 ├── ConfigError                  a bad store URL, policy file or setting
+│   └── StoreNotFoundError       opened with create=False, and no store is at that path
 └── StoreError                   anything the shared-memory store refuses or cannot do
     ├── InvalidKeyError          key or agent id does not match the allowed syntax
     ├── InvalidValueError        value is not JSON, or malformed record fields
@@ -36,6 +37,17 @@ class MissingExtraError(PlanFenceError, ImportError):
 
 class ConfigError(PlanFenceError, ValueError):
     """A store URL, policy file or setting that cannot be used."""
+
+
+class StoreNotFoundError(ConfigError):
+    """A store opened with `create=False` (or `?create=0`) whose file does not exist."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"no store at {path} (check the path; commands that write create it, "
+            "and so does ?create=1 on the URL)"
+        )
 
 
 class StoreError(PlanFenceError):

@@ -8,6 +8,7 @@ from .base import AsyncStore
 from .errors import ConfigError
 from .records import DEFAULT_LIMITS, StoreLimits
 from .sync import Store
+from .urls import redact_url
 
 DEFAULT_STORE_URL = "sqlite:///.planfence/memory.db"
 STORE_ENV = "PLANFENCE_STORE"
@@ -18,9 +19,22 @@ def default_store_url() -> str:
 
 
 def create_async_store(
-    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS
+    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS, create: bool = True
 ) -> AsyncStore:
-    """Build (but do not connect) the backend for `url`; `await store.setup()` or `async with`."""
+    """Build (but do not connect) the backend for `url`; `await store.setup()` or `async with`.
+
+    Args:
+        url: `memory://`, `sqlite:///relative.db`, `sqlite:////abs.db` or `postgresql://...`;
+            default `$PLANFENCE_STORE` or the local SQLite file.
+        limits: size limits enforced before anything is written.
+        create: whether a SQLite store whose file does not exist may be created (with its
+            folders). A `?create=1` or `?create=0` flag on the URL overrides it. Memory and
+            PostgreSQL stores ignore it.
+
+    Raises:
+        ConfigError: an unsupported or malformed URL. A SQLite store that may not be created
+            and does not exist raises `StoreNotFoundError` (a `ConfigError`) at setup.
+    """
     url = url or default_store_url()
     if url.startswith("memory://"):
         from .backends.memory import MemoryStore
@@ -34,24 +48,45 @@ def create_async_store(
             sqlite_path_from_url(url),
             limits=limits,
             synchronous=options.get("synchronous", "NORMAL"),
+            create=_flag(options["create"]) if "create" in options else create,
         )
     if url.startswith(("postgresql://", "postgres://")):
         from .backends.postgres import PostgresStore
 
         return PostgresStore(url, limits=limits)
     raise ConfigError(
-        f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://..."
+        f"unsupported store URL {redact_url(url)!r}: "
+        "use memory://, sqlite:///path.db or postgresql://..."
     )
 
 
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"create must be 1 or 0 (true or false) in the store URL, not {text!r}")
+
+
 async def open_async_store(
-    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS
+    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS, create: bool = True
 ) -> AsyncStore:
-    store = create_async_store(url, limits=limits)
-    await store.setup()
+    """A ready async store for `url` (see `create_async_store`); close it with `aclose()`."""
+    store = create_async_store(url, limits=limits, create=create)
+    try:
+        await store.setup()
+    except BaseException:
+        await store.aclose()
+        raise
     return store
 
 
-def open_store(url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS) -> Store:
-    """A ready synchronous store for `url` (default: $PLANFENCE_STORE or the local SQLite file)."""
-    return Store(create_async_store(url, limits=limits))
+def open_store(
+    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS, create: bool = True
+) -> Store:
+    """A ready synchronous store for `url` (default: $PLANFENCE_STORE or the local SQLite file).
+
+    `create` is as for `create_async_store`.
+    """
+    return Store(create_async_store(url, limits=limits, create=create))

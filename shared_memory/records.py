@@ -23,10 +23,12 @@ JSON: TypeAlias = Any
 KIND_FACT = "fact"
 KIND_PLAN = "plan"
 
-_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*(/[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*)*$")
-_AGENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-:@]*$")
-_KIND_RE = re.compile(r"^[a-z][a-z0-9_\-]*$")
-_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+# Always used with `fullmatch`: with `match`, a `$` anchor also matches before a final newline,
+# so "order/7\n" would pass as a twin of "order/7".
+_KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*(/[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*)*")
+_AGENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-:@]*")
+_KIND_RE = re.compile(r"[a-z][a-z0-9_\-]*")
+_ID_RE = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -74,37 +76,44 @@ def canonical_json(value: JSON) -> str:
     return text
 
 
+def _shown(value: object, limit: int = 80) -> str:
+    """`repr` for an error message, cut short: a refused value may be megabytes long."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
+
+
 def validate_key(key: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:
     if not isinstance(key, str) or not key:
-        raise InvalidKeyError(f"key must be a non-empty string, got {key!r}")
+        raise InvalidKeyError(f"key must be a non-empty string, got {_shown(key)}")
     if len(key) > limits.max_key_length:
         raise InvalidKeyError(f"key is {len(key)} characters, over {limits.max_key_length}")
-    if not _KEY_RE.match(key):
+    if not _KEY_RE.fullmatch(key):
         raise InvalidKeyError(
-            f"invalid key {key!r}: use segments of letters, digits and _.-:@+= separated by '/'"
+            f"invalid key {_shown(key)}: "
+            "use segments of letters, digits and _.-:@+= separated by '/'"
         )
     return key
 
 
 def validate_agent(agent: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:
     if not isinstance(agent, str) or not agent:
-        raise InvalidKeyError(f"agent id must be a non-empty string, got {agent!r}")
-    if len(agent) > limits.max_agent_length or not _AGENT_RE.match(agent):
+        raise InvalidKeyError(f"agent id must be a non-empty string, got {_shown(agent)}")
+    if len(agent) > limits.max_agent_length or not _AGENT_RE.fullmatch(agent):
         raise InvalidKeyError(
-            f"invalid agent id {agent!r}: letters, digits and _.-:@ only, "
+            f"invalid agent id {_shown(agent)}: letters, digits and _.-:@ only, "
             f"at most {limits.max_agent_length} characters"
         )
     return agent
 
 
 def validate_record_id(record_id: object) -> str:
-    if not isinstance(record_id, str) or not _ID_RE.match(record_id):
-        raise InvalidValueError(f"malformed record id {record_id!r}: expected 64 hex digits")
+    if not isinstance(record_id, str) or not _ID_RE.fullmatch(record_id):
+        raise InvalidValueError(f"malformed record id {_shown(record_id)}: expected 64 hex digits")
     return record_id
 
 
 def is_record_id(value: object) -> bool:
-    return isinstance(value, str) and _ID_RE.match(value) is not None
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
 
 
 def utc_now() -> str:
@@ -170,8 +179,8 @@ class Record:
         """
         validate_key(key, limits)
         validate_agent(author, limits)
-        if not isinstance(kind, str) or not _KIND_RE.match(kind):
-            raise InvalidValueError(f"invalid record kind {kind!r}")
+        if not isinstance(kind, str) or not _KIND_RE.fullmatch(kind):
+            raise InvalidValueError(f"invalid record kind {_shown(kind)}")
         if isinstance(parents, str):
             raise InvalidValueError("parents must be a list of record ids, not a string")
         parent_ids = tuple(sorted({validate_record_id(p) for p in parents}))

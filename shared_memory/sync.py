@@ -75,6 +75,9 @@ class Store:
     def url(self) -> str:
         return self.aio.url
 
+    def __repr__(self) -> str:
+        return f"<Store {self.aio!r}>"
+
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(coro)
 

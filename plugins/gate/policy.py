@@ -43,9 +43,10 @@ class ScopeError(Exception):
     """A template whose argument is missing or does not form a valid key."""
 
 
-_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+)*$")
+# Matched with `fullmatch` only: a `$` anchor would also accept a final newline.
+_FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+)*")
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]+)\}")
-_TOOL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
+_TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class KeyTemplate:
         for _literal, name, spec, conv in parsed:
             if name is None:
                 continue
-            if not _FIELD_RE.match(name) or spec or conv:
+            if not _FIELD_RE.fullmatch(name) or spec or conv:
                 raise ValueError(
                     f"bad placeholder {{{name}}} in {text!r}: "
                     "use {argument} or {argument.field}"
@@ -73,6 +74,17 @@ class KeyTemplate:
             fields.append(name)
         if not fields:
             validate_key(text)
+            return cls(text, ())
+        # A filled segment is one or more key characters, so "x" stands for any of them: when the
+        # template does not even fill to a key with it, no call can ever resolve this template.
+        sample = "".join(lit + ("x" if name is not None else "") for lit, name, _, _ in parsed)
+        try:
+            validate_key(sample)
+        except InvalidKeyError:
+            raise ValueError(
+                f"key template {text!r} can never fill to a valid key: use segments of letters, "
+                "digits and _.-:@+= separated by '/', and {argument} placeholders"
+            ) from None
         return cls(text, tuple(fields))
 
     def fill(self, args: Mapping[str, Any]) -> str:
@@ -134,8 +146,24 @@ class Policy:
         self, tool: str, depends_on: Iterable[str] = (), *, ungated: bool = False
     ) -> Policy:
         """A new policy with `tool` declared (policies are immutable)."""
-        tp = _tool_policy(tool, {"depends_on": list(depends_on), "ungated": ungated}, self.source)
+        spec = {"depends_on": list(depends_on), "ungated": ungated}
+        tp = _declared(tool, spec, self.source, "")
         return Policy({**self.tools, tool: tp}, self.source)
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The tools this policy declares (gated or ungated), sorted."""
+        return tuple(sorted(self.tools))
+
+    def uncovered_tools(self, names: Iterable[str]) -> list[str]:
+        """Of `names` (e.g. an upstream's tools), those the policy does not declare: every call to
+        them is blocked as `undeclared_tool`."""
+        return sorted({n for n in names if n not in self.tools})
+
+    def unused_tools(self, names: Iterable[str]) -> list[str]:
+        """Declared tools that are not among `names`: likely a typo or a removed tool."""
+        present = set(names)
+        return [n for n in self.tool_names if n not in present]
 
     def to_dict(self) -> dict[str, Any]:
         """The `from_dict` form, so a policy can travel inside configs and over wires."""
@@ -174,39 +202,86 @@ class Policy:
             raise PolicyError("'tools' must be a table of tool declarations", source=source)
         out: dict[str, ToolPolicy] = {}
         for name, spec in tools.items():
-            try:
-                out[name] = _tool_policy(name, spec, source)
-            except (ValueError, TypeError) as exc:
-                if isinstance(exc, PolicyError):
-                    raise
-                raise PolicyError(
-                    f"[tools.{name}]: {exc}", source=source, line=_line_of(text, name)
-                ) from None
+            out[name] = _declared(name, spec, source, text)
         return cls(out, source)
 
     @classmethod
     def from_toml(cls, text: str, *, source: str = "<policy>") -> Policy:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            line = getattr(exc, "lineno", None) or _line_from_message(str(exc))
-            if line is None and "end of document" in str(exc):
-                line = text.count("\n") + 1
-            raise PolicyError(f"invalid TOML: {exc}", source=source, line=line) from None
-        return cls.from_dict(data, source=source, text=text)
+        return cls.from_dict(_parse_toml(text, source), source=source, text=text)
 
     @classmethod
     def load(cls, path: str | Path) -> Policy:
+        """Read and validate a TOML policy file; every key template is checked here, not at
+        call time.
+
+        Raises:
+            PolicyError: the first problem, with the file, line, tool and template.
+        """
         p = Path(path)
+        return cls.from_toml(_read_policy(p), source=str(p))
+
+    @classmethod
+    def lint(cls, path: str | Path) -> list[PolicyError]:
+        """Every problem in the policy file at `path`, in file order (empty: `load` succeeds).
+
+        Unlike `load`, which stops at the first problem, each tool entry is checked on its own.
+        """
+        p, source = Path(path), str(path)
         try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise PolicyError(f"cannot read policy file: {exc.strerror}", source=str(p)) from None
-        return cls.from_toml(text, source=str(p))
+            text = _read_policy(p)
+            data = _parse_toml(text, source)
+        except PolicyError as exc:
+            return [exc]
+        tools = data.get("tools", {})
+        problems: list[PolicyError] = []
+        try:  # everything but the tool entries, which are checked one by one below
+            rest = {k: v for k, v in data.items() if k != "tools" or not isinstance(tools, Mapping)}
+            cls.from_dict(rest, source=source, text=text)
+        except PolicyError as exc:
+            problems.append(exc)
+        if isinstance(tools, Mapping):
+            for name, spec in tools.items():
+                try:
+                    _declared(name, spec, source, text)
+                except PolicyError as exc:
+                    problems.append(exc)
+        return sorted(problems, key=lambda e: e.line or 0)
+
+
+def _parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None) or _line_from_message(str(exc))
+        if line is None and "end of document" in str(exc):
+            line = text.count("\n") + 1
+        raise PolicyError(f"invalid TOML: {exc}", source=source, line=line) from None
+    return data
+
+
+def _read_policy(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file: {exc.strerror}", source=str(path)) from None
+    except UnicodeDecodeError:
+        raise PolicyError("policy file is not UTF-8 text", source=str(path)) from None
+
+
+def _declared(name: object, spec: object, source: str, text: str) -> ToolPolicy:
+    """`_tool_policy`, with any problem raised as a `PolicyError` naming the tool (and, with the
+    policy's text, its line)."""
+    try:
+        return _tool_policy(name, spec, source)
+    except PolicyError:
+        raise
+    except (ValueError, TypeError) as exc:
+        line = _line_of(text, name) if isinstance(name, str) else None
+        raise PolicyError(f"[tools.{name}]: {exc}", source=source, line=line) from None
 
 
 def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
-    if not isinstance(name, str) or not _TOOL_RE.match(name):
+    if not isinstance(name, str) or not _TOOL_RE.fullmatch(name):
         raise ValueError(f"invalid tool name {name!r}")
     if not isinstance(spec, Mapping):
         raise ValueError("a tool declaration must be a table with depends_on or ungated")

@@ -8,6 +8,12 @@ Lock ids and the NOTIFY channel are derived from the schema, so stores sharing a
 serialize on each other.
 
 The URL may carry `?schema=NAME` to keep planfence's tables in their own schema.
+
+Connections: `setup` first makes one plain connection, so a server that cannot be used fails at
+once with its real cause (refused, unknown role or database) instead of the pool retrying in the
+background. Afterwards the pool checks a connection before handing it out, and an operation whose
+connection turns out to be broken before anything could have been committed runs once more on
+another: a server restart or dropped connections cost no failed operations.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Sequence
+import select
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..base import (
@@ -38,13 +45,16 @@ from ..base import (
 from ..errors import ConfigError, MissingExtraError, StoreUnavailableError
 from ..lineage import frontier_async
 from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
+from ..urls import redact_url, scrub
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("the PostgreSQL store", "postgres") from exc
 
+T = TypeVar("T")
 CHANNEL = "planfence_changes"
 _MIGRATION_LOCK = 0x706C616F  # advisory lock id held while migrating any schema
 
@@ -96,7 +106,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 _RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
-_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 _PREFETCH_SQL = f"""
@@ -116,14 +126,61 @@ _PREFETCH_SQL = f"""
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
-    """Remove `schema=` from the URL's query; return (conninfo, schema)."""
-    parts = urlsplit(url)
+    """Remove `schema=` from the URL's query; return (conninfo, schema).
+
+    Raises:
+        ConfigError: a URL that does not parse (e.g. a broken IPv6 host) or a bad schema name.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"malformed PostgreSQL URL {redact_url(url)!r}: {exc}") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in query if k == "schema"), None)
-    if schema is not None and not _SCHEMA_RE.match(schema):
+    if schema is not None and not _SCHEMA_RE.fullmatch(schema):
         raise ConfigError(f"invalid schema name {schema!r} in store URL")
     rest = urlencode([(k, v) for k, v in query if k != "schema"])
     return urlunsplit(parts._replace(query=rest)), schema
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def connect_cause(exc: BaseException) -> str:
+    """The reason in a libpq connection error, without its framing: 'connection refused',
+    'role "x" does not exist', 'database "y" does not exist', ..."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    cause = first.rpartition(" failed: ")[2] if " failed: " in first else first
+    cause = cause.removeprefix("connection failed: ")
+    cause = re.sub(r"^(FATAL|ERROR):\s*", "", cause).strip()
+    if len(cause) > 1 and cause[0].isupper() and cause[1].islower():
+        cause = cause[0].lower() + cause[1:]  # "Connection refused" reads as part of a sentence
+    return _one_line(cause)
+
+
+def _has_input(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle connection's socket has something to read, without blocking: on an idle
+    connection that is the server saying goodbye (terminated, restarted) or closing it."""
+    try:
+        fd = conn.pgconn.socket
+    except psycopg.OperationalError:
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - Windows
+    return bool(readable)
+
+
+class _Progress:
+    """How far one attempt went: once a COMMIT may have been sent, it must not be repeated."""
+
+    __slots__ = ("maybe_committed",)
+
+    def __init__(self) -> None:
+        self.maybe_committed = False
 
 
 class PostgresStore(AsyncStore):
@@ -140,13 +197,32 @@ class PostgresStore(AsyncStore):
         self.url = url
         self.poll_interval = 0.25
         self._conninfo, self.schema = split_schema(url)
+        try:
+            params = conninfo_to_dict(self._conninfo)
+        except psycopg.Error as exc:
+            raise ConfigError(
+                f"invalid PostgreSQL URL {redact_url(url)!r}: {_one_line(scrub(str(exc), url))}"
+            ) from None
+        for port in str(params.get("port") or "5432").split(","):
+            if not port.strip().isdigit():
+                raise ConfigError(f"invalid port {port!r} in PostgreSQL URL {redact_url(url)!r}")
+        self._where = f"{params.get('host') or params.get('hostaddr') or 'localhost'}:" + str(
+            params.get("port") or "5432"
+        )
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": int(connect_timeout)}
         if self.schema:
             kwargs["options"] = f"-c search_path={self.schema}"
+        if "application_name" not in params:
+            kwargs["application_name"] = "planfence"  # how a DBA tells planfence's sessions apart
         self._kwargs = kwargs
         self._connect_timeout = connect_timeout
         self._pool = AsyncConnectionPool(
-            self._conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False
+            self._conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=kwargs,
+            open=False,
+            check=self._check_idle,
         )
         self._listener: psycopg.AsyncConnection[Any] | None = None
         self._listen_lock = asyncio.Lock()
@@ -165,30 +241,60 @@ class PostgresStore(AsyncStore):
     async def setup(self) -> None:
         if self._ready:
             return
+        # One plain connection first: a server that cannot be used is one error naming the
+        # cause, at once, not a pool retrying in the background until its timeout.
         try:
-            if self.schema:
-                async with await psycopg.AsyncConnection.connect(
-                    self._conninfo, autocommit=True, connect_timeout=int(self._connect_timeout)
-                ) as conn:
-                    # Another process may create it at the same moment.
-                    with contextlib.suppress(psycopg.errors.UniqueViolation):
-                        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs)
+        except psycopg.Error as exc:
+            cause = scrub(connect_cause(exc), self.url)
+            raise StoreUnavailableError(
+                f"cannot connect to PostgreSQL at {self._where}: {cause}"
+            ) from None
+        try:
+            async with conn:
+                await self._migrate(conn)
             await self._pool.open(wait=True, timeout=self._connect_timeout)
-            async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                await conn.execute(
-                    "CREATE TABLE IF NOT EXISTS pf_schema (version INTEGER NOT NULL)"
-                )
-                row = await (await conn.execute("SELECT max(version) FROM pf_schema")).fetchone()
-                version = (row[0] if row else None) or 0
-                for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                    await conn.execute(script)
-                    await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
-                row = await (await conn.execute("SELECT current_schema()")).fetchone()
-                self._name_locks(str(row[0]) if row and row[0] else self.schema or "public")
         except (psycopg.Error, PoolTimeout, TimeoutError) as exc:
-            raise StoreUnavailableError(f"cannot reach PostgreSQL store: {exc}") from exc
+            raise self._unavailable(exc, "cannot set up the PostgreSQL store") from exc
         self._ready = True
+
+    async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if self.schema:
+            # Another process may create it at the same moment.
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await conn.execute("CREATE TABLE IF NOT EXISTS pf_schema (version INTEGER NOT NULL)")
+            row = await (await conn.execute("SELECT max(version) FROM pf_schema")).fetchone()
+            version = (row[0] if row else None) or 0
+            for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                await conn.execute(script)
+                await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
+            row = await (await conn.execute("SELECT current_schema()")).fetchone()
+            self._name_locks(str(row[0]) if row and row[0] else self.schema or "public")
+
+    async def _check_idle(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """The pool's check before handing a connection out. A round trip per operation would
+        double the latency of every gate check, so only a connection whose socket has pending
+        input (the usual sign of a dropped connection) is checked against the server."""
+        if conn.closed or conn.broken or _has_input(conn):
+            try:
+                await AsyncConnectionPool.check_connection(conn)
+            except Exception:
+                await self._renew_pool()
+                raise
+
+    async def _renew_pool(self) -> None:
+        """After one dead connection, replace every idle one: a server restart or a session purge
+        drops them all, and the pool would otherwise find them dead one by one, pausing longer
+        after each."""
+        drain = getattr(self._pool, "drain", None)  # psycopg_pool 3.3+
+        if drain is not None:
+            await drain()
+
+    def _unavailable(self, exc: BaseException, what: str = "PostgreSQL store") -> Exception:
+        return StoreUnavailableError(f"{what}: {_one_line(scrub(str(exc), self.url))}")
 
     async def aclose(self) -> None:
         if self._listener is not None:
@@ -197,17 +303,35 @@ class PostgresStore(AsyncStore):
         await self._pool.close()
         self._ready = False
 
-    async def _conn(self) -> Any:
+    async def _session(
+        self, work: Callable[[psycopg.AsyncConnection[Any], _Progress], Awaitable[T]]
+    ) -> T:
+        """Run `work` on a pooled connection. If that connection breaks before `work` may have
+        committed anything, run it once more on another one (the server may have restarted or
+        ended the pool's sessions); any other failure is a `StoreUnavailableError`."""
         if not self._ready:
             await self.setup()
-        return self._pool.connection()
+        for attempt in (1, 2):
+            progress = _Progress()
+            conn: psycopg.AsyncConnection[Any] | None = None
+            try:
+                async with self._pool.connection() as conn:
+                    return await work(conn, progress)
+            except (psycopg.Error, PoolTimeout) as exc:
+                broken = conn is not None and conn.broken
+                if attempt == 1 and broken and not progress.maybe_committed:
+                    await self._renew_pool()
+                    continue
+                raise self._unavailable(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # ---- primitives
 
     async def _apply(self, batch: WriteBatch) -> list[Change]:
         at = utc_now()
-        try:
-            async with await self._conn() as conn, conn.transaction():
+
+        async def write(conn: psycopg.AsyncConnection[Any], progress: _Progress) -> list[Change]:
+            async with conn.transaction():
                 keys = batch.keys()
                 if keys:
                     # Taken in lock-id order, so two writers can never wait on each other.
@@ -266,6 +390,7 @@ class PostgresStore(AsyncStore):
                             (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
                         )
                         row = await cur.fetchone()
+                        assert row is not None  # RETURNING always yields the row
                         out.append(
                             Change(
                                 int(row[0]),
@@ -286,26 +411,31 @@ class PostgresStore(AsyncStore):
                             "reason, payload) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
                             [decision_row(d, at) for d in batch.decisions],
                         )
+                progress.maybe_committed = True  # COMMIT goes out as the block ends
                 return out
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
+
+        return await self._session(write)
 
     async def _append_decision(self, decision: Decision) -> int:
         rows = await self._fetch(
             "INSERT INTO pf_decisions (at, source, agent, tool, plan, verdict, reason, payload) "
             "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
             decision_row(decision, utc_now()),
+            commits=True,
         )
         return int(rows[0][0])
 
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
-        try:
-            async with await self._conn() as conn:
-                cur = await conn.execute(sql, args)
-                rows: list[tuple[Any, ...]] = await cur.fetchall()
-                return rows
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
+    async def _fetch(
+        self, sql: str, args: Sequence[Any], *, commits: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement (autocommit); `commits`: it writes, so it is never sent twice."""
+
+        async def run(conn: psycopg.AsyncConnection[Any], progress: _Progress) -> list[Any]:
+            progress.maybe_committed = commits
+            cur = await conn.execute(sql, args)
+            return await cur.fetchall()
+
+        return await self._session(run)
 
     def _record(self, row: Sequence[Any]) -> Record:
         return self._verified.load(row[0], row[1], row[2], tuple(row[3]), *row[4:8])
@@ -329,28 +459,28 @@ class PostgresStore(AsyncStore):
     ) -> PlanSnapshot:
         # One network round trip: the lineage, the heads and the flag go out as one pipeline,
         # inside one repeatable-read transaction so they describe the same instant.
-        try:
-            async with await self._conn() as conn:
-                async with conn.pipeline(), conn.transaction():
-                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    c_pre = await conn.execute(_PREFETCH_SQL, ([root_id], scope, max_records + 1))
-                    c_keys = await conn.execute(
-                        "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)",
-                        (scope,),
+        async def read(conn: psycopg.AsyncConnection[Any], _: _Progress) -> tuple[Any, Any, Any]:
+            async with conn.pipeline(), conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                c_pre = await conn.execute(_PREFETCH_SQL, ([root_id], scope, max_records + 1))
+                c_keys = await conn.execute(
+                    "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)",
+                    (scope,),
+                )
+                c_flag = None
+                if flag is not None:
+                    c_flag = await conn.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pf_decisions d JOIN pf_records r "
+                        "ON d.plan = r.supersedes WHERE r.id = %s AND d.source = %s "
+                        "AND d.reason = ANY(%s))",
+                        (root_id, flag.source, list(flag.reasons)),
                     )
-                    c_flag = None
-                    if flag is not None:
-                        c_flag = await conn.execute(
-                            "SELECT EXISTS (SELECT 1 FROM pf_decisions d JOIN pf_records r "
-                            "ON d.plan = r.supersedes WHERE r.id = %s AND d.source = %s "
-                            "AND d.reason = ANY(%s))",
-                            (root_id, flag.source, list(flag.reasons)),
-                        )
-                pre = {r[0]: self._record(r) for r in await c_pre.fetchall()}
-                keys = await c_keys.fetchall()
-                flag_row = await c_flag.fetchone() if c_flag is not None else None
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise StoreUnavailableError(f"PostgreSQL store: {exc}") from exc
+            pre = {r[0]: self._record(r) for r in await c_pre.fetchall()}
+            keys = await c_keys.fetchall()
+            flag_row = await c_flag.fetchone() if c_flag is not None else None
+            return pre, keys, flag_row
+
+        pre, keys, flag_row = await self._session(read)
         root = pre.get(root_id) or (await self._get_records([root_id])).get(root_id)
         if root is None:
             return PlanSnapshot(None)

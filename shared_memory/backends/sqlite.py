@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from ..base import (
     AsyncStore,
@@ -30,9 +34,10 @@ from ..base import (
     decision_row,
     plan_batch,
 )
-from ..errors import ConfigError, StoreUnavailableError
+from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
 from ..lineage import frontier_sync
 from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
+from ..urls import redact_url
 
 T = TypeVar("T")
 
@@ -96,30 +101,69 @@ _SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 def sqlite_options_from_url(url: str) -> dict[str, str]:
     """Options in the URL's query: `synchronous=normal|full` (default normal: durable across
-    process crashes; full also across power loss, at the cost of an fsync per write)."""
+    process crashes; full also across power loss, at the cost of an fsync per write), and
+    `create=1|0` (whether a missing file may be created; see `create_async_store`)."""
     from urllib.parse import parse_qsl
 
     query = url.partition("?")[2]
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"synchronous"}
+    unknown = set(opts) - {"synchronous", "create"}
     if unknown:
-        raise ConfigError(f"unknown SQLite store option {sorted(unknown)[0]!r} in {url!r}")
+        raise ConfigError(
+            f"unknown SQLite store option {sorted(unknown)[0]!r} in {redact_url(url)!r}"
+        )
     if "synchronous" in opts and opts["synchronous"].upper() not in _SYNC_MODES:
         raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
     return opts
 
 
 def sqlite_path_from_url(url: str) -> str:
+    """The file path in a SQLite URL, taken literally: `sqlite:///file:x.db` names a file called
+    `file:x.db` (relative to the working directory), never an SQLite URI."""
     if not url.startswith("sqlite://"):
-        raise ConfigError(f"not a sqlite URL: {url!r}")
+        raise ConfigError(f"not a sqlite URL: {redact_url(url)!r}")
     rest = url[len("sqlite://") :].partition("?")[0]
     if rest in ("", "/", "/:memory:"):
         return ":memory:"
     if not rest.startswith("/"):
         raise ConfigError(
-            f"sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: {url!r}"
+            "sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: "
+            f"{redact_url(url)!r}"
         )
     return rest[1:]
+
+
+def _file_uri(path: str, mode: str) -> str:
+    """An SQLite URI for an absolute path: every character with a meaning in URIs is escaped,
+    so the path is read exactly as written."""
+    return f"file://{quote(path, safe='/')}?mode={mode}"
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (and their extended codes)
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def until_not_busy(fn: Callable[[], T], timeout: float) -> T:
+    """Run `fn` again while SQLite refuses with busy/locked, until `timeout` seconds have passed.
+
+    The busy timeout does not cover every lock: switching a new file to WAL needs an exclusive
+    lock that SQLite refuses at once (to avoid a deadlock) when another connection is making the
+    same switch, so several processes opening one new store would fail after a few milliseconds.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause * random.uniform(0.5, 1.5))  # jitter: racing openers fall out of step
+        pause = min(pause * 2, 0.1)
 
 
 class SQLiteStore(AsyncStore):
@@ -130,10 +174,13 @@ class SQLiteStore(AsyncStore):
         limits: StoreLimits = DEFAULT_LIMITS,
         busy_timeout: float = 30.0,
         synchronous: str = "NORMAL",
+        create: bool = True,
     ) -> None:
         super().__init__(limits=limits)
-        self.path = str(path)
+        # Resolved once, so the store does not move when the working directory changes.
+        self.path = ":memory:" if str(path) == ":memory:" else os.path.abspath(path)
         self.url = f"sqlite:///{self.path}"
+        self.create = create
         self.busy_timeout = busy_timeout
         if synchronous.upper() not in _SYNC_MODES:
             raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
@@ -149,22 +196,40 @@ class SQLiteStore(AsyncStore):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
+            memory = self.path == ":memory:"
+            if not memory and not self.create and not os.path.exists(self.path):
+                raise StoreNotFoundError(self.path)
             try:
-                if self.path != ":memory:":
+                if not memory and self.create:
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=self.busy_timeout,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA synchronous={self.synchronous}")
-                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+                self._conn = until_not_busy(self._open, self.busy_timeout)
             except (sqlite3.Error, OSError) as exc:
+                if not memory and not self.create and not os.path.exists(self.path):
+                    raise StoreNotFoundError(self.path) from None  # removed meanwhile
                 raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
-            self._conn = conn
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        # Never hand the user's path to SQLite as is: a path starting with "file:" would be read
+        # as an SQLite URI (":memory:", "..%2F", "?mode=" ...). A URI built from the absolute
+        # path, with everything escaped, also lets `mode=rw` refuse to create a missing file.
+        memory = self.path == ":memory:"
+        target = ":memory:" if memory else _file_uri(self.path, "rwc" if self.create else "rw")
+        conn = sqlite3.connect(
+            target,
+            timeout=self.busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=not memory,
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if not self._ready:
@@ -206,8 +271,11 @@ class SQLiteStore(AsyncStore):
                             c.execute(stmt)
                     c.execute(f"PRAGMA user_version={i}")
 
-            if conn.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS):
-                self._in_tx(conn, step)
+            def migrate_once() -> None:
+                if conn.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS):
+                    self._in_tx(conn, step)
+
+            until_not_busy(migrate_once, self.busy_timeout)  # a failed try is rolled back
 
         await self._call(migrate)
         self._ready = True

@@ -19,7 +19,7 @@ from planfence.plugins.gate import (
     create_plan,
     refreshed_parents,
 )
-from planfence.shared_memory import AsyncStore, Record, StoreUnavailableError
+from planfence.shared_memory import AsyncStore, InvalidKeyError, Record, StoreUnavailableError
 
 POLICY = Policy.from_toml(
     """
@@ -382,3 +382,15 @@ def test_every_block_reason_is_documented() -> None:
         "stale_after_replan",
         "lineage_too_large",
     } <= BLOCK_REASONS
+
+
+async def test_a_trailing_newline_in_an_argument_cannot_reach_a_twin_key(
+    astore: AsyncStore,
+) -> None:
+    # "7\n" once filled the scope with a twin key `order/7\n` another agent could own.
+    w = await make_world(astore)
+    with pytest.raises(InvalidKeyError):
+        await astore.own("order/7\n", "mallory")
+    args = {"order_id": "7\n", "customer": "ana"}
+    v = await Gate(astore, POLICY).check("ship_order", args, w.plan.id)
+    assert (v.verdict, v.reason) == ("block", "scope_unresolved")

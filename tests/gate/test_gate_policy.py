@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,52 @@ def test_policy_round_trips_through_its_dict_form() -> None:
     ship = again.get("ship_order")
     assert ship is not None
     assert ship.scope({"order_id": 1, "customer": "b"}) == ("address/b", "order/1")
+
+
+@pytest.mark.parametrize("value", ["7\n", "7\r", "7\x00", "\n"])
+def test_control_characters_in_arguments_do_not_resolve(value: str) -> None:
+    tool = Policy().declare("ship", ["order/{order_id}"]).get("ship")
+    assert tool is not None
+    with pytest.raises(ScopeError):
+        tool.scope({"order_id": value})
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["bad key!/{x}", "order//{x}", "order/.{x}", "order/{x}\n", "{x}/ok\n", "/{x}", "{x}/"],
+)
+def test_templates_that_can_never_fill_to_a_key_fail_at_load(tmp_path: Path, template: str) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text("[tools.ship]\ndepends_on = [" + json.dumps(template) + "]\n")  # TOML string
+    with pytest.raises(PolicyError, match="ship") as info:
+        Policy.load(f)
+    assert repr(template) in str(info.value)
+    assert info.value.line == 1
+    with pytest.raises(PolicyError, match="ship"):
+        Policy().declare("ship", [template])
+
+
+@pytest.mark.parametrize("template", ["order/{x}", "{a}-{b}/{c}.json", "{x}", "k/{x.0}/v"])
+def test_templates_that_can_fill_to_a_key_load(template: str) -> None:
+    assert Policy().declare("ship", [template]).get("ship") is not None
+
+
+def test_lint_lists_every_problem_and_the_declared_tools(tmp_path: Path) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text(
+        "[tools.a]\ndepends_on = ['bad key!/{x}']\n\n"
+        "[tools.b]\nungated = true\n\n"
+        "[tools.c]\ndepends_on = ['ok/{x}', 'x//{y}']\n"
+    )
+    problems = Policy.lint(f)
+    assert [(p.line, "bad key!" in str(p) or "x//" in str(p)) for p in problems] == [
+        (1, True),
+        (7, True),
+    ]
+    g = tmp_path / "good.toml"
+    g.write_text(GOOD)
+    assert Policy.lint(g) == []
+    policy = Policy.load(g)
+    assert policy.tool_names == ("get_weather", "ship_order")
+    assert policy.uncovered_tools(["ship_order", "rm_rf"]) == ["rm_rf"]
+    assert policy.unused_tools(["ship_order"]) == ["get_weather"]
