@@ -45,8 +45,8 @@ class StoreNotFoundError(ConfigError):
     def __init__(self, path: str) -> None:
         self.path = path
         super().__init__(
-            f"no store at {path} (check the path; commands that write create it, "
-            "and so does ?create=1 on the URL)"
+            f"no store at {path} (check the path; to start a new store there, open it with "
+            "create=True or add ?create=1 to the URL)"
         )
 
 

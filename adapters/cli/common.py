@@ -18,7 +18,7 @@ from planfence.shared_memory import (
     InvalidValueError,
     PlanFenceError,
     Store,
-    create_async_store,
+    StoreNotFoundError,
     default_store_url,
     open_store,
 )
@@ -78,12 +78,27 @@ def open_cli_store(
     url = store_url(args)
     if writes and url.startswith("memory://"):
         warn("memory:// keeps nothing after this command exits; the write is lost")
-    return open_store(url, create=creates)
+    try:
+        return open_store(url, create=creates)
+    except StoreNotFoundError as exc:
+        raise _not_found(exc) from None
+
+
+def _not_found(exc: StoreNotFoundError) -> StoreNotFoundError:
+    err = StoreNotFoundError(exc.path)
+    err.args = (
+        f"no store at {exc.path} (check the path, or --store / $PLANFENCE_STORE; "
+        "'planfence memory own' starts a new store, and so does ?create=1 on the URL)",
+    )
+    return err
 
 
 def require_existing_store(url: str) -> None:
     """Raise `StoreNotFoundError` (naming the path) when `url` is a SQLite file that is missing."""
-    create_async_store(url, create=False)
+    try:
+        open_store(url, create=False).close()
+    except StoreNotFoundError as exc:
+        raise _not_found(exc) from None
 
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")

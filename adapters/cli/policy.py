@@ -13,6 +13,7 @@ tool (usually a typo).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from planfence.plugins.gate import Policy
@@ -114,7 +115,12 @@ def _upstream_tools(args: argparse.Namespace, command: list[str]) -> list[str] |
 
 def _check(args: argparse.Namespace) -> int:
     command = _split_rest(args)
-    policy = Policy.load(args.file)  # a broken policy fails before any upstream starts
+    problems = Policy.lint(args.file)  # a broken policy fails before any upstream starts
+    if problems:
+        for problem in problems[:-1]:  # every problem, in file order; the last ends the command
+            print(f"planfence: error: {problem}", file=sys.stderr)
+        raise problems[-1]
+    policy = Policy.load(args.file)
     tools = policy.tools
     gated = sorted(n for n, t in tools.items() if not t.ungated)
     ungated = sorted(n for n, t in tools.items() if t.ungated)

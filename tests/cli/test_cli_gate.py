@@ -7,6 +7,7 @@ import json
 import pytest
 
 from planfence.demos.cli import main
+from planfence.shared_memory import open_store
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -59,13 +60,14 @@ def test_plan_create_and_audit(capsys: pytest.CaptureFixture[str], sqlite_url: s
     ("argv", "message"),
     [
         (("--parents", "0" * 64), "unknown parent or referenced record"),
-        (("--parents", "xyz"), "malformed record id"),
+        (("--parents", "xyz"), "'xyz' is not a record id"),
         (("--parents", "0" * 64, "--value", "{nope"), "not valid JSON"),
     ],
 )
 def test_plan_create_errors(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, argv: tuple[str, ...], message: str
 ) -> None:
+    open_store(sqlite_url).close()  # the store exists; the plan is what is wrong
     code, _, err = run(capsys, "plan", "create", "--as", "p", *argv, "--store", sqlite_url)
     assert code == 1
     assert message in err

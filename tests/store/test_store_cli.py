@@ -76,7 +76,7 @@ def test_walk_through(cli: CLI) -> None:
     assert set(lineage["records"]) == {r1_id, r2_id}  # type: ignore[index]
     code, out, _ = cli("lineage", r2_id)
     assert code == 0
-    assert out.splitlines()[1].startswith(f"  └─ {r1_id[:12]}")
+    assert out.splitlines()[1].startswith(f"└─ {r1_id[:12]}")
     changes = cli.json("changes")
     assert [c["kind"] for c in changes] == ["owner", "head", "head"]  # type: ignore[union-attr,index]
     assert cli.json("transfer", KEY, "--to", "reviewer", "--as", "planner")["owner"] == "reviewer"  # type: ignore[index]
@@ -90,11 +90,23 @@ def test_bad_inputs(cli: CLI) -> None:
     assert cli("own", KEY, "--owner", "planner")[0] == 0
     r1 = cli.json("put", KEY, "--value", "1", "--as", "planner")["id"]  # type: ignore[index]
     cli.fails("put", KEY, "--value", "2", "--as", "mallory", match="not the owner")
-    cli.fails("put", KEY, "--value", "2", "--as", "planner", "--expect", "none", match="head of")
+    cli.fails(
+        "put",
+        KEY,
+        "--value",
+        "2",
+        "--as",
+        "planner",
+        "--expect",
+        "none",
+        match="someone else advanced",
+    )
     cli.fails("put", KEY, "--value", "2", "--as", "planner", "--expect", "f" * 64, match=r1)
     cli.fails("put", KEY, "--value", "{not json", "--as", "planner", match="not valid JSON")
     cli.fails("put", KEY, "--value", "NaN", "--as", "planner", match="not JSON")
-    cli.fails("put", KEY, "--value", "1", "--as", "planner", "--expect", "xyz", match="malformed")
+    cli.fails(
+        "put", KEY, "--value", "1", "--as", "planner", "--expect", "xyz", match="is not a record id"
+    )
     cli.fails("put", KEY, "--value", "1", "--as", "planner", "--parents", "e" * 64, match="unknown")
     cli.fails("put", "bad key", "--value", "1", "--as", "planner", match="invalid key")
     cli.fails("put", "nobody/owns", "--value", "1", "--as", "planner", match="no owner")
@@ -103,7 +115,7 @@ def test_bad_inputs(cli: CLI) -> None:
     cli.fails("own", "ok/key", "--owner", "bad agent", match="invalid agent")
     cli.fails("transfer", KEY, "--to", "x", "--as", "mallory", match="not the owner")
     cli.fails("get", "e" * 64, match="unknown record")
-    cli.fails("get", "short", match="malformed record id")
+    cli.fails("get", "short", match="is not a record id")
     cli.fails("lineage", "e" * 64, match="unknown record")
     cli.fails("head", "nobody/owns", match="no owner")
     cli.fails("head", "/bad", match="invalid key")
