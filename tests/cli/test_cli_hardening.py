@@ -514,3 +514,35 @@ def test_no_command_writes_into_an_unrelated_default_store(tmp_path: Path) -> No
     proc = cli("memory", "keys", cwd=str(tmp_path), env=env)
     assert proc.returncode == 1
     assert not (tmp_path / ".planfence").exists()
+
+
+@pytest.mark.parametrize("command", ["proxy", "serve-owner"])
+def test_servers_refuse_a_store_that_does_not_exist(tmp_path: Path, command: str) -> None:
+    missing = tmp_path / "typo.db"
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[tools.t]\nungated = true\n")
+    if command == "proxy":
+        argv = ["proxy", "--policy", str(policy), "--store", f"sqlite:///{missing}", "--", "true"]
+    else:
+        argv = ["serve-owner", "--agent", "a", "--port", "0", "--store", f"sqlite:///{missing}"]
+    proc = cli(*argv)
+    assert proc.returncode == 1
+    one_error_line(proc.stderr, str(missing))
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresq://ana:s3cret-pw@db.example/team",
+        "postgresql://ana:s3cret-pw@[::1/team",
+        "sqlite://ana:s3cret-pw@[::1",
+    ],
+)
+def test_bad_store_urls_are_one_line_without_the_password(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    code, out, err = run(capsys, "memory", "keys", "--store", url)
+    assert code == 1
+    one_error_line(err, "")
+    assert "s3cret-pw" not in err + out
