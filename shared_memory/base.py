@@ -12,9 +12,10 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
+from .audit import bound_payload, truncate_text
 from .errors import (
     AlreadyOwnedError,
     AmbiguousIdError,
@@ -115,6 +116,27 @@ class Decision:
             "reason": self.reason,
             "payload": dict(self.payload),
         }
+
+
+def bound_decision(decision: Decision, limits: StoreLimits) -> Decision:
+    """A copy of `decision` whose strings and payload fit the audit bounds of `limits` (see
+    `planfence.shared_memory.audit`): callers choose plan references, tool names and agent ids,
+    and a refused call must be recorded without storing whatever size they sent."""
+    n = limits.max_audit_field_bytes
+
+    def cut(text: Any) -> Any:
+        return truncate_text(text, n) if isinstance(text, str) else text
+
+    return replace(
+        decision,
+        source=cut(decision.source),
+        verdict=cut(decision.verdict),
+        reason=cut(decision.reason),
+        agent=cut(decision.agent),
+        tool=cut(decision.tool),
+        plan=cut(decision.plan),
+        payload=bound_payload(dict(decision.payload), limits),
+    )
 
 
 # --- write batches ----------------------------------------------------------------------------
@@ -500,7 +522,7 @@ class AsyncStore:
             supersedes=supersedes,
             limits=self.limits,
         )
-        await self._apply(WriteBatch(records=(record,), decisions=tuple(decisions)))
+        await self._apply(WriteBatch(records=(record,), decisions=self._bounded(decisions)))
         return record
 
     async def advance(
@@ -519,7 +541,8 @@ class AsyncStore:
         if expected_head is not None:
             validate_record_id(expected_head)
         batch = WriteBatch(
-            ops=(AdvanceHead(key, record_id, expected_head, by),), decisions=tuple(decisions)
+            ops=(AdvanceHead(key, record_id, expected_head, by),),
+            decisions=self._bounded(decisions),
         )
         return (await self._apply(batch))[0]
 
@@ -566,7 +589,10 @@ class AsyncStore:
                 validate_record_id(op.record_id)
                 if op.expected is not None:
                     validate_record_id(op.expected)
-        return WriteBatch(tuple(records), batch.ops, batch.decisions)
+        return WriteBatch(tuple(records), batch.ops, self._bounded(batch.decisions))
+
+    def _bounded(self, decisions: Iterable[Decision]) -> tuple[Decision, ...]:
+        return tuple(bound_decision(d, self.limits) for d in decisions)
 
     # ---- reads
 
@@ -675,7 +701,12 @@ class AsyncStore:
         and the decision id (None when `decide` returned None)."""
         validate_record_id(root_id)
         keys = sorted({validate_key(k, self.limits) for k in scope})
-        return await self._snapshot_and_log(root_id, keys, max_records, decide, flag)
+
+        def decide_bounded(snap: PlanSnapshot) -> Decision | None:
+            decision = decide(snap)
+            return None if decision is None else bound_decision(decision, self.limits)
+
+        return await self._snapshot_and_log(root_id, keys, max_records, decide_bounded, flag)
 
     async def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
         """Every ancestor of `record_id` (a frontier with an empty scope)."""
@@ -721,8 +752,9 @@ class AsyncStore:
     # ---- decision log
 
     async def log(self, decision: Decision) -> int:
-        """Append one entry to the decision log; return its id."""
-        return await self._append_decision(decision)
+        """Append one entry to the decision log; return its id. Strings and payload are cut to
+        the store's audit bounds (`StoreLimits.max_audit_field_bytes`)."""
+        return await self._append_decision(bound_decision(decision, self.limits))
 
     async def decisions(
         self,

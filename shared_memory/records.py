@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeAlias
 
-from .errors import IntegrityError, InvalidKeyError, InvalidValueError, ValueTooLargeError
+from .errors import (
+    ConfigError,
+    IntegrityError,
+    InvalidKeyError,
+    InvalidValueError,
+    ValueTooLargeError,
+)
 
 JSON: TypeAlias = Any
 """Any value that encodes as strict JSON (no NaN, string keys)."""
@@ -39,6 +45,17 @@ class StoreLimits:
     max_key_length: int = 256
     max_agent_length: int = 128
     max_parents: int = 1024
+    max_audit_field_bytes: int = 4096
+    """Decision-log strings (plan reference, tool, agent, messages, payload strings) are cut
+    at this many UTF-8 bytes, with a `…[truncated N bytes]` marker."""
+    max_audit_payload_bytes: int = 256 << 10
+    """A decision's payload over this size keeps its smallest entries and names the others."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_audit_field_bytes", "max_audit_payload_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"StoreLimits.{name} must be a positive integer, not {value!r}")
 
 
 DEFAULT_LIMITS = StoreLimits()

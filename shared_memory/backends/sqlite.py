@@ -147,7 +147,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def until_not_busy(fn: Callable[[], T], timeout: float) -> T:
+def _until_not_busy(fn: Callable[[], T], timeout: float) -> T:
     """Run `fn` again while SQLite refuses with busy/locked, until `timeout` seconds have passed.
 
     The busy timeout does not cover every lock: switching a new file to WAL needs an exclusive
@@ -202,7 +202,7 @@ class SQLiteStore(AsyncStore):
             try:
                 if not memory and self.create:
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                self._conn = until_not_busy(self._open, self.busy_timeout)
+                self._conn = _until_not_busy(self._open, self.busy_timeout)
             except (sqlite3.Error, OSError) as exc:
                 if not memory and not self.create and not os.path.exists(self.path):
                     raise StoreNotFoundError(self.path) from None  # removed meanwhile
@@ -275,7 +275,7 @@ class SQLiteStore(AsyncStore):
                 if conn.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS):
                     self._in_tx(conn, step)
 
-            until_not_busy(migrate_once, self.busy_timeout)  # a failed try is rolled back
+            _until_not_busy(migrate_once, self.busy_timeout)  # a failed try is rolled back
 
         await self._call(migrate)
         self._ready = True

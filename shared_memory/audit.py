@@ -1,0 +1,77 @@
+"""Bounds on what the decision log stores.
+
+Much of a decision comes from the caller: the plan reference, the tool name, the agent id, the
+arguments quoted in a refusal message. A refused call must still be recorded, but not at any
+size: every string is cut at `StoreLimits.max_audit_field_bytes` (UTF-8) with a marker saying
+how much was left out, and a payload still over `max_audit_payload_bytes` keeps its smallest
+entries and names the ones it left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .records import JSON, StoreLimits, canonical_json
+
+MAX_DEPTH = 32
+OMITTED_KEY = "_truncated"
+
+
+def truncate_text(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` UTF-8 bytes (on a character boundary), followed by
+    `…[truncated N bytes]` when anything was cut."""
+    if len(text) * 4 <= max_bytes:  # no character takes more than 4 bytes
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text
+    kept = raw[:max_bytes].decode("utf-8", "ignore")  # drops a character cut in half
+    dropped = len(raw) - len(kept.encode("utf-8", "surrogatepass"))
+    return f"{kept}…[truncated {dropped} bytes]"
+
+
+def bound_json(value: JSON, max_bytes: int, depth: int = 0) -> JSON:
+    """`value` with every string (object keys too) cut at `max_bytes`; nesting deeper than
+    `MAX_DEPTH` is replaced by a marker."""
+    if isinstance(value, str):
+        return truncate_text(value, max_bytes)
+    if isinstance(value, dict | list | tuple) and depth >= MAX_DEPTH:
+        return f"…[truncated: nested deeper than {MAX_DEPTH} levels]"
+    if isinstance(value, dict):
+        return {
+            (truncate_text(k, max_bytes) if isinstance(k, str) else k): bound_json(
+                v, max_bytes, depth + 1
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [bound_json(v, max_bytes, depth + 1) for v in value]
+    return value
+
+
+def _size(value: Any) -> int:
+    try:
+        return len(canonical_json(value).encode("utf-8"))
+    except ValueError:
+        return len(repr(value))  # not JSON: the write refuses it later, with the real reason
+
+
+def bound_payload(payload: dict[str, JSON], limits: StoreLimits) -> dict[str, JSON]:
+    out = bound_json(payload, limits.max_audit_field_bytes)
+    assert isinstance(out, dict)
+    if _size(out) <= limits.max_audit_payload_bytes:
+        return out
+    # Keep the smallest entries (verdict details, messages) and name the large ones left out.
+    budget = limits.max_audit_payload_bytes - 256
+    kept: dict[str, JSON] = {}
+    left_out: list[str] = []
+    for key, size in sorted(((k, _size({k: v})) for k, v in out.items()), key=lambda x: x[1]):
+        if size <= budget:
+            kept[key] = out[key]
+            budget -= size
+        else:
+            left_out.append(key)
+    kept[OMITTED_KEY] = truncate_text(
+        f"over {limits.max_audit_payload_bytes} bytes, left out: {', '.join(left_out)}", 200
+    )
+    return kept
