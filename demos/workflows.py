@@ -37,10 +37,16 @@ from planfence.plugins.gate import (
     StoreHeads,
     Verdict,
     create_plan,
-    store_key_space,
 )
 from planfence.plugins.gate.baselines import EagerReplica
-from planfence.shared_memory import JSON, AsyncStore, Change, Record, Replica
+from planfence.shared_memory import (
+    JSON,
+    AsyncStore,
+    Change,
+    Record,
+    Replica,
+    UnknownRecordError,
+)
 
 EXECUTORS = ("planfence", "freshness", "eager", "allkeys")
 
@@ -296,21 +302,29 @@ async def feed_end(store: AsyncStore, since: int) -> int:
 async def used_versions(
     store: AsyncStore, root: str, scope: tuple[str, ...]
 ) -> dict[str, set[str]]:
-    """Which versions of each scope key the plan `root` used, by walking its parents one record
-    at a time: written apart from the gate's own walk, so the judge does not share its bugs."""
+    """Which versions of each scope key the plan `root` used, by walking its parents one level
+    at a time: written apart from the gate's own walk, so the judge does not share its bugs.
+
+    Raises:
+        UnknownRecordError: a record of the lineage that the store does not hold.
+    """
     used: dict[str, set[str]] = {k: set() for k in scope}
     seen: set[str] = set()
-    stack = [root]
-    while stack:
-        rid = stack.pop()
-        if rid in seen:
-            continue
-        seen.add(rid)
-        rec = await store.get(rid)
-        if rec.key in used:
-            used[rec.key].add(rid)
-        else:
-            stack.extend(rec.parents)
+    level = [root]
+    while level:
+        wanted = [rid for rid in dict.fromkeys(level) if rid not in seen]
+        seen.update(wanted)
+        found = await store.get_many(wanted)
+        missing = [rid for rid in wanted if rid not in found]
+        if missing:
+            raise UnknownRecordError(missing)
+        level = []
+        for rid in wanted:
+            rec = found[rid]
+            if rec.key in used:
+                used[rec.key].add(rid)
+            else:
+                level.extend(rec.parents)
     return used
 
 
@@ -449,6 +463,11 @@ async def run_workflow(
     owned = [await store.own(all_keys[suffix], owner) for suffix, (owner, _) in owners.items()]
     start = owned[0].seq - 1
 
+    async def key_space() -> dict[str, str]:
+        """The workflow's shared key space, key -> owner: what `store_key_space(store, prefix)`
+        lists, known here without a scan of the store's key table."""
+        return {all_keys[suffix]: owner for suffix, (owner, _) in owners.items()}
+
     eager = EagerSync(store, push=_eager_push(cost)) if executor == "eager" else None
     ex: GuardedExecutor
     if executor == "planfence":
@@ -458,9 +477,7 @@ async def run_workflow(
             store,
             policy,
             agent="executor",
-            heads=AllKeysHeads(
-                MeteredHeads(StoreHeads(store), cost), store_key_space(store, prefix)
-            ),
+            heads=AllKeysHeads(MeteredHeads(StoreHeads(store), cost), key_space),
         )
     elif executor == "freshness":
         fresh = FreshnessOnly(store, policy)
