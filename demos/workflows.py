@@ -487,18 +487,21 @@ async def run_workflow(
         assert eager is not None
         ex = EagerExecutor(store, policy, eager)
 
+    written: dict[str, str] = {}  # each owner's last version of its key (it is the only writer)
+
     async def publish(suffix: str, value: Any) -> None:
-        """The owner writes a new version; under eager sync it counts once every replica has
-        it, which the writer waits for."""
+        """The owner writes a new version on top of its last one (compare-and-set); under eager
+        sync it counts once every replica has it, which the writer waits for."""
         owner, key = owners[suffix][0], all_keys[suffix]
-        current = await store.head(key)
+        current = written.get(suffix)
         parents = [current] if current else []
         if eager is None:
-            await store.put(key, value, author=owner, parents=parents, expected_head=current)
-            return
-        before = eager.stall_s
-        await eager.put(key, value, author=owner, parents=parents)
-        cost.stall(eager.stall_s - before)
+            rec = await store.put(key, value, author=owner, parents=parents, expected_head=current)
+        else:
+            before = eager.stall_s
+            rec = await eager.put(key, value, author=owner, parents=parents)
+            cost.stall(eager.stall_s - before)
+        written[suffix] = rec.id
 
     # Owners publish the initial facts.
     for suffix, (_, value) in owners.items():
