@@ -41,11 +41,14 @@ from planfence.plugins.gate import (
 from planfence.plugins.gate.baselines import EagerReplica
 from planfence.shared_memory import (
     JSON,
+    AdvanceHead,
+    AssignOwner,
     AsyncStore,
     Change,
     Record,
     Replica,
     UnknownRecordError,
+    WriteBatch,
 )
 
 EXECUTORS = ("planfence", "freshness", "eager", "allkeys")
@@ -459,9 +462,24 @@ async def run_workflow(
     planner = "planner"
     cost = Cost()
 
-    # Owners take their keys; the first entry of the run in the feed marks where it starts.
-    owned = [await store.own(all_keys[suffix], owner) for suffix, (owner, _) in owners.items()]
-    start = owned[0].seq - 1
+    # Owners take their keys and publish their first versions, in one write (under eager sync
+    # the first versions go through the replicas like every later write). The run's first entry
+    # in the feed marks where it starts.
+    first = {
+        suffix: Record.create(all_keys[suffix], value, author=owner, limits=store.limits)
+        for suffix, (owner, value) in owners.items()
+        if executor != "eager"
+    }
+    setup = await store.write(
+        WriteBatch(
+            records=tuple(first.values()),
+            ops=(
+                *(AssignOwner(all_keys[s], owner, owner) for s, (owner, _) in owners.items()),
+                *(AdvanceHead(all_keys[s], rec.id, None, owners[s][0]) for s, rec in first.items()),
+            ),
+        )
+    )
+    start = setup[0].seq - 1
 
     async def key_space() -> dict[str, str]:
         """The workflow's shared key space, key -> owner: what `store_key_space(store, prefix)`
@@ -487,7 +505,8 @@ async def run_workflow(
         assert eager is not None
         ex = EagerExecutor(store, policy, eager)
 
-    written: dict[str, str] = {}  # each owner's last version of its key (it is the only writer)
+    # Each owner's last version of its key (it is the only writer).
+    written: dict[str, str] = {suffix: rec.id for suffix, rec in first.items()}
 
     async def publish(suffix: str, value: Any) -> None:
         """The owner writes a new version on top of its last one (compare-and-set); under eager
@@ -503,9 +522,9 @@ async def run_workflow(
             cost.stall(eager.stall_s - before)
         written[suffix] = rec.id
 
-    # Owners publish the initial facts.
-    for suffix, (_, value) in owners.items():
-        await publish(suffix, value)
+    if eager is not None:
+        for suffix, (_, value) in owners.items():
+            await publish(suffix, value)
 
     async def read_all() -> tuple[dict[str, Any], list[str]]:
         states = await store.states(keys.values())
