@@ -160,3 +160,27 @@ def test_workflows_runs_must_be_a_positive_count(
     err = capsys.readouterr().err
     assert err.startswith("planfence: error: argument --runs")
     assert err.count("\n") == 1
+
+
+def test_ctrl_c_prints_the_runs_so_far_and_removes_the_store(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planfence.demos import demo_cli
+
+    played: list[str] = []
+    real = demo_cli.run_workflow
+
+    async def interrupted_after_five(store: AsyncStore, *args: Any, **kwargs: Any) -> Any:
+        if len(played) == 5:
+            raise KeyboardInterrupt
+        played.append(store.url)
+        return await real(store, *args, **kwargs)
+
+    monkeypatch.setattr(demo_cli, "run_workflow", interrupted_after_five)
+    assert main(["demo", "workflows", "--quick"]) == 130
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines()[-1] == "planfence: error: interrupted"
+    [planfence] = [line for line in out.splitlines() if line.startswith("planfence ")]
+    assert planfence.split()[1:3] == ["5", "5"]  # runs, completed
+    assert "interrupted: the table shows the runs that finished before Ctrl-C" in out
+    assert not Path(played[0].removeprefix("sqlite:///")).exists()
