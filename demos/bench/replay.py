@@ -78,12 +78,11 @@ import os
 import random
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, ExitStack, contextmanager
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +97,6 @@ from planfence.adapters.owner_service import (
     KEYRING_ENV,
     HttpOwnerHeads,
     Keyring,
-    create_app,
     load_keyring,
 )
 from planfence.adapters.owner_service.wire import signature
@@ -129,8 +127,8 @@ from planfence.shared_memory import (
     open_async_store,
 )
 
+from . import services
 from .common import percentile, write_json
-from .gate import _free_port, _wait_ready
 from .link import (
     DEFAULT_TRACE,
     TRACES_ENV,
@@ -160,8 +158,6 @@ HTTP_TIMEOUT_S = 30.0
 KEEPALIVE_S = 120.0
 PLANNER = "planner"
 REPLICA_ENV = "PLANFENCE_REPLAY_REPLICA"
-OWNER_ENV = "PLANFENCE_REPLAY_OWNER"
-STORE_URL_ENV = "PLANFENCE_REPLAY_STORE"
 PUSH_PURPOSE = b"planfence-replay-push/1\n"
 TOOL_1, TOOL_2 = "act1", "act2"
 
@@ -315,16 +311,9 @@ def create_replica_app(name: str, keyring: Keyring) -> Starlette:
 
 
 def replica_app() -> Starlette:
-    """`uvicorn --factory` entry: the replica named by $PLANFENCE_REPLAY_REPLICA, with the keyring
-    of $PLANFENCE_KEYRING."""
+    """App factory (see `services`): the replica named by $PLANFENCE_REPLAY_REPLICA, with the
+    keyring of $PLANFENCE_KEYRING."""
     return create_replica_app(os.environ[REPLICA_ENV], load_keyring())
-
-
-def owner_app() -> Starlette:
-    """`uvicorn --factory` entry: the owner service of `planfence serve-owner` for the agent in
-    $PLANFENCE_REPLAY_OWNER over the store at $PLANFENCE_REPLAY_STORE, served with the same
-    keep-alive as the replica endpoints."""
-    return create_app(os.environ[OWNER_ENV], os.environ[STORE_URL_ENV], load_keyring())
 
 
 class PushRefused(RuntimeError):
@@ -836,50 +825,18 @@ async def _replay_rate(
 # ---- processes: owner services and replica endpoints
 
 
-@contextmanager
-def _services(
-    commands: Mapping[str, tuple[list[str], Mapping[str, str]]], logs: Path
-) -> Iterator[dict[str, str]]:
-    """Start one process per name (its command gets `--port N` appended); yield name -> URL."""
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    urls: dict[str, str] = {}
-    try:
-        for name, (cmd, env) in commands.items():
-            port = _free_port()
-            with (logs / f"{name}.log").open("wb") as log:
-                procs[name] = subprocess.Popen(
-                    [*cmd, "--port", str(port)],
-                    env={**os.environ, **env},
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            urls[name] = f"http://127.0.0.1:{port}"
-        for name, proc in procs.items():
-            _wait_ready(proc, urls[name], logs / f"{name}.log")
-        yield urls
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _commands(team: Team, store_url: str) -> dict[str, tuple[list[str], Mapping[str, str]]]:
-    env = {KEYRING_ENV: json.dumps(dict(team.secrets))}
-    out: dict[str, tuple[list[str], Mapping[str, str]]] = {}
-    serve = [sys.executable, "-m", "uvicorn", "--factory", "--host", "127.0.0.1"]
-    serve += ["--log-level", "warning", "--no-access-log"]
-    serve += ["--timeout-keep-alive", str(int(KEEPALIVE_S))]
+def _services(team: Team, store_url: str) -> dict[str, services.Service]:
+    """An owner service per owner and a push endpoint per replica, all with the same
+    connection keep-alive."""
+    out: dict[str, services.Service] = {}
     for owner in team.owners:
-        owner_env = {**env, OWNER_ENV: owner, STORE_URL_ENV: store_url}
-        out[owner] = ([*serve, f"{__name__}:owner_app"], owner_env)
+        out[owner] = services.owner_service(
+            owner, store_url, team.secrets, keep_alive_s=KEEPALIVE_S
+        )
+    keyring = json.dumps(dict(team.secrets))
     for name in team.replicas:
-        out[name] = ([*serve, f"{__name__}:replica_app"], {**env, REPLICA_ENV: name})
+        env = {KEYRING_ENV: keyring, REPLICA_ENV: name}
+        out[name] = services.Service(f"{__name__}:replica_app", env, keep_alive_s=KEEPALIVE_S)
     return out
 
 
@@ -940,7 +897,7 @@ async def _bench(config: Config) -> dict[str, Any]:
         store_url = f"sqlite:///{tmp / 'replay.db'}"
         store = await open_async_store(store_url)
         try:
-            direct = stack.enter_context(_services(_commands(team, store_url), tmp))
+            direct = stack.enter_context(services.running(_services(team, store_url), tmp))
             owner_urls = {o: direct[o] for o in owners}
             replica_urls = {r: direct[r] for r in replicas}
             links: list[Link] = []
