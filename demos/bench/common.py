@@ -228,6 +228,9 @@ def print_context(results: Mapping[str, Any]) -> None:
 # ---- progress
 
 
+PLAIN_LINES = 40
+
+
 class Progress:
     """A benchmark's progress on stderr: a rich bar on a terminal, one plain line per step
     otherwise (so logs and CI show it too). Results never go through here, so `--json` output
@@ -282,13 +285,22 @@ class Progress:
         if self._rich is not None:
             self._rich.update(self._task, total=self.total)
 
-    def advance(self, what: str, steps: int = 1, *, line: bool = True) -> None:
-        """`steps` more units done, the last of them `what`. `line=False`: only the bar moves
-        (for fine-grained steps that would flood a log)."""
+    def advance(self, what: str, steps: int = 1, *, line: bool | None = None) -> None:
+        """`steps` more units done, the last of them `what`.
+
+        Without a terminal, a line is printed for every step when there are at most
+        `PLAIN_LINES` steps, else about `PLAIN_LINES` times in all (`line=None`); `line=True`
+        always prints one, `line=False` never does.
+        """
+        before = self.done
         self.done = min(self.total, self.done + steps)
         if self._rich is not None:
             self._rich.update(self._task, advance=steps, description=f"{self.title}: {what}")
-        elif line:
+            return
+        if line is None:
+            stride = max(1, -(-self.total // PLAIN_LINES))
+            line = self.done == self.total or self.done // stride > before // stride
+        if line:
             print(f"{self.title}: {self.done}/{self.total} {what}", file=self.stream, flush=True)
 
 
@@ -333,9 +345,3 @@ def run_bench(
     if interrupted:
         raise KeyboardInterrupt
     return 0
-
-
-def write_json(path: str | None, data: Any) -> None:  # TRANSITIONAL
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -948,7 +948,7 @@ async def _bench(config: Config, store_url: str | None, results: dict[str, Any])
                     rows += await _replay_rate_over_link(
                         store, policy, team, config, rate, direct, links, relays, progress
                     )
-                progress.advance(f"{path} r={rate:g}: {config.actions} actions done", 0)
+                progress.advance(f"{path} r={rate:g}: {config.actions} actions done", 0, line=True)
 
 
 def _link_statistics(settings: dict[str, Any], links: list[Link], relays: list[LinkRelay]) -> None:
