@@ -150,3 +150,23 @@ def test_a_store_that_cannot_be_benchmarked_is_refused(
     assert main(["bench", *argv, "--quick"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("planfence: error: --store") and message in err
+
+
+def readme_bench_commands() -> list[list[str]]:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Benchmarks", 1)[1].split("\n#", 1)[0]
+    fill = {"FILE": "x.json", "URL": "sqlite:///x.db", "N": "3"}
+    commands = []
+    for line in section.splitlines():
+        if line.startswith("planfence bench "):
+            words = line.split("#", 1)[0].replace("[", " ").replace("]", " ").split()
+            commands.append([fill.get(w, w) for w in words[1:]])
+    return commands
+
+
+def test_the_readme_shows_the_options_the_benchmarks_take() -> None:
+    commands = readme_bench_commands()
+    assert {argv[1] for argv in commands} == set(BENCHES)
+    parser = build_parser()
+    for argv in commands:
+        parser.parse_args(argv)  # exits with status 2 on an option that does not exist
