@@ -184,37 +184,50 @@ def _postgres_store(url: str) -> BenchStore:
     )
 
 
-def bench_store(url: str | None, *, shared: bool) -> BenchStore:
-    """The throwaway store for `--store URL` (None: a temporary SQLite file).
+def check_store(url: str | None, *, shared: bool) -> None:
+    """Refuse, before anything starts, a `--store URL` the benchmark cannot use.
 
-    `shared`: other processes (owner services, the proxy) open it too, so memory:// is refused.
-    """
+    `shared`: other processes (owner services, the proxy) open the store too, so memory:// is
+    refused."""
     if url is None:
-        return _sqlite_store(None)
+        return
     if not url.strip():
         raise UsageError("--store is empty: give a store URL, or leave the option out")
     if url.startswith("sqlite://"):
         from planfence.shared_memory.backends.sqlite import sqlite_path_from_url
 
-        path = sqlite_path_from_url(url)
-        if path == ":memory:":
+        if sqlite_path_from_url(url) == ":memory:":
             raise UsageError("--store: an in-memory SQLite store cannot be benchmarked here")
-        folder = Path(path).resolve().parent
-        folder.mkdir(parents=True, exist_ok=True)
-        return _sqlite_store(folder)
+        return
     if url.startswith(("postgresql://", "postgres://")):
-        return _postgres_store(url)
+        return
     if url.startswith("memory:"):
         if shared:
             raise UsageError(
                 "--store memory:// lives in one process; this benchmark runs several: "
                 "use sqlite:///path.db or postgresql://..."
             )
-        return BenchStore("memory", url, "gone when the run ends", lambda: None)
+        return
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise UsageError(
         f"--store: unsupported scheme {scheme!r}: use sqlite:///path.db or postgresql://..."
     )
+
+
+def bench_store(url: str | None, *, shared: bool) -> BenchStore:
+    """The throwaway store for `--store URL` (None: a temporary SQLite file)."""
+    check_store(url, shared=shared)
+    if url is None:
+        return _sqlite_store(None)
+    if url.startswith("sqlite://"):
+        from planfence.shared_memory.backends.sqlite import sqlite_path_from_url
+
+        folder = Path(sqlite_path_from_url(url)).resolve().parent
+        folder.mkdir(parents=True, exist_ok=True)
+        return _sqlite_store(folder)
+    if url.startswith(("postgresql://", "postgres://")):
+        return _postgres_store(url)
+    return BenchStore("memory", url, "gone when the run ends", lambda: None)
 
 
 def print_context(results: Mapping[str, Any]) -> None:

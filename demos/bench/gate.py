@@ -42,12 +42,7 @@ from planfence.plugins.gate import (
     create_plan,
     store_key_space,
 )
-from planfence.shared_memory import (
-    AsyncStore,
-    MissingExtraError,
-    StoreUnavailableError,
-    open_async_store,
-)
+from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 
 from . import services
 from .common import (
@@ -59,6 +54,7 @@ from .common import (
     add_repeat,
     add_results,
     bench_store,
+    check_store,
     new_results,
     percentile,
     pick,
@@ -91,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     traffic_repeat = QUICK_TRAFFIC_REPEAT if args.quick else TRAFFIC_REPEAT
     main_url = args.store
     extra_pg = None if args.store is not None else os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
-    bench_store(main_url, shared=True).cleanup()  # refuse a bad --store before anything starts
+    check_store(main_url, shared=True)
     results = new_results(
         repeat=repeat, traffic_repeat=traffic_repeat, stores=[], notes=[], rows=[], traffic=[]
     )
@@ -358,7 +354,7 @@ async def _extra_postgres(
     stack.callback(target.cleanup)
     try:
         store = await asyncio.wait_for(open_async_store(target.url), 15)
-    except (StoreUnavailableError, MissingExtraError, OSError, asyncio.TimeoutError) as exc:
+    except (PlanFenceError, OSError, asyncio.TimeoutError) as exc:
         why = f"{type(exc).__name__}: {exc}".strip()
         results["notes"].append(f"PostgreSQL rows skipped, no server at {url} ({why})")
         return None

@@ -68,6 +68,7 @@ from .common import (
     add_repeat,
     add_results,
     bench_store,
+    check_store,
     new_results,
     percentile,
     pick,
@@ -602,7 +603,7 @@ def run(args: argparse.Namespace) -> int:
         offset_ms=args.trace_offset_s * 1000.0,
         repeat=pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT),
     )
-    bench_store(args.store, shared=True).cleanup()  # refuse a bad --store before anything starts
+    check_store(args.store, shared=True)
     results = new_results(settings=settings.as_json(), stores=[], gate=[], sync=[])
 
     def measure() -> None:

@@ -26,6 +26,7 @@ from .common import (
     add_results,
     add_warmup,
     bench_store,
+    check_store,
     new_results,
     percentile,
     pick,
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise MissingExtraError("the proxy benchmark", "mcp") from exc
     repeat = pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT)
     warmup = pick(args.warmup, args.quick, WARMUP, QUICK_WARMUP)
-    bench_store(args.store, shared=True).cleanup()  # refuse a bad --store before anything starts
+    check_store(args.store, shared=True)
     results = new_results(stores=[], calls=0, warmup=warmup)
 
     def measure() -> None:

@@ -135,6 +135,7 @@ from .common import (
     add_quick,
     add_results,
     bench_store,
+    check_store,
     new_results,
     percentile,
     pick,
@@ -1096,7 +1097,7 @@ def _config(args: argparse.Namespace) -> Config:
 
 def run(args: argparse.Namespace) -> int:
     config = _config(args)
-    bench_store(args.store, shared=True).cleanup()  # refuse a bad --store before anything starts
+    check_store(args.store, shared=True)
     results = new_results(
         settings=config.as_json(), stores=[], rows=[], crossover={}, safety=_safety([])
     )

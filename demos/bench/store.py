@@ -42,6 +42,7 @@ from .common import (
     add_results,
     add_warmup,
     bench_store,
+    check_store,
     new_results,
     pick,
     print_context,
@@ -192,6 +193,7 @@ def _show(results: Mapping[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     repeat = pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT)
     warmup = pick(args.warmup, args.quick, WARMUP, QUICK_WARMUP)
+    check_store(args.store, shared=False)
     explicit = args.store is not None
     urls: list[str | None] = [args.store]
     if not explicit:
