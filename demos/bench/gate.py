@@ -420,6 +420,8 @@ def _print_tables(result: Mapping[str, Any]) -> None:
             f"{r['bare_read_p50_ms']:>6.3f} ms {ratio:>6} "
             f"{r['no_audit_p50_ms']:>9.3f} ms {quiet_ratio:>6}"
         )
+    if not result["traffic"]:
+        return
     print()
     print("Head traffic per validation (HTTP/1.1 bytes, both directions)")
     print(f"{'keys':>5} {'|D(a)|':>6} {'planfence':>10} {'all-key':>10} {'saving':>7}")

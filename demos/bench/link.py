@@ -925,6 +925,8 @@ def _print_tables(result: Mapping[str, Any]) -> None:
             f"{_pair(r['allkeys_p50_ms'], r['allkeys_p95_ms']):>16} {ratio:>6} "
             f"{r['planfence_bytes']:>9} {r['allkeys_bytes']:>9}"
         )
+    if not result["sync"]:
+        return
     print()
     print("One authenticated head sync on a fresh TCP connection (ms p50 / p95)")
     paths = list(dict.fromkeys(r["path"] for r in result["sync"]))
