@@ -1,9 +1,15 @@
-"""`planfence bench ...`: benchmarks that print numbers (and JSON / plots on request)."""
+"""`planfence bench ...`: benchmarks that print numbers (and JSON / plots on request).
+
+Every benchmark follows the conventions in `common`: `--quick`, `--repeat N`, `--store URL`,
+`--json` / `--out FILE`, progress on stderr, and partial results after Ctrl-C.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+
+from planfence.adapters.cli.common import guarded
 
 # Each module provides HELP, add_arguments(parser) and run(args) -> int.
 BENCHES: dict[str, str] = {
@@ -28,4 +34,4 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             raise
         p = bsub.add_parser(name, help=module.HELP)
         module.add_arguments(p)
-        p.set_defaults(handler=module.run)
+        p.set_defaults(handler=guarded(module.run))

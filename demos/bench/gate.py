@@ -12,30 +12,27 @@ cites a chain of 9 intermediate derived records, the lowest of which cites the f
 Traffic: bytes on the wire per validation (HTTP/1.1 request and answer, headers included) when
 the gate asks owners for D(a) only, versus the batch all-key check (every shared key), for key
 spaces of 8, 32 and 128 keys.
+
+Stores: a temporary SQLite file (it also backs the owner services), plus PostgreSQL rows in a
+throwaway schema on the server at $PLANFENCE_BENCH_POSTGRES_URL (skipped with a note when none
+answers). With `--store URL`, that backend alone, in a throwaway file or schema at that place.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import secrets
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyring
+from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
 from planfence.plugins.gate import (
     ALLOW,
     AllKeysHeads,
@@ -45,9 +42,25 @@ from planfence.plugins.gate import (
     create_plan,
     store_key_space,
 )
-from planfence.shared_memory import AsyncStore, open_async_store
+from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 
-from .common import percentile, write_json
+from . import services
+from .common import (
+    BENCH_PG_ENV,
+    DEFAULT_PG_URL,
+    Progress,
+    add_bench_store,
+    add_quick,
+    add_repeat,
+    add_results,
+    bench_store,
+    check_store,
+    new_results,
+    percentile,
+    pick,
+    print_context,
+    run_bench,
+)
 
 HELP = "gate allow-path latency vs a bare head read, and head traffic vs the all-key check"
 
@@ -56,35 +69,33 @@ DEPTHS = (1, 10, 100)
 KEY_SPACES = (8, 32, 128)
 OWNERS = ("owner-a", "owner-b")
 REQUESTER = "executor"
-PG_ENV = "PLANFENCE_BENCH_POSTGRES_URL"
-PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+REPEAT, QUICK_REPEAT = 150, 5
+TRAFFIC_REPEAT, QUICK_TRAFFIC_REPEAT = 10, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write results here")
-    parser.add_argument("--quick", action="store_true", help="a few iterations (smoke run)")
-    parser.add_argument(
-        "--iterations",
-        type=int,
-        default=None,
-        metavar="N",
-        help="timed checks per row (default 300; 5 with --quick)",
+    add_quick(parser, f"{QUICK_REPEAT} timed checks per row")
+    add_repeat(parser, REPEAT, QUICK_REPEAT, "timed checks per latency row")
+    add_bench_store(
+        parser, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
     )
-    parser.add_argument(
-        "--postgres",
-        default=None,
-        metavar="URL",
-        help=f"PostgreSQL server (default ${PG_ENV} or {PG_DEFAULT}); a throwaway schema is used",
-    )
+    add_results(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    iterations = args.iterations or (5 if args.quick else 300)
-    pg_url = args.postgres or os.environ.get(PG_ENV) or PG_DEFAULT
-    result = asyncio.run(_bench(iterations, quick=args.quick, pg_url=pg_url))
-    _print_tables(result)
-    write_json(args.json, result)
-    return 0
+    repeat = pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT)
+    traffic_repeat = QUICK_TRAFFIC_REPEAT if args.quick else TRAFFIC_REPEAT
+    main_url = args.store
+    extra_pg = None if args.store is not None else os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
+    check_store(main_url, shared=True)
+    results = new_results(
+        repeat=repeat, traffic_repeat=traffic_repeat, stores=[], notes=[], rows=[], traffic=[]
+    )
+
+    def measure() -> None:
+        asyncio.run(_bench(results, repeat, traffic_repeat, main_url, extra_pg))
+
+    return run_bench(args, results, measure, _print_tables)
 
 
 # ---- the team the benchmark runs against
@@ -169,58 +180,14 @@ async def _seed_traffic(store: AsyncStore, policy: Policy) -> tuple[Policy, list
 # ---- owner services on loopback
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def _owner_services(
     store_url: str, keyring: Mapping[str, str], logs: Path
 ) -> Iterator[dict[str, str]]:
-    """One `planfence serve-owner` process per owner; yields owner -> base URL."""
-    env = {**os.environ, KEYRING_ENV: json.dumps(dict(keyring))}
-    procs: list[subprocess.Popen[bytes]] = []
-    directory: dict[str, str] = {}
-    try:
-        for owner in OWNERS:
-            port = _free_port()
-            cmd = [sys.executable, "-m", "planfence.demos.cli", "serve-owner", "--agent", owner]
-            cmd += ["--store", store_url, "--port", str(port)]
-            with (logs / f"{owner}.log").open("wb") as log:
-                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
-            directory[owner] = f"http://127.0.0.1:{port}"
-        for proc, (owner, url) in zip(procs, directory.items(), strict=True):
-            _wait_ready(proc, url, logs / f"{owner}.log")
-        yield directory
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    with httpx.Client(timeout=1.0) as client:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"owner service exited: {log.read_text(errors='replace')}")
-            try:
-                if client.get(f"{url}/health").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"owner service at {url} did not start")
-            time.sleep(0.05)
+    """One owner service process per owner over `store_url`; yields owner -> base URL."""
+    specs = {owner: services.owner_service(owner, store_url, keyring) for owner in OWNERS}
+    with services.running(specs, logs) as urls:
+        yield urls
 
 
 # ---- measurement
@@ -288,32 +255,42 @@ async def _measure(
     }
 
 
+def _label(row: Mapping[str, Any]) -> str:
+    return f"{row['heads_from']} |D(a)|={row['deps']} depth {row['depth']}"
+
+
 async def _store_rows(
-    name: str, store: AsyncStore, policy: Policy, cases: list[Case], iterations: int
-) -> list[dict[str, Any]]:
+    name: str,
+    store: AsyncStore,
+    policy: Policy,
+    cases: list[Case],
+    repeat: int,
+    rows: list[dict[str, Any]],
+    progress: Progress,
+) -> None:
     gate = Gate(store, policy, agent=REQUESTER)
-    rows = []
     for case in cases:
         keys = case.keys
 
         async def bare(keys: list[str] = keys) -> object:
             return await store.states(keys)
 
-        rows.append({"heads_from": name, **await _measure(gate, case, bare, iterations)})
-    return rows
+        rows.append({"heads_from": name, **await _measure(gate, case, bare, repeat)})
+        progress.advance(_label(rows[-1]))
 
 
 async def _http_rows(
     store: AsyncStore,
     policy: Policy,
     cases: list[Case],
-    iterations: int,
+    repeat: int,
     directory: dict[str, str],
     keyring: Keyring,
-) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]],
+    progress: Progress,
+) -> None:
     heads = HttpOwnerHeads(directory, keyring, agent=REQUESTER, timeout=10.0)
     gate = Gate(store, policy, heads=heads, agent=REQUESTER)
-    rows = []
     try:
         for case in cases:
             owners = case.owners
@@ -324,21 +301,22 @@ async def _http_rows(
                     raise RuntimeError(f"owner refused the benchmark: {answers}")
                 return answers
 
-            rows.append({"heads_from": "http", **await _measure(gate, case, bare, iterations)})
+            rows.append({"heads_from": "http", **await _measure(gate, case, bare, repeat)})
+            progress.advance(_label(rows[-1]))
     finally:
         await gate.aclose()
-    return rows
 
 
 async def _traffic(
     store: AsyncStore,
     policy: Policy,
     cases: list[Case],
-    repeats: int,
+    repeat: int,
     directory: dict[str, str],
     keyring: Keyring,
-) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]],
+    progress: Progress,
+) -> None:
     for case in cases:
         n = case.space
         per: dict[str, int] = {}
@@ -349,13 +327,13 @@ async def _traffic(
                 source = AllKeysHeads(http, store_key_space(store, f"t{n}/"))
             gate = Gate(store, policy, heads=source, agent=REQUESTER)
             try:
-                for _ in range(repeats):
+                for _ in range(repeat):
                     verdict = await gate.check(case.tool, {}, case.plan)
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"traffic plan not allowed: {verdict.message}")
             finally:
                 await gate.aclose()
-            per[label] = round(http.stats.total_bytes / repeats)
+            per[label] = round(http.stats.total_bytes / repeat)
         rows.append(
             {
                 "keys": n,
@@ -364,65 +342,67 @@ async def _traffic(
                 "allkeys_bytes": per["allkeys"],
             }
         )
-    return rows
+        progress.advance(f"traffic {n} keys |D(a)|={case.deps}")
 
 
-async def _open_postgres(url: str) -> tuple[AsyncStore | None, str, str]:
-    """A store in a fresh schema, or None and why not."""
-    schema = f"pf_bench_{uuid.uuid4().hex[:10]}"
-    full = f"{url}{'&' if '?' in url else '?'}schema={schema}"
+async def _extra_postgres(
+    url: str, results: dict[str, Any], stack: AsyncExitStack
+) -> AsyncStore | None:
+    """The default run's PostgreSQL store in a throwaway schema (removed when `stack` closes),
+    or None and a note when no server answers."""
+    target = bench_store(url, shared=False)
+    stack.callback(target.cleanup)
     try:
-        store = await asyncio.wait_for(open_async_store(full), 15)
-    except Exception as exc:
-        return None, schema, f"{type(exc).__name__}: {exc}".strip()
-    return store, schema, ""
+        store = await asyncio.wait_for(open_async_store(target.url), 15)
+    except (PlanFenceError, OSError, asyncio.TimeoutError) as exc:
+        why = f"{type(exc).__name__}: {exc}".strip()
+        results["notes"].append(f"PostgreSQL rows skipped, no server at {url} ({why})")
+        return None
+    stack.push_async_callback(store.aclose)
+    results["stores"].append(target.describe())
+    return store
 
 
-def _drop_schema(url: str, schema: str) -> None:
-    try:
-        import psycopg
-
-        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    except Exception as exc:
-        print(f"note: could not drop PostgreSQL schema {schema}: {exc}", file=sys.stderr)
-
-
-async def _bench(iterations: int, *, quick: bool, pg_url: str) -> dict[str, Any]:
+async def _bench(
+    results: dict[str, Any],
+    repeat: int,
+    traffic_repeat: int,
+    main_url: str | None,
+    extra_pg: str | None,
+) -> None:
+    """Fill `results` in as rows are measured. Every store, folder and process is released on
+    the way out, also when the run is cancelled by Ctrl-C."""
     keyring_text = {a: secrets.token_hex(24) for a in (*OWNERS, REQUESTER)}
     keyring = Keyring(keyring_text, source="<bench>")
-    rows: list[dict[str, Any]] = []
-    with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-bench-")))
-        sqlite_url = f"sqlite:///{tmp / 'bench.db'}"
-        sqlite = await open_async_store(sqlite_url)
-        try:
-            policy, cases = await _seed_latency(sqlite)
-            policy, traffic_cases = await _seed_traffic(sqlite, policy)
-            rows += await _store_rows("sqlite", sqlite, policy, cases, iterations)
-
-            pg, schema, why = await _open_postgres(pg_url)
-            if pg is None:
-                print(f"note: PostgreSQL rows skipped, no server at {pg_url} ({why})")
-            else:
-                try:
-                    pg_policy, pg_cases = await _seed_latency(pg)
-                    rows += await _store_rows("postgres", pg, pg_policy, pg_cases, iterations)
-                finally:
-                    await pg.aclose()
-                    _drop_schema(pg_url, schema)
-
-            directory = stack.enter_context(_owner_services(sqlite_url, keyring_text, tmp))
-            rows += await _http_rows(sqlite, policy, cases, iterations, directory, keyring)
-            traffic = await _traffic(
-                sqlite, policy, traffic_cases, 2 if quick else 10, directory, keyring
-            )
-        finally:
-            await sqlite.aclose()
-    return {"rows": rows, "traffic": traffic}
+    rows, traffic = results["rows"], results["traffic"]
+    async with AsyncExitStack() as stack:
+        target = bench_store(main_url, shared=True)
+        stack.callback(target.cleanup)
+        results["stores"].append(target.describe())
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-bench-")))
+        store = await open_async_store(target.url)
+        stack.push_async_callback(store.aclose)
+        policy, cases = await _seed_latency(store)
+        policy, traffic_cases = await _seed_traffic(store, policy)
+        directory = stack.enter_context(_owner_services(target.url, keyring_text, logs))
+        pg = None if extra_pg is None else await _extra_postgres(extra_pg, results, stack)
+        sources = 2 + (pg is not None)
+        progress = stack.enter_context(
+            Progress("bench gate", sources * len(cases) + len(traffic_cases))
+        )
+        await _store_rows(target.backend, store, policy, cases, repeat, rows, progress)
+        if pg is not None:
+            pg_policy, pg_cases = await _seed_latency(pg)
+            await _store_rows("postgres", pg, pg_policy, pg_cases, repeat, rows, progress)
+        await _http_rows(store, policy, cases, repeat, directory, keyring, rows, progress)
+        await _traffic(
+            store, policy, traffic_cases, traffic_repeat, directory, keyring, traffic, progress
+        )
 
 
 def _print_tables(result: Mapping[str, Any]) -> None:
+    print_context(result)
+    print(f"{result['repeat']} timed checks per latency row")
     print("Allow-path latency of Gate.check vs a bare read of the same heads")
     print("(audited = as shipped, the decision durably recorded before the call may run;")
     print(" no audit = Gate(audit=False), the lineage check alone)")
@@ -440,6 +420,8 @@ def _print_tables(result: Mapping[str, Any]) -> None:
             f"{r['bare_read_p50_ms']:>6.3f} ms {ratio:>6} "
             f"{r['no_audit_p50_ms']:>9.3f} ms {quiet_ratio:>6}"
         )
+    if not result["traffic"]:
+        return
     print()
     print("Head traffic per validation (HTTP/1.1 bytes, both directions)")
     print(f"{'keys':>5} {'|D(a)|':>6} {'planfence':>10} {'all-key':>10} {'saving':>7}")

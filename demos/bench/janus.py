@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from planfence.adapters.cli.common import UsageError, positive_int
 from planfence.plugins.janus import (
     CachedEncoder,
     FunctionEvaluator,
@@ -29,7 +31,7 @@ from planfence.plugins.janus import (
     render_memory,
 )
 
-from .common import write_json
+from .common import Progress, add_quick, add_results, new_results, pick, run_bench
 from .janus_sim import World, WorldConfig, WorldEncoder, empty_memory
 
 HELP = "Janus memory-update gating on a controlled stream (or your tasks with an LLM)"
@@ -51,17 +53,51 @@ BANNER = (
 )
 
 
+SEEDS, QUICK_SEEDS = 5, 2
+STEPS, QUICK_STEPS = 300, 100
+
+
+def holdout_share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    p.add_argument("--steps", type=int, default=300, help="stream length per seed (default 300)")
-    p.add_argument("--curve-every", type=int, default=10, help="held-out accuracy every N steps")
-    p.add_argument("--json", metavar="FILE", help="write rows and curves as JSON")
-    p.add_argument("--plot", metavar="FILE", help="save a figure (needs planfence[bench])")
+    add_quick(p, f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps")
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"number of seeds, one simulated world each (default: {SEEDS}; "
+        f"{QUICK_SEEDS} with --quick)",
+    )
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"stream length per seed (default: {STEPS}; {QUICK_STEPS} with --quick)",
+    )
+    p.add_argument(
+        "--curve-every",
+        type=positive_int,
+        default=10,
+        metavar="N",
+        help="held-out accuracy every N steps",
+    )
+    add_results(p)
+    p.add_argument("--plot", metavar="FILE", help="also save a figure (needs planfence[bench])")
     p.add_argument(
         "--encoder",
         choices=("world", "hashing"),
         default="world",
-        help="simulation encoder: the world's sentence-encoder stand-in (default) or the "
+        help="simulation encoder: the world's sentence-encoder stand-in or the "
         "product's offline hashing encoder",
     )
     p.add_argument(
@@ -74,7 +110,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--tasks",
         metavar="FILE",
         help="JSONL tasks ({'question', 'answer'} per line): run DC-RS and ExpeL with an LLM "
-        "on them instead of the simulation (needs PLANFENCE_LLM_BASE_URL and PLANFENCE_LLM_MODEL)",
+        "on them instead of the simulation (needs PLANFENCE_LLM_BASE_URL and PLANFENCE_LLM_MODEL;"
+        " default: the controlled simulation)",
     )
     p.add_argument(
         "--updater",
@@ -83,10 +120,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --tasks: which base updater(s) to run",
     )
     p.add_argument(
-        "--holdout", type=float, default=0.3, help="with --tasks: fraction kept for the final test"
+        "--holdout",
+        type=holdout_share,
+        default=0.3,
+        help="with --tasks: fraction kept for the final test",
     )
     p.add_argument(
-        "--llm-budget", type=int, default=None, help="with --tasks: stop after this many LLM calls"
+        "--llm-budget",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="with --tasks: stop after this many LLM calls (default: no limit)",
     )
 
 
@@ -204,10 +248,12 @@ async def run_simulation(
     encoder_name: str = "world",
     diagnose: bool = False,
     progress: Callable[[str], None] = lambda _: None,
+    runs: list[Run] | None = None,
 ) -> dict[str, Any]:
-    """Every strategy on `seeds` worlds; the JSON document the bench writes."""
+    """Every strategy on `seeds` worlds; the JSON document the bench writes. `runs` receives
+    each seed's runs as soon as that seed is done (what a Ctrl-C leaves to report)."""
     world_config = WorldConfig(stream_length=steps)
-    runs: list[Run] = []
+    runs = [] if runs is None else runs
     for seed in range(seeds):
         world = World(world_config, seed)
         inner = WorldEncoder(world) if encoder_name == "world" else HashingEncoder()
@@ -222,11 +268,22 @@ async def run_simulation(
             by_name[name] = await simulate(world, name, cfg, encoder, curve_every, diagnose=traced)
         runs.extend(by_name[s] for s in STRATEGIES)
         progress(f"seed {seed}: done")
+    return simulation_doc(runs, steps, curve_every, encoder_name, diagnose)
+
+
+def simulation_doc(
+    runs: list[Run], steps: int, curve_every: int, encoder_name: str, diagnose: bool
+) -> dict[str, Any]:
+    """The JSON document for the seeds in `runs` (every strategy of each)."""
+    world_config = WorldConfig(stream_length=steps)
+    seeds = len({r.seed for r in runs})
     points = list(range(curve_every, steps + 1, curve_every))
     curves: dict[str, Any] = {"steps": points, "accuracy": {}}
     for s in STRATEGIES:
         mine = [r.curve for r in runs if r.strategy == s]
-        curves["accuracy"][s] = [round(statistics.fmean(col), 4) for col in zip(*mine, strict=True)]
+        curves["accuracy"][s] = (
+            [round(statistics.fmean(col), 4) for col in zip(*mine, strict=True)] if mine else []
+        )
     doc: dict[str, Any] = {
         "simulation": True,
         "note": "controlled simulation: synthetic stream, rule-based solver, faulty updater",
@@ -397,37 +454,55 @@ def plot(doc: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.tasks:
-        from .janus_llm import run_tasks
-
-        return run_tasks(args)
-    if args.seeds < 1 or args.steps <= JanusConfig().support_size:
-        print(f"need --seeds >= 1 and --steps > {JanusConfig().support_size}")
-        return 2
+def _show(doc: Mapping[str, Any]) -> None:
     print(BANNER)
-    print(f"{args.seeds} seeds x {args.steps} steps, 8 strategies, encoder: {args.encoder}\n")
-    doc = asyncio.run(
-        run_simulation(
-            args.seeds,
-            args.steps,
-            args.curve_every,
-            encoder_name=args.encoder,
-            diagnose=args.diagnose,
-        )
-    )
+    c = doc["config"]
+    print(f"{c['seeds']} seeds x {c['steps']} steps, 8 strategies, encoder: {c['encoder']}\n")
+    if not doc["rows"]:
+        print("no seed finished")
+        return
     summary = summarise(doc["rows"])
     print_table(summary)
     print()
     for line in verdict_lines(doc["rows"], summary):
         print(line)
-    if args.diagnose:
+    if "diagnostics" in doc:
         print()
         print_diagnostics(doc["diagnostics"])
-    write_json(args.json, doc)
-    if args.json:
-        print(f"\nwrote {args.json}")
-    if args.plot:
-        plot(doc, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tasks:
+        from .janus_llm import run_tasks
+
+        return run_tasks(args)
+    seeds = pick(args.seeds, args.quick, SEEDS, QUICK_SEEDS)
+    steps = pick(args.steps, args.quick, STEPS, QUICK_STEPS)
+    if steps <= JanusConfig().support_size:
+        raise UsageError(f"--steps must be more than {JanusConfig().support_size} (the warm-up)")
+    runs: list[Run] = []
+    results = new_results()
+
+    def measure() -> None:
+        try:
+            with Progress("bench janus", seeds) as progress:
+                asyncio.run(
+                    run_simulation(
+                        seeds,
+                        steps,
+                        args.curve_every,
+                        encoder_name=args.encoder,
+                        diagnose=args.diagnose,
+                        progress=progress.advance,
+                        runs=runs,
+                    )
+                )
+        finally:
+            doc = simulation_doc(runs, steps, args.curve_every, args.encoder, args.diagnose)
+            results.update(doc, interrupted=results["interrupted"])
+
+    code = run_bench(args, results, measure, _show)
+    if args.plot and results["rows"]:
+        plot(results, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return code

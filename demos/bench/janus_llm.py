@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from planfence.adapters.cli.common import write_out
 from planfence.plugins.janus import (
     ChatClient,
     DCRSUpdater,
@@ -34,8 +35,6 @@ from planfence.plugins.janus import (
     Task,
     UpdaterOutputError,
 )
-
-from .common import write_json
 
 
 def load_tasks(path: str) -> list[Task]:
@@ -132,6 +131,10 @@ def run_tasks(
     except (JanusConfigError, LLMError, OSError) as exc:
         print(f"planfence bench janus --tasks: {exc}")
         return 2
+    write_out(args, doc)
+    if args.json:
+        print(json.dumps(doc, sort_keys=True))
+        return 0
     t = doc["tasks"]
     print(f"LLM run on {t['file']}: {t['stream']} stream tasks, {t['holdout']} held out; "
           f"model {doc['llm']['model']}, {doc['llm']['calls']} calls")  # fmt: skip
@@ -143,7 +146,6 @@ def run_tasks(
     for r in doc["rows"]:
         print(f"{r['strategy']:<16}{r['final_accuracy']:>10.3f}{r['comparisons']:>13}"
               f"{r['deployed']:>10}{r['rejected']:>10}{r['malformed_updates']:>11}")  # fmt: skip
-    write_json(args.json, doc)
-    if args.json:
-        print(f"wrote {args.json}")
+    if args.out:
+        print(f"wrote {args.out}")
     return 0

@@ -3,7 +3,9 @@
 The link emulator runs in user space (no kernel traffic shaping needed): an asyncio TCP relay
 listens on a loopback port, forwards to a target (an owner service), and paces each direction by
 a mahimahi packet-delivery trace, the format of the public cellular traces (one line = one
-opportunity for one 1500-byte packet at that millisecond; the trace loops).
+opportunity for one 1500-byte packet at that millisecond; the trace loops). The traces come from
+`--trace-up/--trace-down`, else `$PLANFENCE_TRACES`, else a synthetic cellular trace with the
+statistics of the AT&T LTE driving traces (see `traces`); the output names the one used.
 
 The model, per direction (pure code below, `Trace` / `TraceQueue` / `Direction`, no clock):
 - Bytes read from a socket are cut into packets of at most 1500 bytes (TCP/IP headers are not
@@ -47,19 +49,34 @@ import secrets
 import tempfile
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from planfence.adapters.cli.common import UsageError
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
 from planfence.plugins.gate import ALLOW, AllKeysHeads, Gate, HeadSource, Policy, store_key_space
 from planfence.shared_memory import AsyncStore, open_async_store
 
-from .common import percentile, write_json
+from .common import (
+    Progress,
+    add_bench_store,
+    add_quick,
+    add_repeat,
+    add_results,
+    bench_store,
+    check_store,
+    new_results,
+    percentile,
+    pick,
+    print_context,
+    run_bench,
+)
 from .gate import OWNERS, REQUESTER, _owner_services, _plan_at_depth, _seed_keys
+from .traces import SYNTHETIC_SEED, synthetic_source, synthetic_times
 
 HELP = "gate stall and traffic on loopback vs an emulated cellular link (mahimahi trace)"
 
@@ -68,8 +85,8 @@ DEFAULT_DELAY_MS = 20.0
 DEFAULT_LOSS = 0.02
 MIN_RTO_MS = 200.0
 TRACES_ENV = "PLANFENCE_TRACES"
-DEFAULT_TRACE_DIR = Path("/work/shared/traces")
 DEFAULT_TRACE = "ATT-LTE-driving"
+REPEAT, QUICK_REPEAT = 30, 3
 KEY_SPACES = (8, 32, 128)
 DEPS = (1, 4)
 SYNC_KIB = (1, 4, 16, 64)
@@ -295,6 +312,11 @@ class Link:
         self.handshake = handshake
         self._epoch: float | None = None
 
+    @property
+    def started(self) -> bool:
+        """Whether trace time has started (the link was used)."""
+        return self._epoch is not None
+
     def now_ms(self) -> float:
         now = asyncio.get_running_loop().time()
         if self._epoch is None:
@@ -433,10 +455,49 @@ class LinkRelay:
 # ---- the benchmark
 
 
-def _default_trace(suffix: str) -> Path | None:
-    folder = Path(os.environ.get(TRACES_ENV) or DEFAULT_TRACE_DIR)
-    path = folder / f"{DEFAULT_TRACE}.{suffix}"
-    return path if path.is_file() else None
+def load_traces(args: argparse.Namespace) -> tuple[Trace, Trace, str]:
+    """The uplink and downlink traces the options ask for, and what kind they are ("file" or
+    "synthetic"): `--trace-up/--trace-down`, else $PLANFENCE_TRACES, else the synthetic cellular
+    trace (see `traces`). A trace that was asked for and cannot be read is a usage error."""
+    up_path, down_path = args.trace_up, args.trace_down
+    if (up_path is None) != (down_path is None):
+        raise UsageError("--trace-up and --trace-down go together: give both, or neither")
+    if up_path is None:
+        folder = os.environ.get(TRACES_ENV)
+        if folder:
+            up_path = os.path.join(folder, f"{DEFAULT_TRACE}.up")
+            down_path = os.path.join(folder, f"{DEFAULT_TRACE}.down")
+            if not (os.path.isfile(up_path) and os.path.isfile(down_path)):
+                raise UsageError(
+                    f"${TRACES_ENV} is {folder!r}, which does not hold {DEFAULT_TRACE}.up and "
+                    f"{DEFAULT_TRACE}.down: point it at a folder of mahimahi traces, pass "
+                    "--trace-up FILE --trace-down FILE, or unset it to use the synthetic trace"
+                )
+    if up_path is None or down_path is None:
+        up = Trace(tuple(synthetic_times("up")), synthetic_source("up"))
+        down = Trace(tuple(synthetic_times("down")), synthetic_source("down"))
+        return up, down, "synthetic"
+    try:
+        return Trace.load(up_path), Trace.load(down_path), "file"
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0.0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text}")
+    return value
+
+
+def loss_rate(text: str) -> float:
+    value = non_negative_float(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"must be below 1, got {text}")
+    return value
 
 
 def add_link_arguments(parser: argparse.ArgumentParser) -> None:
@@ -445,56 +506,48 @@ def add_link_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace-up",
         metavar="FILE",
         default=None,
-        help=f"mahimahi uplink trace (default ${TRACES_ENV} or {DEFAULT_TRACE_DIR}, "
-        f"{DEFAULT_TRACE}.up)",
+        help=f"mahimahi uplink trace, with --trace-down (default: ${TRACES_ENV}/"
+        f"{DEFAULT_TRACE}.up when ${TRACES_ENV} names a folder, else a synthetic cellular trace)",
     )
     parser.add_argument(
-        "--trace-down", metavar="FILE", default=None, help=f"downlink trace ({DEFAULT_TRACE}.down)"
+        "--trace-down",
+        metavar="FILE",
+        default=None,
+        help=f"mahimahi downlink trace, with --trace-up (default: ${TRACES_ENV}/"
+        f"{DEFAULT_TRACE}.down, else the synthetic trace)",
     )
     parser.add_argument(
         "--delay-ms",
-        type=float,
+        type=non_negative_float,
         default=DEFAULT_DELAY_MS,
-        help=f"one-way propagation delay on the link (default {DEFAULT_DELAY_MS:g})",
+        help="one-way propagation delay on the link, ms",
     )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write results here")
-    parser.add_argument("--quick", action="store_true", help="a few iterations (smoke run)")
+    add_quick(parser, f"{QUICK_REPEAT} timed checks and syncs per row")
+    add_repeat(parser, REPEAT, QUICK_REPEAT, "timed gate checks and head syncs per row")
+    add_bench_store(parser)
+    add_results(parser)
     add_link_arguments(parser)
     parser.add_argument(
         "--loss",
-        type=float,
+        type=loss_rate,
         default=DEFAULT_LOSS,
-        help=f"packet loss rate for the lossy sync rows (default {DEFAULT_LOSS:g})",
+        help="packet loss rate for the lossy sync rows, in [0, 1)",
     )
     parser.add_argument(
         "--rto-ms",
-        type=float,
+        type=non_negative_float,
         default=None,
-        help=f"retransmission timeout per loss (default max({MIN_RTO_MS:g}, 2 x RTT))",
+        help=f"retransmission timeout per loss (default: max({MIN_RTO_MS:g}, 2 x RTT))",
     )
-    parser.add_argument("--seed", type=int, default=1, help="seed of the loss draws (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the loss draws")
     parser.add_argument(
         "--trace-offset-s",
-        type=float,
+        type=non_negative_float,
         default=0.0,
-        help="start this far into the trace (default 0)",
-    )
-    parser.add_argument(
-        "--iterations",
-        type=int,
-        default=None,
-        metavar="N",
-        help="timed checks per gate row (default 60; 3 with --quick)",
-    )
-    parser.add_argument(
-        "--sync-iterations",
-        type=int,
-        default=None,
-        metavar="N",
-        help="timed syncs per size and path (default 40; 3 with --quick)",
+        help="start this far into the trace, seconds",
     )
 
 
@@ -502,13 +555,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Settings:
     up: Trace
     down: Trace
+    trace_kind: str
     delay_ms: float
     loss: float
     rto_ms: float
     seed: int
     offset_ms: float
-    iterations: int
-    sync_iterations: int
+    repeat: int
 
     def link(self, loss: float = 0.0) -> Link:
         return Link(
@@ -523,6 +576,7 @@ class Settings:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "trace_kind": self.trace_kind,
             "trace_up": self.up.source,
             "trace_down": self.down.source,
             "trace_up_mean_mbps": round(self.up.mean_mbps, 3),
@@ -532,43 +586,30 @@ class Settings:
             "rto_ms": self.rto_ms,
             "seed": self.seed,
             "trace_offset_ms": self.offset_ms,
-            "iterations": self.iterations,
-            "sync_iterations": self.sync_iterations,
+            "repeat": self.repeat,
         }
 
 
 def run(args: argparse.Namespace) -> int:
-    up_path = args.trace_up or _default_trace("up")
-    down_path = args.trace_down or _default_trace("down")
-    if up_path is None or down_path is None:
-        print(
-            f"no trace found: pass --trace-up FILE --trace-down FILE (mahimahi format), or set "
-            f"${TRACES_ENV} to a folder holding {DEFAULT_TRACE}.up and .down"
-        )
-        return 2
-    try:
-        up, down = Trace.load(up_path), Trace.load(down_path)
-    except TraceError as exc:
-        print(f"error: {exc}")
-        return 2
-    if not 0.0 <= args.loss < 1.0 or args.delay_ms < 0:
-        print("error: --loss must be in [0, 1) and --delay-ms non-negative")
-        return 2
+    up, down, kind = load_traces(args)
     settings = Settings(
         up=up,
         down=down,
+        trace_kind=kind,
         delay_ms=args.delay_ms,
         loss=args.loss,
         rto_ms=args.rto_ms if args.rto_ms is not None else default_rto_ms(args.delay_ms),
         seed=args.seed,
         offset_ms=args.trace_offset_s * 1000.0,
-        iterations=args.iterations or (3 if args.quick else 60),
-        sync_iterations=args.sync_iterations or (3 if args.quick else 40),
+        repeat=pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT),
     )
-    result = asyncio.run(_bench(settings))
-    _print_tables(result)
-    write_json(args.json, result)
-    return 0
+    check_store(args.store, shared=True)
+    results = new_results(settings=settings.as_json(), stores=[], gate=[], sync=[])
+
+    def measure() -> None:
+        asyncio.run(_bench(settings, args.store, results))
+
+    return run_bench(args, results, measure, _print_tables)
 
 
 @dataclass(frozen=True)
@@ -605,15 +646,23 @@ async def _seed_gate_cases(store: AsyncStore) -> tuple[Policy, list[GateCase]]:
     return policy, cases
 
 
+GATE_WARMUP = 2
+SYNC_WARMUP = 1
+
+
 async def _gate_rows(
     store: AsyncStore,
     policy: Policy,
     cases: list[GateCase],
     directories: Mapping[str, Mapping[str, str]],
     keyring: Keyring,
-    iterations: int,
-) -> list[dict[str, Any]]:
-    """Every (path, method) pair checks every case once per round, in rotating order."""
+    repeat: int,
+    out: list[dict[str, Any]],
+    progress: Progress,
+) -> None:
+    """Every (path, method) pair checks every case once per round, in rotating order. The rows
+    go to `out` when the rounds end, also when they are cut short (Ctrl-C): then they hold the
+    rounds that completed."""
     combos = [(path, method) for path in directories for method in ("planfence", "allkeys")]
     https = {
         combo: HttpOwnerHeads(directories[combo[0]], keyring, agent=REQUESTER, timeout=30.0)
@@ -627,8 +676,7 @@ async def _gate_rows(
             gates[(path, method, n)] = Gate(store, policy, heads=source, agent=REQUESTER)
     samples = {(c.keys, c.deps, p, m): Samples() for c in cases for p, m in combos}
     try:
-        warmup = 2
-        for i in range(warmup + iterations):
+        for i in range(GATE_WARMUP + repeat):
             for case in cases:
                 for path, method in _rotate(combos, i):
                     http = https[(path, method)]
@@ -638,23 +686,35 @@ async def _gate_rows(
                     elapsed = time.perf_counter() - t0
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"benchmark plan not allowed: {verdict.message}")
-                    if i >= warmup:
+                    if i >= GATE_WARMUP:
                         s = samples[(case.keys, case.deps, path, method)]
                         s.seconds.append(elapsed)
                         s.bytes += http.stats.total_bytes - before
                         s.checks += 1
+            what = "warm-up" if i < GATE_WARMUP else f"{i - GATE_WARMUP + 1}/{repeat}"
+            progress.advance(f"gate checks, round {what}")
     finally:
+        out.extend(_gate_table(cases, directories, samples))
         for http in https.values():
             await http.aclose()
+
+
+def _gate_table(
+    cases: list[GateCase],
+    directories: Mapping[str, Mapping[str, str]],
+    samples: Mapping[tuple[int, int, str, str], Samples],
+) -> list[dict[str, Any]]:
     rows = []
     for case in cases:
         for path in directories:
+            mine = [samples[(case.keys, case.deps, path, m)] for m in ("planfence", "allkeys")]
+            if not all(s.checks for s in mine):
+                continue
             row: dict[str, Any] = {"path": path, "keys": case.keys, "deps": case.deps}
-            for method in ("planfence", "allkeys"):
-                s = samples[(case.keys, case.deps, path, method)]
+            for method, s in zip(("planfence", "allkeys"), mine, strict=True):
                 row[f"{method}_p50_ms"] = round(percentile(s.seconds, 50) * 1000, 3)
                 row[f"{method}_p95_ms"] = round(percentile(s.seconds, 95) * 1000, 3)
-                row[f"{method}_bytes"] = round(s.bytes / s.checks) if s.checks else 0
+                row[f"{method}_bytes"] = round(s.bytes / s.checks)
             pf = row["planfence_p50_ms"]
             row["stall_ratio_p50"] = round(row["allkeys_p50_ms"] / pf, 3) if pf > 0 else None
             rows.append(row)
@@ -690,111 +750,147 @@ async def _sync_rows(
     urls: Mapping[str, str],
     losses: Mapping[str, float],
     keyring: Keyring,
-    iterations: int,
-) -> list[dict[str, Any]]:
+    repeat: int,
+    out: list[dict[str, Any]],
+    progress: Progress,
+) -> None:
     """Answer sizes picked from a two-point fit of answer bytes per key; then every path syncs
-    every size once per round, in rotating order."""
+    every size once per round, in rotating order. Rows go to `out` as in `_gate_rows`."""
     paths = list(urls)
     # no keep-alive: every sync opens its own TCP connection
     client = httpx.AsyncClient(timeout=60.0, limits=httpx.Limits(max_keepalive_connections=0))
     clients = {p: _sync_heads(urls[p], keyring, client) for p in paths}
+    samples: dict[tuple[int, str], list[float]] = {(k, p): [] for k in SYNC_KIB for p in paths}
+    size: dict[int, tuple[int, int]] = {}
+    counts: dict[int, int] = {}
     try:
         loop = clients[paths[0]]
         _, _, one = await _one_sync(loop, tuple(keys[:1]))
         _, _, hundred = await _one_sync(loop, tuple(keys[:100]))
         per_key = (hundred - one) / 99
-        counts = {
-            kib: max(1, min(len(keys), 1 + round((kib * 1024 - one) / per_key))) for kib in SYNC_KIB
-        }
-        samples: dict[tuple[int, str], list[float]] = {(k, p): [] for k in SYNC_KIB for p in paths}
-        size: dict[int, tuple[int, int]] = {}
-        warmup = 1
-        for i in range(warmup + iterations):
+        counts.update(
+            (kib, max(1, min(len(keys), 1 + round((kib * 1024 - one) / per_key))))
+            for kib in SYNC_KIB
+        )
+        for i in range(SYNC_WARMUP + repeat):
             for kib in SYNC_KIB:
                 for path in _rotate(paths, i + kib):
                     elapsed, sent, received = await _one_sync(
                         clients[path], tuple(keys[: counts[kib]])
                     )
                     size[kib] = (sent, received)
-                    if i >= warmup:
+                    if i >= SYNC_WARMUP:
                         samples[(kib, path)].append(elapsed)
+            what = "warm-up" if i < SYNC_WARMUP else f"{i - SYNC_WARMUP + 1}/{repeat}"
+            progress.advance(f"head syncs, round {what}")
     finally:
         await client.aclose()
-    rows = []
-    for kib in SYNC_KIB:
-        for path in paths:
-            s = samples[(kib, path)]
-            rows.append(
-                {
-                    "path": path,
-                    "loss": losses[path],
-                    "state_kib": kib,
-                    "keys": counts[kib],
-                    "request_bytes": size[kib][0],
-                    "answer_bytes": size[kib][1],
-                    "p50_ms": round(percentile(s, 50) * 1000, 3),
-                    "p95_ms": round(percentile(s, 95) * 1000, 3),
-                }
-            )
-    return rows
+        for kib in SYNC_KIB:
+            for path in paths:
+                s = samples[(kib, path)]
+                if not s:
+                    continue
+                out.append(
+                    {
+                        "path": path,
+                        "loss": losses[path],
+                        "state_kib": kib,
+                        "keys": counts[kib],
+                        "request_bytes": size[kib][0],
+                        "answer_bytes": size[kib][1],
+                        "p50_ms": round(percentile(s, 50) * 1000, 3),
+                        "p95_ms": round(percentile(s, 95) * 1000, 3),
+                    }
+                )
 
 
 def _port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-async def _bench(settings: Settings) -> dict[str, Any]:
+async def _bench(settings: Settings, store_url: str | None, results: dict[str, Any]) -> None:
+    """Fill `results` in; every store, folder, relay and process is released on the way out,
+    also when the run is cancelled by Ctrl-C."""
     keyring_text = {a: secrets.token_hex(24) for a in (*OWNERS, REQUESTER)}
     keyring = Keyring(keyring_text, source="<bench>")
     sync_keys_needed = 1 + (max(SYNC_KIB) * 1024) // 60  # answers take > 60 bytes per key
-    with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-link-")))
-        store_url = f"sqlite:///{tmp / 'bench.db'}"
-        store = await open_async_store(store_url)
-        try:
-            policy, cases = await _seed_gate_cases(store)
-            sync_keys = await _seed_sync_keys(store, sync_keys_needed)
-            direct = stack.enter_context(_owner_services(store_url, keyring_text, tmp))
-            link, lossy = settings.link(), settings.link(settings.loss)
-            async with AsyncExitStack() as relays:
-                via: dict[str, str] = {}
-                all_relays: list[LinkRelay] = []
-                for owner, url in direct.items():
-                    relay = LinkRelay(link, "127.0.0.1", _port_of(url))
-                    via[owner] = (await relays.enter_async_context(relay)).url
-                    all_relays.append(relay)
-                lossy_relay = LinkRelay(lossy, "127.0.0.1", _port_of(direct[OWNERS[0]]))
-                lossy_url = (await relays.enter_async_context(lossy_relay)).url
-                all_relays.append(lossy_relay)
-                gate = await _gate_rows(
-                    store,
-                    policy,
-                    cases,
-                    {"loopback": direct, "link": via},
-                    keyring,
-                    settings.iterations,
-                )
-                loss_path = f"link+loss{settings.loss:g}"
-                sync = await _sync_rows(
-                    sync_keys,
-                    {"loopback": direct[OWNERS[0]], "link": via[OWNERS[0]], loss_path: lossy_url},
-                    {"loopback": 0.0, "link": 0.0, loss_path: settings.loss},
-                    keyring,
-                    settings.sync_iterations,
-                )
-                emulated: dict[str, Any] = {
-                    "link_up_packets": link.up.packets + lossy.up.packets,
-                    "link_down_packets": link.down.packets + lossy.down.packets,
-                    "lossy_packets": lossy.up.packets + lossy.down.packets,
-                    "lossy_losses": lossy.up.lost + lossy.down.lost,
-                    "trace_time_used_ms": round(link.now_ms() - settings.offset_ms),
-                }
-                late = [ms for r in all_relays for ms in r.late_ms]
-                emulated["relay_late_p50_ms"] = round(percentile(late, 50), 3)
-                emulated["relay_late_p99_ms"] = round(percentile(late, 99), 3)
-        finally:
-            await store.aclose()
-    return {"settings": {**settings.as_json(), **emulated}, "gate": gate, "sync": sync}
+    link, lossy = settings.link(), settings.link(settings.loss)
+    relays: list[LinkRelay] = []
+    async with AsyncExitStack() as stack:
+        target = bench_store(store_url, shared=True)
+        stack.callback(target.cleanup)
+        results["stores"].append(target.describe())
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-link-")))
+        store = await open_async_store(target.url)
+        stack.push_async_callback(store.aclose)
+        policy, cases = await _seed_gate_cases(store)
+        sync_keys = await _seed_sync_keys(store, sync_keys_needed)
+        direct = stack.enter_context(_owner_services(target.url, keyring_text, logs))
+        via: dict[str, str] = {}
+        for owner, url in direct.items():
+            relay = LinkRelay(link, "127.0.0.1", _port_of(url))
+            via[owner] = (await stack.enter_async_context(relay)).url
+            relays.append(relay)
+        lossy_relay = LinkRelay(lossy, "127.0.0.1", _port_of(direct[OWNERS[0]]))
+        lossy_url = (await stack.enter_async_context(lossy_relay)).url
+        relays.append(lossy_relay)
+        # settings last: they read the relays' statistics, also after Ctrl-C
+        stack.callback(_link_statistics, results["settings"], settings, link, lossy, relays)
+        total = GATE_WARMUP + settings.repeat + SYNC_WARMUP + settings.repeat
+        progress = stack.enter_context(Progress("bench link", total))
+        await _gate_rows(
+            store,
+            policy,
+            cases,
+            {"loopback": direct, "link": via},
+            keyring,
+            settings.repeat,
+            results["gate"],
+            progress,
+        )
+        loss_path = f"link+loss{settings.loss:g}"
+        await _sync_rows(
+            sync_keys,
+            {"loopback": direct[OWNERS[0]], "link": via[OWNERS[0]], loss_path: lossy_url},
+            {"loopback": 0.0, "link": 0.0, loss_path: settings.loss},
+            keyring,
+            settings.repeat,
+            results["sync"],
+            progress,
+        )
+
+
+def _link_statistics(
+    out: dict[str, Any], settings: Settings, link: Link, lossy: Link, relays: list[LinkRelay]
+) -> None:
+    late = [ms for r in relays for ms in r.late_ms]
+    used = link.now_ms() - settings.offset_ms if link.started else 0.0
+    out.update(
+        {
+            "link_up_packets": link.up.packets + lossy.up.packets,
+            "link_down_packets": link.down.packets + lossy.down.packets,
+            "lossy_packets": lossy.up.packets + lossy.down.packets,
+            "lossy_losses": lossy.up.lost + lossy.down.lost,
+            "trace_time_used_ms": round(used),
+            "relay_late_p50_ms": round(percentile(late, 50), 3),
+            "relay_late_p99_ms": round(percentile(late, 99), 3),
+        }
+    )
+
+
+def describe_trace(s: Mapping[str, Any]) -> str:
+    """One line naming the trace a run used (from its settings)."""
+    if s.get("trace_kind") == "synthetic":
+        name = (
+            f"synthetic cellular trace (seed {SYNTHETIC_SEED}, the statistics of {DEFAULT_TRACE}; "
+            f"real traces: --trace-up/--trace-down or ${TRACES_ENV})"
+        )
+    else:
+        name = f"{s['trace_up']} and {s['trace_down']}"
+    return (
+        f"trace: {name}; mean {s['trace_up_mean_mbps']} Mbit/s up, "
+        f"{s['trace_down_mean_mbps']} Mbit/s down"
+    )
 
 
 def _pair(p50: float, p95: float) -> str:
@@ -802,16 +898,19 @@ def _pair(p50: float, p95: float) -> str:
 
 
 def _print_tables(result: Mapping[str, Any]) -> None:
+    print_context(result)
     s = result["settings"]
+    print(f"{s['repeat']} timed gate checks and head syncs per row")
+    print(describe_trace(s))
     print(
-        f"Link: {s['trace_up']} ({s['trace_up_mean_mbps']} Mbit/s up), {s['trace_down']} "
-        f"({s['trace_down_mean_mbps']} Mbit/s down), {s['delay_ms']:g} ms one way, "
-        f"RTO {s['rto_ms']:g} ms; {s['trace_time_used_ms'] / 1000:.0f} s of trace replayed"
+        f"link: {s['delay_ms']:g} ms one way, RTO {s['rto_ms']:g} ms; "
+        f"{s.get('trace_time_used_ms', 0) / 1000:.0f} s of trace replayed"
     )
-    print(
-        f"(the relay wrote packets {s['relay_late_p50_ms']:.2f} ms p50, "
-        f"{s['relay_late_p99_ms']:.2f} ms p99 after the model's delivery times)"
-    )
+    if "relay_late_p50_ms" in s:
+        print(
+            f"(the relay wrote packets {s['relay_late_p50_ms']:.2f} ms p50, "
+            f"{s['relay_late_p99_ms']:.2f} ms p99 after the model's delivery times)"
+        )
     print()
     print("Gate stall per validation (Gate.check wall time, ms p50 / p95) and HTTP bytes")
     print(
@@ -826,6 +925,8 @@ def _print_tables(result: Mapping[str, Any]) -> None:
             f"{_pair(r['allkeys_p50_ms'], r['allkeys_p95_ms']):>16} {ratio:>6} "
             f"{r['planfence_bytes']:>9} {r['allkeys_bytes']:>9}"
         )
+    if not result["sync"]:
+        return
     print()
     print("One authenticated head sync on a fresh TCP connection (ms p50 / p95)")
     paths = list(dict.fromkeys(r["path"] for r in result["sync"]))

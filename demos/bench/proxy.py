@@ -1,9 +1,10 @@
 """`planfence bench proxy`: what the MCP proxy adds to a tool call.
 
 One trivial echo tool, called over stdio (a) directly, (b) through `planfence proxy` with the gate
-on (a real plan checked against a SQLite store, every decision audited), and (c) through the proxy
-as an ungated tool. The three clients are open at once and called in turn, so drift on a shared
-machine hits all three alike. Run as a module, this file is the trivial upstream server.
+on (a real plan checked against the benchmark's own store, every decision audited), and (c)
+through the proxy as an ungated tool. The three clients are open at once and called in turn, so
+drift on a shared machine hits all three alike. Run as a module, this file is the trivial
+upstream server.
 """
 
 from __future__ import annotations
@@ -13,11 +14,25 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from .common import percentile, write_json
+from .common import (
+    Progress,
+    add_bench_store,
+    add_quick,
+    add_repeat,
+    add_results,
+    add_warmup,
+    bench_store,
+    check_store,
+    new_results,
+    percentile,
+    pick,
+    print_context,
+    run_bench,
+)
 
 HELP = "latency of a tool call directly vs through the MCP proxy (gate on / ungated)"
 
@@ -28,12 +43,17 @@ depends_on = ["bench/{key}"]
 [tools.echo_free]
 ungated = true
 """
+REPEAT, QUICK_REPEAT = 300, 20
+WARMUP, QUICK_WARMUP = 30, 3
+PATHS = ("direct", "proxied", "ungated")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--calls", type=int, default=300, help="timed calls per path (default 300)")
-    parser.add_argument("--warmup", type=int, default=30, help="untimed calls first (default 30)")
-    parser.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    add_quick(parser, f"{QUICK_REPEAT} timed calls per path")
+    add_repeat(parser, REPEAT, QUICK_REPEAT, "timed calls per path")
+    add_warmup(parser, WARMUP, QUICK_WARMUP)
+    add_bench_store(parser)
+    add_results(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,69 +64,35 @@ def run(args: argparse.Namespace) -> int:
         from planfence.shared_memory import MissingExtraError
 
         raise MissingExtraError("the proxy benchmark", "mcp") from exc
-    result = anyio.run(_measure, max(1, args.calls), max(0, args.warmup))
-    write_json(args.json, result)
-    r = result
+    repeat = pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT)
+    warmup = pick(args.warmup, args.quick, WARMUP, QUICK_WARMUP)
+    check_store(args.store, shared=True)
+    results = new_results(stores=[], calls=0, warmup=warmup)
+
+    def measure() -> None:
+        anyio.run(_measure, repeat, warmup, args.store, results)
+
+    return run_bench(args, results, measure, _show)
+
+
+def _show(r: Mapping[str, Any]) -> None:
+    print_context(r)
     print(f"calls per path: {r['calls']}")
+    if not r["calls"]:
+        return
     print(f"direct          p50 {r['direct_p50_ms']:.3f} ms   p99 {r['direct_p99_ms']:.3f} ms")
     print(f"proxied (gate)  p50 {r['proxied_p50_ms']:.3f} ms   p99 {r['proxied_p99_ms']:.3f} ms")
     print(f"proxied ungated p50 {r['ungated_p50_ms']:.3f} ms")
     print(f"ratio proxied/direct at p50: {r['ratio_p50']:.2f}x")
-    return 0
 
 
-async def _measure(calls: int, warmup: int) -> dict[str, Any]:
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
-    from mcp_types import CallToolResult, RequestParamsMeta
-
-    from planfence.plugins.gate import create_plan
-    from planfence.shared_memory import open_async_store
-
-    with tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp:
-        url = f"sqlite:///{Path(tmp) / 'store.db'}"
-        store = await open_async_store(url)
-        try:
-            await store.own("bench/k", "planner")
-            rec = await store.put("bench/k", {"v": 1}, author="planner")
-            plan = await create_plan(store, author="planner", parents=[rec.id])
-        finally:
-            await store.aclose()
-        policy = Path(tmp) / "policy.toml"
-        policy.write_text(POLICY)
-
-        env = dict(os.environ)
-        upstream = [sys.executable, "-m", "planfence.demos.bench.proxy"]
-        direct = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
-        proxy = ["-m", "planfence.demos.cli", "proxy", "--policy", str(policy), "--store", url]
-        proxied = StdioServerParameters(
-            command=sys.executable, args=[*proxy, "--", *upstream], env=env
-        )
-        gated_meta = cast("RequestParamsMeta", {"dev.planfence/plan": plan.id})
-        samples: dict[str, list[float]] = {"direct": [], "proxied": [], "ungated": []}
-        async with (
-            Client(direct, cache=None) as d,
-            Client(proxied, cache=None) as p,
-        ):
-            paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
-                "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
-                "proxied": lambda i: p.call_tool(
-                    "echo", {"key": "k", "text": str(i)}, meta=gated_meta
-                ),
-                "ungated": lambda i: p.call_tool("echo_free", {"text": str(i)}),
-            }
-            for i in range(warmup + calls):
-                for name, call in paths.items():
-                    start = time.perf_counter()
-                    result = await call(i)
-                    elapsed = time.perf_counter() - start
-                    if result.is_error:
-                        raise RuntimeError(f"{name} call failed: {result.content}")
-                    if i >= warmup:
-                        samples[name].append(elapsed * 1000.0)
+def _summary(samples: Mapping[str, list[float]]) -> dict[str, Any]:
+    calls = min(len(s) for s in samples.values())
+    if not calls:
+        return {"calls": 0}
 
     def pct(name: str, q: float) -> float:
-        return round(percentile(samples[name], q), 4)
+        return round(percentile(samples[name][:calls], q), 4)
 
     return {
         "direct_p50_ms": pct("direct", 50),
@@ -117,6 +103,68 @@ async def _measure(calls: int, warmup: int) -> dict[str, Any]:
         "ratio_p50": round(pct("proxied", 50) / pct("direct", 50), 3),
         "calls": calls,
     }
+
+
+async def _measure(calls: int, warmup: int, store_url: str | None, results: dict[str, Any]) -> None:
+    """Fill `results` in when the calls end, also when they are cut short (Ctrl-C): then with
+    the rounds that completed."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp_types import CallToolResult, RequestParamsMeta
+
+    from planfence.plugins.gate import create_plan
+    from planfence.shared_memory import open_async_store
+
+    samples: dict[str, list[float]] = {name: [] for name in PATHS}
+    target = bench_store(store_url, shared=True)
+    try:
+        results["stores"].append(target.describe())
+        with tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp:
+            store = await open_async_store(target.url)
+            try:
+                await store.own("bench/k", "planner")
+                rec = await store.put("bench/k", {"v": 1}, author="planner")
+                plan = await create_plan(store, author="planner", parents=[rec.id])
+            finally:
+                await store.aclose()
+            policy = Path(tmp) / "policy.toml"
+            policy.write_text(POLICY)
+
+            env = dict(os.environ)
+            upstream = [sys.executable, "-m", "planfence.demos.bench.proxy"]
+            direct = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
+            proxy = ["-m", "planfence.demos.cli", "proxy", "--policy", str(policy)]
+            proxy += ["--store", target.url]
+            proxied = StdioServerParameters(
+                command=sys.executable, args=[*proxy, "--", *upstream], env=env
+            )
+            gated_meta = cast("RequestParamsMeta", {"dev.planfence/plan": plan.id})
+            async with (
+                Client(direct, cache=None) as d,
+                Client(proxied, cache=None) as p,
+            ):
+                paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
+                    "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
+                    "proxied": lambda i: p.call_tool(
+                        "echo", {"key": "k", "text": str(i)}, meta=gated_meta
+                    ),
+                    "ungated": lambda i: p.call_tool("echo_free", {"text": str(i)}),
+                }
+                with Progress("bench proxy", warmup + calls) as progress:
+                    for i in range(warmup + calls):
+                        for name, call in paths.items():
+                            start = time.perf_counter()
+                            result = await call(i)
+                            elapsed = time.perf_counter() - start
+                            if result.is_error:
+                                raise RuntimeError(f"{name} call failed: {result.content}")
+                            if i >= warmup:
+                                samples[name].append(elapsed * 1000.0)
+                        what = "warm-up" if i < warmup else f"call {i - warmup + 1}/{calls}"
+                        progress.advance(what)
+    finally:
+        results.update(_summary(samples))
+        target.cleanup()
 
 
 def serve_upstream() -> None:

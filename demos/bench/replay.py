@@ -11,7 +11,7 @@ The team:
   process) that verifies and acknowledges eager updates;
 - one planner that derives each plan from the current heads of the keys the action needs.
 
-The stream (pure, seeded: `schedule`): A actions (default 30); action i is taken by a replica
+The stream (pure, seeded: `schedule`): A actions (default 10); action i is taken by a replica
 drawn at random and calls a tool that depends on 1 or 2 distinct keys (D(a), declared by policy).
 round(r * A) owner updates, each to a key drawn uniformly, are placed at uniform random times over
 the A action windows, at r updates per action in {0.25, 0.5, 1, 2, 4, 8, 16}. Window i runs:
@@ -78,12 +78,11 @@ import os
 import random
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, ExitStack, contextmanager
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,11 +93,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from planfence.adapters.cli.common import UsageError, non_negative_int, positive_int
 from planfence.adapters.owner_service import (
     KEYRING_ENV,
     HttpOwnerHeads,
     Keyring,
-    create_app,
     load_keyring,
 )
 from planfence.adapters.owner_service.wire import signature
@@ -129,18 +128,21 @@ from planfence.shared_memory import (
     open_async_store,
 )
 
-from .common import percentile, write_json
-from .gate import _free_port, _wait_ready
-from .link import (
-    DEFAULT_TRACE,
-    TRACES_ENV,
-    Link,
-    LinkRelay,
-    Trace,
-    TraceError,
-    _default_trace,
-    add_link_arguments,
+from . import services
+from .common import (
+    Progress,
+    add_bench_store,
+    add_quick,
+    add_results,
+    bench_store,
+    check_store,
+    new_results,
+    percentile,
+    pick,
+    print_context,
+    run_bench,
 )
+from .link import Link, LinkRelay, Trace, add_link_arguments, describe_trace, load_traces
 
 HELP = "controlled replay: coordination stall per action vs update rate, and invalid actions"
 
@@ -151,8 +153,8 @@ PATHS = ("loopback", "att")
 DEFAULT_KEYS = 16
 DEFAULT_OWNERS = 4
 DEFAULT_REPLICAS = 3
-DEFAULT_ACTIONS = 30
-QUICK_ACTIONS = 8
+DEFAULT_ACTIONS = 10
+QUICK_ACTIONS = 4
 DEFAULT_VALUE_BYTES = 1024
 LATE_SHARE = 0.2
 CLAIM_RATE = 4.0
@@ -160,8 +162,6 @@ HTTP_TIMEOUT_S = 30.0
 KEEPALIVE_S = 120.0
 PLANNER = "planner"
 REPLICA_ENV = "PLANFENCE_REPLAY_REPLICA"
-OWNER_ENV = "PLANFENCE_REPLAY_OWNER"
-STORE_URL_ENV = "PLANFENCE_REPLAY_STORE"
 PUSH_PURPOSE = b"planfence-replay-push/1\n"
 TOOL_1, TOOL_2 = "act1", "act2"
 
@@ -271,6 +271,19 @@ def crossover(
     return r1, round(r0 + (r1 - r0) * d0 / (d0 - d1), 3)
 
 
+async def _together(steps: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Run `steps` side by side; if one fails (or the run is cancelled), stop the others and
+    wait for them before the error goes on."""
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 # ---- eager pushes over HTTP: the replica endpoint and the writer's side
 
 
@@ -315,16 +328,9 @@ def create_replica_app(name: str, keyring: Keyring) -> Starlette:
 
 
 def replica_app() -> Starlette:
-    """`uvicorn --factory` entry: the replica named by $PLANFENCE_REPLAY_REPLICA, with the keyring
-    of $PLANFENCE_KEYRING."""
+    """App factory (see `services`): the replica named by $PLANFENCE_REPLAY_REPLICA, with the
+    keyring of $PLANFENCE_KEYRING."""
     return create_replica_app(os.environ[REPLICA_ENV], load_keyring())
-
-
-def owner_app() -> Starlette:
-    """`uvicorn --factory` entry: the owner service of `planfence serve-owner` for the agent in
-    $PLANFENCE_REPLAY_OWNER over the store at $PLANFENCE_REPLAY_STORE, served with the same
-    keep-alive as the replica endpoints."""
-    return create_app(os.environ[OWNER_ENV], os.environ[STORE_URL_ENV], load_keyring())
 
 
 class PushRefused(RuntimeError):
@@ -393,8 +399,11 @@ class Pusher:
 
     async def warm(self) -> None:
         """Open the kept-alive connection to every replica before anything is timed."""
-        for url in self.urls.values():
+
+        async def health(url: str) -> None:
             (await self._client.get(f"{url}/health")).raise_for_status()
+
+        await _together([health(url) for url in self.urls.values()])
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -502,6 +511,7 @@ class Config:
     paths: tuple[str, ...]
     up: Trace | None
     down: Trace | None
+    trace_kind: str | None
     delay_ms: float
 
     def as_json(self) -> dict[str, Any]:
@@ -519,6 +529,7 @@ class Config:
         }
         if self.up is not None and self.down is not None:
             out.update(
+                trace_kind=self.trace_kind,
                 trace_up=self.up.source,
                 trace_down=self.down.source,
                 trace_up_mean_mbps=round(self.up.mean_mbps, 3),
@@ -636,11 +647,16 @@ class Run:
             owner: (next(k for k, o in self.owner_of.items() if o == owner),)
             for owner in self.team.owners
         }
-        for http in self.heads:
+
+        async def ask(http: HttpOwnerHeads) -> None:
             answers = await http.heads(one_key)
             bad = [a for a in answers.values() if a.error]
             if bad:
                 raise RuntimeError(f"owner service refused the replay: {bad[0]}")
+
+        # untimed, so the connections open side by side (over the link, one after another
+        # would cost a round trip each)
+        await _together([ask(http) for http in self.heads])
         if self.pusher is not None:
             await self.pusher.warm()
         for ex in self.executors:
@@ -811,6 +827,7 @@ async def _replay_rate(
     rate: float,
     owner_urls: Mapping[str, str],
     replica_urls: Mapping[str, str],
+    progress: Progress,
 ) -> list[dict[str, Any]]:
     """The four executors replay the stream at `rate`, every one playing window i before any
     plays window i + 1 (in rotating order), so they meet the same conditions."""
@@ -822,11 +839,11 @@ async def _replay_rate(
         for ex in EXECUTORS
     ]
     try:
-        for run in runs:
-            await run.setup()
+        await _together([run.setup() for run in runs])  # untimed: side by side
         for w in windows:
             for run in _rotate(runs, w.index):
                 await run.window(w)
+            progress.advance(f"{path} r={rate:g} action {w.index + 1}", line=False)
         return [await run.row() for run in runs]
     finally:
         for run in runs:
@@ -836,50 +853,18 @@ async def _replay_rate(
 # ---- processes: owner services and replica endpoints
 
 
-@contextmanager
-def _services(
-    commands: Mapping[str, tuple[list[str], Mapping[str, str]]], logs: Path
-) -> Iterator[dict[str, str]]:
-    """Start one process per name (its command gets `--port N` appended); yield name -> URL."""
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    urls: dict[str, str] = {}
-    try:
-        for name, (cmd, env) in commands.items():
-            port = _free_port()
-            with (logs / f"{name}.log").open("wb") as log:
-                procs[name] = subprocess.Popen(
-                    [*cmd, "--port", str(port)],
-                    env={**os.environ, **env},
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            urls[name] = f"http://127.0.0.1:{port}"
-        for name, proc in procs.items():
-            _wait_ready(proc, urls[name], logs / f"{name}.log")
-        yield urls
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _commands(team: Team, store_url: str) -> dict[str, tuple[list[str], Mapping[str, str]]]:
-    env = {KEYRING_ENV: json.dumps(dict(team.secrets))}
-    out: dict[str, tuple[list[str], Mapping[str, str]]] = {}
-    serve = [sys.executable, "-m", "uvicorn", "--factory", "--host", "127.0.0.1"]
-    serve += ["--log-level", "warning", "--no-access-log"]
-    serve += ["--timeout-keep-alive", str(int(KEEPALIVE_S))]
+def _services(team: Team, store_url: str) -> dict[str, services.Service]:
+    """An owner service per owner and a push endpoint per replica, all with the same
+    connection keep-alive."""
+    out: dict[str, services.Service] = {}
     for owner in team.owners:
-        owner_env = {**env, OWNER_ENV: owner, STORE_URL_ENV: store_url}
-        out[owner] = ([*serve, f"{__name__}:owner_app"], owner_env)
+        out[owner] = services.owner_service(
+            owner, store_url, team.secrets, keep_alive_s=KEEPALIVE_S
+        )
+    keyring = json.dumps(dict(team.secrets))
     for name in team.replicas:
-        out[name] = ([*serve, f"{__name__}:replica_app"], {**env, REPLICA_ENV: name})
+        env = {KEYRING_ENV: keyring, REPLICA_ENV: name}
+        out[name] = services.Service(f"{__name__}:replica_app", env, keep_alive_s=KEEPALIVE_S)
     return out
 
 
@@ -905,6 +890,7 @@ async def _replay_rate_over_link(
     direct: Mapping[str, str],
     links: list[Link],
     relays: list[LinkRelay],
+    progress: Progress,
 ) -> list[dict[str, Any]]:
     """One rate over a fresh emulated link: every rate replays the trace from its start, and
     every owner service and replica endpoint sits behind its own relay on that one link."""
@@ -921,57 +907,69 @@ async def _replay_rate_over_link(
         relays += mine
         owners = {o: via[o] for o in team.owners}
         replicas = {r: via[r] for r in team.replicas}
-        rows = await _replay_rate(store, policy, team, config, "att", rate, owners, replicas)
+        rows = await _replay_rate(
+            store, policy, team, config, "att", rate, owners, replicas, progress
+        )
         await _drained(mine)
     for row in rows:
         row["trace_ms"] = round(link.now_ms())
     return rows
 
 
-async def _bench(config: Config) -> dict[str, Any]:
+async def _bench(config: Config, store_url: str | None, results: dict[str, Any]) -> None:
+    """Fill `results` in, one rate at a time; every store, folder, relay and process is released
+    on the way out, also when the run is cancelled by Ctrl-C."""
     owners = tuple(f"owner-{i}" for i in range(config.owners))
     replicas = tuple(f"executor-{i}" for i in range(config.replicas))
     team = Team(owners, replicas, {a: secrets.token_hex(24) for a in (*owners, *replicas)})
     policy = replay_policy()
-    rows: list[dict[str, Any]] = []
-    link_info: dict[str, Any] = {}
-    with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-replay-")))
-        store_url = f"sqlite:///{tmp / 'replay.db'}"
-        store = await open_async_store(store_url)
-        try:
-            direct = stack.enter_context(_services(_commands(team, store_url), tmp))
-            owner_urls = {o: direct[o] for o in owners}
-            replica_urls = {r: direct[r] for r in replicas}
-            links: list[Link] = []
-            relays: list[LinkRelay] = []
-            for path in config.paths:
-                for rate in config.rates:
-                    if path == "loopback":
-                        rows += await _replay_rate(
-                            store, policy, team, config, path, rate, owner_urls, replica_urls
-                        )
-                    else:
-                        rows += await _replay_rate_over_link(
-                            store, policy, team, config, rate, direct, links, relays
-                        )
-                    print(f"  {path} r={rate:g}: done", file=sys.stderr, flush=True)
-            if links:
-                late = [ms for r in relays for ms in r.late_ms]
-                link_info = {
-                    "link_up_packets": sum(link.up.packets for link in links),
-                    "link_down_packets": sum(link.down.packets for link in links),
-                    "relay_late_p50_ms": round(percentile(late, 50), 3),
-                    "relay_late_p99_ms": round(percentile(late, 99), 3),
-                }
-        finally:
-            await store.aclose()
-    return {
-        "settings": {**config.as_json(), **link_info},
-        "rows": rows,
-        "crossover": _crossovers(rows, config.paths),
-        "safety": _safety(rows),
-    }
+    rows: list[dict[str, Any]] = results["rows"]
+    links: list[Link] = []
+    relays: list[LinkRelay] = []
+    async with AsyncExitStack() as stack:
+        target = bench_store(store_url, shared=True)
+        stack.callback(target.cleanup)
+        results["stores"].append(target.describe())
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-replay-")))
+        store = await open_async_store(target.url)
+        stack.push_async_callback(store.aclose)
+        direct = stack.enter_context(services.running(_services(team, target.url), logs))
+        owner_urls = {o: direct[o] for o in owners}
+        replica_urls = {r: direct[r] for r in replicas}
+        stack.callback(_link_statistics, results["settings"], links, relays)
+        windows = len(config.paths) * len(config.rates) * config.actions
+        progress = stack.enter_context(Progress("bench replay", windows))
+        for path in config.paths:
+            for rate in config.rates:
+                if path == "loopback":
+                    rows += await _replay_rate(
+                        store, policy, team, config, path, rate, owner_urls, replica_urls, progress
+                    )
+                else:
+                    rows += await _replay_rate_over_link(
+                        store, policy, team, config, rate, direct, links, relays, progress
+                    )
+                progress.advance(f"{path} r={rate:g}: {config.actions} actions done", 0, line=True)
+
+
+def _link_statistics(settings: dict[str, Any], links: list[Link], relays: list[LinkRelay]) -> None:
+    if links:
+        late = [ms for r in relays for ms in r.late_ms]
+        settings.update(
+            {
+                "link_up_packets": sum(link.up.packets for link in links),
+                "link_down_packets": sum(link.down.packets for link in links),
+                "relay_late_p50_ms": round(percentile(late, 50), 3),
+                "relay_late_p99_ms": round(percentile(late, 99), 3),
+            }
+        )
+
+
+def summarise(results: dict[str, Any], paths: Sequence[str]) -> None:
+    """Crossover and safety from the rows measured (all of them, or those before Ctrl-C)."""
+    measured = [p for p in paths if any(r["path"] == p for r in results["rows"])]
+    results["crossover"] = _crossovers(results["rows"], measured)
+    results["safety"] = _safety(results["rows"])
 
 
 def _crossovers(rows: list[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
@@ -1019,73 +1017,68 @@ def _safety(rows: list[dict[str, Any]]) -> dict[str, Any]:
 # ---- the command
 
 
+def at_least_two(text: str) -> int:
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write results here")
-    parser.add_argument("--plot", metavar="FILE", help="save a figure (needs planfence[bench])")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"{QUICK_ACTIONS} actions per rate (smoke run)"
-    )
+    add_quick(parser, f"{QUICK_ACTIONS} actions per rate")
     parser.add_argument(
         "--actions",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
-        help=f"actions per rate and executor (default {DEFAULT_ACTIONS})",
+        help=f"actions per rate and executor, the length of the replayed stream "
+        f"(default: {DEFAULT_ACTIONS}; {QUICK_ACTIONS} with --quick)",
     )
     parser.add_argument(
         "--rates",
         default=",".join(f"{r:g}" for r in RATES),
-        help="update rates, updates per action (default %(default)s)",
+        help="update rates, updates per action, separated by commas",
     )
     parser.add_argument(
         "--paths",
         default=",".join(PATHS),
-        help="loopback and/or att, the emulated cellular link (default %(default)s)",
+        help="loopback and/or att (the emulated cellular link), separated by commas",
     )
-    parser.add_argument("--keys", type=int, default=DEFAULT_KEYS, help="shared keys (default 16)")
-    parser.add_argument("--owners", type=int, default=DEFAULT_OWNERS, help="owners (default 4)")
+    parser.add_argument("--keys", type=at_least_two, default=DEFAULT_KEYS, help="shared keys")
+    parser.add_argument("--owners", type=positive_int, default=DEFAULT_OWNERS, help="owners")
     parser.add_argument(
-        "--replicas", type=int, default=DEFAULT_REPLICAS, help="executor replicas (default 3)"
+        "--replicas", type=positive_int, default=DEFAULT_REPLICAS, help="executor replicas"
     )
     parser.add_argument(
         "--value-bytes",
-        type=int,
+        type=non_negative_int,
         default=DEFAULT_VALUE_BYTES,
-        help=f"size of each record's value (default {DEFAULT_VALUE_BYTES})",
+        help="size of each record's value",
     )
-    parser.add_argument("--seed", type=int, default=1, help="seed of the stream (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the stream")
+    add_bench_store(parser)
+    add_results(parser)
+    parser.add_argument(
+        "--plot", metavar="FILE", help="also save a figure (needs planfence[bench])"
+    )
     add_link_arguments(parser)
 
 
-def _config(args: argparse.Namespace) -> Config | str:
+def _config(args: argparse.Namespace) -> Config:
     try:
         rates = tuple(sorted({float(x) for x in args.rates.split(",") if x.strip()}))
     except ValueError:
-        return f"--rates takes numbers separated by commas, got {args.rates!r}"
+        raise UsageError(f"--rates takes numbers separated by commas, got {args.rates!r}") from None
     paths = tuple(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
-    if not rates or any(r < 0 for r in rates):
-        return "--rates needs at least one non-negative rate"
+    if not rates or any(not r >= 0 or math.isinf(r) for r in rates):
+        raise UsageError("--rates needs at least one non-negative rate")
     if not paths or any(p not in PATHS for p in paths):
-        return f"--paths takes {' and/or '.join(PATHS)}, got {args.paths!r}"
-    actions = args.actions or (QUICK_ACTIONS if args.quick else DEFAULT_ACTIONS)
-    if actions < 1 or args.keys < 2 or args.owners < 1 or args.replicas < 1:
-        return "need --actions >= 1, --keys >= 2, --owners >= 1 and --replicas >= 1"
-    if args.value_bytes < 0 or args.delay_ms < 0:
-        return "--value-bytes and --delay-ms must be non-negative"
+        raise UsageError(f"--paths takes {' and/or '.join(PATHS)}, got {args.paths!r}")
+    actions = pick(args.actions, args.quick, DEFAULT_ACTIONS, QUICK_ACTIONS)
     up = down = None
+    kind = None
     if "att" in paths:
-        up_path = args.trace_up or _default_trace("up")
-        down_path = args.trace_down or _default_trace("down")
-        if up_path is None or down_path is None:
-            return (
-                f"no trace found: pass --trace-up FILE --trace-down FILE (mahimahi format), set "
-                f"${TRACES_ENV} to a folder holding {DEFAULT_TRACE}.up and .down, or use "
-                f"--paths loopback"
-            )
-        try:
-            up, down = Trace.load(up_path), Trace.load(down_path)
-        except TraceError as exc:
-            return str(exc)
+        up, down, kind = load_traces(args)
     return Config(
         rates=rates,
         actions=actions,
@@ -1097,22 +1090,29 @@ def _config(args: argparse.Namespace) -> Config | str:
         paths=paths,
         up=up,
         down=down,
+        trace_kind=kind,
         delay_ms=args.delay_ms,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     config = _config(args)
-    if isinstance(config, str):
-        print(f"error: {config}")
-        return 2
-    result = asyncio.run(_bench(config))
-    _print_tables(result)
-    write_json(args.json, result)
-    if args.plot:
-        plot(result, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+    check_store(args.store, shared=True)
+    results = new_results(
+        settings=config.as_json(), stores=[], rows=[], crossover={}, safety=_safety([])
+    )
+
+    def measure() -> None:
+        try:
+            asyncio.run(_bench(config, args.store, results))
+        finally:
+            summarise(results, config.paths)
+
+    code = run_bench(args, results, measure, _print_tables)
+    if args.plot and results["rows"]:
+        plot(results, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return code
 
 
 def _fmt_rate(rate: float) -> str:
@@ -1120,18 +1120,20 @@ def _fmt_rate(rate: float) -> str:
 
 
 def _print_tables(result: Mapping[str, Any]) -> None:
+    print_context(result)
     s = result["settings"]
     print(
         f"Controlled replay: {s['actions']} actions per rate and executor, {s['keys']} keys, "
         f"{s['owners']} owners, {s['replicas']} executor replicas, {s['value_bytes']} B values"
     )
     if "trace_up" in s:
+        print(f"att {describe_trace(s)}")
+    if "relay_late_p50_ms" in s:
         print(
-            f"att: {s['trace_up']} ({s['trace_up_mean_mbps']} Mbit/s up), {s['trace_down']} "
-            f"({s['trace_down_mean_mbps']} Mbit/s down), {s['delay_ms']:g} ms one way; relay "
-            f"late {s['relay_late_p50_ms']:.2f} ms p50 / {s['relay_late_p99_ms']:.2f} ms p99"
+            f"att link: {s['delay_ms']:g} ms one way; relay late "
+            f"{s['relay_late_p50_ms']:.2f} ms p50 / {s['relay_late_p99_ms']:.2f} ms p99"
         )
-    for path in s["paths"]:
+    for path in result["crossover"]:
         rows = [r for r in result["rows"] if r["path"] == path]
         by = {(r["rate"], r["executor"]): r for r in rows}
         rates = sorted({r["rate"] for r in rows})
@@ -1195,7 +1197,7 @@ def plot(result: Mapping[str, Any], path: str) -> None:
         from matplotlib.ticker import NullFormatter, ScalarFormatter
     except ImportError:
         raise SystemExit("--plot needs matplotlib: pip install 'planfence[bench]'") from None
-    paths = result["settings"]["paths"]
+    paths = list(result["crossover"])
     fig, axes = plt.subplots(1, len(paths), figsize=(6 * len(paths), 4.5), squeeze=False)
     for ax, name in zip(axes[0], paths, strict=True):
         rows = [r for r in result["rows"] if r["path"] == name]

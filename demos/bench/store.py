@@ -9,8 +9,10 @@ For each backend (SQLite and PostgreSQL by default) it measures, from one proces
 - `frontier`     `frontier([plan], [key])` for a plan whose lineage reaches the key's version
                  after `depth` parent hops (1, 10, 100).
 
-Stores are throwaway: a temporary SQLite file (next to the `--store` path when one is given) and
-a fresh PostgreSQL schema, dropped afterwards. Numbers only; nothing is asserted about time.
+Stores are throwaway: a temporary SQLite file and a fresh PostgreSQL schema (on the server at
+$PLANFENCE_BENCH_POSTGRES_URL, skipped with a note when none answers), removed afterwards. With
+`--store URL` only that backend is measured, in a throwaway file or schema at that place.
+Numbers only; nothing is asserted about time.
 """
 
 from __future__ import annotations
@@ -18,14 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from planfence.shared_memory import (
@@ -35,80 +31,43 @@ from planfence.shared_memory import (
     create_async_store,
 )
 
-from .common import summary_ms, write_json
+from .common import (
+    BENCH_PG_ENV,
+    DEFAULT_PG_URL,
+    BenchStore,
+    Progress,
+    add_bench_store,
+    add_quick,
+    add_repeat,
+    add_results,
+    add_warmup,
+    bench_store,
+    check_store,
+    new_results,
+    pick,
+    print_context,
+    run_bench,
+    summary_ms,
+)
 
 HELP = "store latency: head read, CAS advance, record put, frontier at depth 1/10/100"
 
-BENCH_PG_ENV = "PLANFENCE_BENCH_POSTGRES_URL"
-DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DEPTHS = (1, 10, 100)
 KEY = "bench/requirements"
 OPS = ("head_read", "cas_advance", "record_put", "frontier")
+ROWS_PER_BACKEND = 3 + len(DEPTHS)
+REPEAT, QUICK_REPEAT = 300, 20
+WARMUP, QUICK_WARMUP = 20, 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--store",
-        metavar="URL",
-        help="benchmark only this backend/location (sqlite:///path.db, postgresql://..., "
-        "memory://); a throwaway file or schema is used there and removed afterwards. "
-        f"Default: SQLite in a temp dir and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}",
+    add_quick(p, f"{QUICK_REPEAT} timed calls per row")
+    add_repeat(p, REPEAT, QUICK_REPEAT, "timed calls per row")
+    add_warmup(p, WARMUP, QUICK_WARMUP)
+    add_bench_store(
+        p, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
     )
-    p.add_argument("--json", metavar="FILE", help='write {"rows": [...]} to FILE')
-    p.add_argument(
-        "--iterations", type=int, default=300, help="timed calls per measurement (default 300)"
-    )
-    p.add_argument("--warmup", type=int, default=20, help="untimed calls first (default 20)")
-
-
-@dataclass
-class Target:
-    """A throwaway store location and how to remove it."""
-
-    backend: str
-    url: str
-    cleanup: Callable[[], None]
-
-
-def _sqlite_target(base: Path | None) -> Target:
-    tmp = Path(tempfile.mkdtemp(prefix="planfence-bench-", dir=base))
-    return Target("sqlite", f"sqlite:///{tmp / 'bench.db'}", lambda: shutil.rmtree(tmp, True))
-
-
-def _postgres_target(url: str) -> Target:
-    from planfence.shared_memory.backends.postgres import split_schema
-
-    conninfo, _ = split_schema(url)
-    schema = f"pf_bench_{uuid.uuid4().hex[:12]}"
-    sep = "&" if "?" in conninfo else "?"
-
-    def drop() -> None:
-        import psycopg
-
-        try:
-            with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
-                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        except psycopg.Error:
-            pass
-
-    return Target("postgres", f"{conninfo}{sep}schema={schema}", drop)
-
-
-def _targets(store: str | None) -> list[Target]:
-    if store is None:
-        pg = os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
-        return [_sqlite_target(None), _postgres_target(pg)]
-    if store.startswith("sqlite://"):
-        from planfence.shared_memory.backends.sqlite import sqlite_path_from_url
-
-        path = sqlite_path_from_url(store)
-        base = None if path == ":memory:" else Path(path).resolve().parent
-        if base is not None:
-            base.mkdir(parents=True, exist_ok=True)
-        return [_sqlite_target(base)]
-    if store.startswith(("postgresql://", "postgres://")):
-        return [_postgres_target(store)]
-    return [Target(store.split(":", 1)[0], store, lambda: None)]
+    add_results(p)
 
 
 async def _time(
@@ -147,18 +106,29 @@ async def _chain(store: AsyncStore, root: str, depth: int) -> str:
     return (await store.add("bench/plan", {"depth": depth}, author="b", parents=[parent])).id
 
 
-async def bench_store(
-    store: AsyncStore, backend: str, iterations: int, warmup: int
-) -> list[dict[str, Any]]:
-    rows = []
+async def measure_store(
+    store: AsyncStore,
+    backend: str,
+    repeat: int,
+    warmup: int,
+    rows: list[dict[str, Any]],
+    progress: Progress,
+) -> None:
+    """Append one row per operation to `rows` as soon as it is measured."""
+
+    def done(row: dict[str, Any]) -> None:
+        rows.append(row)
+        depth = "" if row["depth"] is None else f" depth {row['depth']}"
+        progress.advance(f"{backend} {row['op']}{depth}")
+
     await store.own(KEY, "owner")
     head = (await store.put(KEY, {"v": 0}, author="owner", expected_head=None)).id
 
     async def head_read(_: int) -> None:
         await store.head(KEY)
 
-    samples, total = await _time(head_read, iterations, warmup)
-    rows.append(_row(backend, "head_read", None, samples, total))
+    samples, total = await _time(head_read, repeat, warmup)
+    done(_row(backend, "head_read", None, samples, total))
 
     async def cas_advance(i: int) -> None:
         nonlocal head
@@ -166,14 +136,14 @@ async def bench_store(
             await store.put(KEY, {"v": i + 1}, author="owner", parents=[head], expected_head=head)
         ).id
 
-    samples, total = await _time(cas_advance, iterations, warmup)
-    rows.append(_row(backend, "cas_advance", None, samples, total))
+    samples, total = await _time(cas_advance, repeat, warmup)
+    done(_row(backend, "cas_advance", None, samples, total))
 
     async def record_put(i: int) -> None:
         await store.add("bench/plan", {"plan": i}, author="planner", parents=[head], kind="plan")
 
-    samples, total = await _time(record_put, iterations, warmup)
-    rows.append(_row(backend, "record_put", None, samples, total))
+    samples, total = await _time(record_put, repeat, warmup)
+    done(_row(backend, "record_put", None, samples, total))
 
     for depth in DEPTHS:
         plan = await _chain(store, head, depth)
@@ -183,16 +153,21 @@ async def bench_store(
             if fr.used(KEY) != {head} or fr.visited != depth + 1:
                 raise RuntimeError(f"benchmark chain is wrong at depth {depth}: {fr}")
 
-        samples, total = await _time(frontier, max(1, iterations), min(warmup, 5))
-        rows.append(_row(backend, "frontier", depth, samples, total))
-    return rows
+        samples, total = await _time(frontier, repeat, min(warmup, 5))
+        done(_row(backend, "frontier", depth, samples, total))
 
 
-async def _run_target(target: Target, iterations: int, warmup: int) -> list[dict[str, Any]]:
+async def _run_target(
+    target: BenchStore,
+    repeat: int,
+    warmup: int,
+    rows: list[dict[str, Any]],
+    progress: Progress,
+) -> None:
     store = create_async_store(target.url)
     try:
         await store.setup()
-        return await bench_store(store, target.backend, iterations, warmup)
+        await measure_store(store, target.backend, repeat, warmup, rows, progress)
     finally:
         await store.aclose()
 
@@ -209,24 +184,37 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _show(results: Mapping[str, Any]) -> None:
+    print_context(results)
+    print(f"one process, sequential calls, {results['repeat']} timed per row")
+    print(format_table(results["rows"]))
+
+
 def run(args: argparse.Namespace) -> int:
-    iterations = max(1, int(args.iterations))
-    warmup = max(0, int(args.warmup))
-    rows: list[dict[str, Any]] = []
-    failed = False
-    for target in _targets(args.store):
-        try:
-            rows += asyncio.run(_run_target(target, iterations, warmup))
-        except (StoreUnavailableError, MissingExtraError) as exc:
-            note = f"skipped {target.backend}: {exc}"
-            if args.store is not None:  # the one backend asked for
-                print(f"planfence: error: {note}", file=sys.stderr)
-                failed = True
-            else:
-                print(f"note: {note}")
-        finally:
-            target.cleanup()
-    print(f"one process, sequential calls, {iterations} timed per row")
-    print(format_table(rows))
-    write_json(args.json, {"rows": rows})
-    return 1 if failed or not rows else 0
+    repeat = pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT)
+    warmup = pick(args.warmup, args.quick, WARMUP, QUICK_WARMUP)
+    check_store(args.store, shared=False)
+    explicit = args.store is not None
+    urls: list[str | None] = [args.store]
+    if not explicit:
+        urls.append(os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL)
+    results = new_results(repeat=repeat, warmup=warmup, stores=[], notes=[], rows=[])
+
+    def measure() -> None:
+        with Progress("bench store", ROWS_PER_BACKEND * len(urls)) as progress:
+            for url in urls:
+                target = bench_store(url, shared=False)
+                try:
+                    results["stores"].append(target.describe())
+                    asyncio.run(_run_target(target, repeat, warmup, results["rows"], progress))
+                except (StoreUnavailableError, MissingExtraError) as exc:
+                    if explicit:  # the one backend asked for
+                        raise
+                    results["stores"].pop()
+                    results["notes"].append(f"skipped {target.backend}: {exc}")
+                    progress.advance(f"{target.backend} skipped", ROWS_PER_BACKEND)
+                finally:
+                    target.cleanup()
+
+    code = run_bench(args, results, measure, _show)
+    return code if results["rows"] else 1

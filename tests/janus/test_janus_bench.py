@@ -26,7 +26,7 @@ def test_bench_runs_end_to_end_and_writes_valid_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "janus.json"
-    assert bench.run(parse("--seeds", "2", "--steps", "60", "--json", str(out))) == 0
+    assert bench.run(parse("--seeds", "2", "--steps", "60", "--out", str(out))) == 0
     printed = capsys.readouterr().out
     assert "CONTROLLED SIMULATION" in printed and "target" in printed
     doc = json.loads(out.read_text())
@@ -108,7 +108,7 @@ def test_llm_path_on_a_task_file(
 
     scripted = ScriptedLLM(default=reply)
     out = tmp_path / "llm.json"
-    args = parse("--tasks", str(tasks), "--json", str(out), "--holdout", "0.25")
+    args = parse("--tasks", str(tasks), "--out", str(out), "--holdout", "0.25")
     assert run_tasks(args, transport=scripted.transport()) == 0
     doc = json.loads(out.read_text())
     assert [r["strategy"] for r in doc["rows"]] == [

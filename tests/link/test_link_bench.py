@@ -45,17 +45,19 @@ def test_bench_link_quick_writes_the_documented_json(
     up.write_text("1\n")
     down.write_text("1\n1\n")
     out = tmp_path / "link.json"
-    argv = ["bench", "link", "--quick", "--iterations", "1", "--sync-iterations", "2"]
+    argv = ["bench", "link", "--quick", "--repeat", "2"]
     argv += ["--trace-up", str(up), "--trace-down", str(down), "--delay-ms", "2"]
-    argv += ["--loss", "0.05", "--json", str(out)]
+    argv += ["--loss", "0.05", "--out", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "Gate stall per validation" in printed
     assert "One authenticated head sync" in printed
+    assert f"trace: {up} and {down}" in printed
 
     data = json.loads(out.read_text())
-    assert set(data) == {"settings", "gate", "sync"}
+    assert set(data) == {"settings", "gate", "sync", "stores", "interrupted"}
     settings = data["settings"]
+    assert settings["trace_kind"] == "file" and settings["repeat"] == 2
     assert settings["trace_up"] == str(up) and settings["trace_down"] == str(down)
     assert settings["delay_ms"] == 2 and settings["loss"] == 0.05 and settings["rto_ms"] == 200
     assert settings["link_up_packets"] > 0 and settings["link_down_packets"] > 0
@@ -81,12 +83,14 @@ def test_bench_link_quick_writes_the_documented_json(
     assert 0.8 * 64 * 1024 < answers[64] < 1.2 * 64 * 1024
 
 
-def test_bench_link_without_a_trace_says_how_to_pass_one(
+def test_bench_link_with_an_empty_traces_folder_says_how_to_pass_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(link.TRACES_ENV, str(tmp_path))  # a folder with no traces in it
     assert main(["bench", "link", "--quick"]) == 2
-    assert "--trace-up FILE --trace-down FILE" in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert err.startswith("planfence: error: $PLANFENCE_TRACES is")
+    assert "--trace-up FILE --trace-down FILE" in err
 
 
 def test_bench_link_refuses_a_malformed_trace(
@@ -95,4 +99,4 @@ def test_bench_link_refuses_a_malformed_trace(
     bad = tmp_path / "bad.up"
     bad.write_text("12\nsoon\n")
     assert main(["bench", "link", "--trace-up", str(bad), "--trace-down", str(bad)]) == 2
-    assert "not a millisecond count" in capsys.readouterr().out
+    assert "not a millisecond count" in capsys.readouterr().err

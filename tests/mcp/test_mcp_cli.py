@@ -110,20 +110,21 @@ def test_missing_mcp_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch
 
 def test_bench_proxy_smoke(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    done = planfence("bench", "proxy", "--calls", "5", "--warmup", "2", "--json", str(out))
+    done = planfence("bench", "proxy", "--repeat", "5", "--warmup", "2", "--out", str(out))
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
-    assert set(data) == {
+    timings = {
         "direct_p50_ms",
         "direct_p99_ms",
         "proxied_p50_ms",
         "proxied_p99_ms",
         "ungated_p50_ms",
         "ratio_p50",
-        "calls",
     }
-    assert data["calls"] == 5
-    assert all(data[k] > 0 for k in data)
+    assert set(data) == {*timings, "calls", "warmup", "stores", "interrupted"}
+    assert data["calls"] == 5 and data["warmup"] == 2 and data["interrupted"] is False
+    assert all(data[k] > 0 for k in timings)
+    assert [s["backend"] for s in data["stores"]] == ["sqlite"]
     assert "ratio proxied/direct" in done.stdout
 
 

@@ -3,7 +3,7 @@
 Every tool that has an effect appends one JSON line to the effects file (``--effects`` or
 $PLANFENCE_TEST_EFFECTS), so a test can prove that a refused call never ran. Run it as a script:
 
-    python tests/mcp/upstream_server.py --effects /tmp/effects.jsonl            # stdio, both eras
+    python tests/mcp/upstream_server.py --effects effects.jsonl                 # stdio, both eras
     python tests/mcp/upstream_server.py --legacy-only                           # handshake era only
     python tests/mcp/upstream_server.py --transport http --port 8765            # streamable HTTP
 

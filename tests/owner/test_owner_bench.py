@@ -30,9 +30,19 @@ def test_bench_gate_quick_writes_the_documented_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "gate.json"
-    assert main(["bench", "gate", "--quick", "--iterations", "3", "--json", str(out)]) == 0
+    assert main(["bench", "gate", "--quick", "--repeat", "3", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert set(data) == {"rows", "traffic"}
+    assert set(data) == {
+        "rows",
+        "traffic",
+        "stores",
+        "notes",
+        "repeat",
+        "traffic_repeat",
+        "interrupted",
+    }
+    assert data["repeat"] == 3 and data["interrupted"] is False
+    assert data["stores"][0]["backend"] == "sqlite"
 
     for row in data["rows"]:
         assert set(row) == ROW_FIELDS
@@ -46,6 +56,8 @@ def test_bench_gate_quick_writes_the_documented_json(
         }
     if not any(s == "postgres" for s, _, _ in grid):
         assert "PostgreSQL rows skipped" in capsys.readouterr().out
+    else:
+        assert [s["backend"] for s in data["stores"]] == ["sqlite", "postgres"]
 
     sizes = {(t["keys"], t["deps"]) for t in data["traffic"]}
     assert {k for k, _ in sizes} == {8, 32, 128}

@@ -50,7 +50,7 @@ CROSSOVER_FIELDS = {
     "planfence_lower_than_eager_from_4",
 }
 PATHS = ("loopback", "att")
-ACTIONS = 8  # --quick
+ACTIONS = 8
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +60,8 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any],
     up.write_text("1\n")
     down.write_text("1\n1\n")
     out = tmp / "replay.json"
-    argv = ["bench", "replay", "--quick", "--trace-up", str(up), "--trace-down", str(down)]
-    argv += ["--delay-ms", "2", "--json", str(out)]
+    argv = ["bench", "replay", "--actions", str(ACTIONS), "--trace-up", str(up)]
+    argv += ["--trace-down", str(down), "--delay-ms", "2", "--out", str(out)]
     assert main(argv) == 0
     return json.loads(out.read_text()), str(up)
 
@@ -69,11 +69,12 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any],
 @pytest.mark.slow
 def test_quick_run_writes_the_documented_json(quick_run: tuple[dict[str, Any], str]) -> None:
     data, up = quick_run
-    assert set(data) == {"settings", "rows", "crossover", "safety"}
+    assert set(data) == {"settings", "rows", "crossover", "safety", "stores", "interrupted"}
+    assert [s["backend"] for s in data["stores"]] == ["sqlite"]
     s = data["settings"]
     assert s["actions"] == ACTIONS and s["rates"] == list(RATES)
     assert s["paths"] == list(PATHS) and s["executors"] == list(EXECUTORS)
-    assert s["trace_up"] == up and s["delay_ms"] == 2
+    assert s["trace_up"] == up and s["delay_ms"] == 2 and s["trace_kind"] == "file"
     assert s["link_up_packets"] > 0 and s["link_down_packets"] > 0
 
     grid = {(r["path"], r["rate"], r["executor"]) for r in data["rows"]}
@@ -168,4 +169,5 @@ def test_bad_settings_are_refused_before_anything_starts(
     flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["bench", "replay", "--quick", *flags]) == 2
-    assert message in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert err.startswith("planfence: error:") and message in err

@@ -37,7 +37,7 @@ def test_bench_store_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out = tmp_path / "out" / "bench.json"
     url = f"sqlite:///{tmp_path / 'data' / 'x.db'}"
     code = main(
-        ["bench", "store", "--store", url, "--iterations", "2", "--warmup", "0", "--json", str(out)]
+        ["bench", "store", "--store", url, "--repeat", "2", "--warmup", "0", "--out", str(out)]
     )
     assert code == 0
     check_rows(out, {"sqlite"})
@@ -45,6 +45,10 @@ def test_bench_store_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "frontier" in text
     assert "p99_ms" in text
     assert list((tmp_path / "data").iterdir()) == []  # the throwaway store is gone
+    (store,) = json.loads(out.read_text())["stores"]
+    assert store["backend"] == "sqlite"
+    assert store["url"].startswith(f"sqlite:///{tmp_path / 'data'}/planfence-bench-")
+    assert f"store: {store['url']}" in text
 
 
 def test_bench_store_postgres(pg_url: str, tmp_path: Path) -> None:
@@ -55,11 +59,11 @@ def test_bench_store_postgres(pg_url: str, tmp_path: Path) -> None:
             "store",
             "--store",
             pg_url,
-            "--iterations",
+            "--repeat",
             "2",
             "--warmup",
             "1",
-            "--json",
+            "--out",
             str(out),
         ]
     )
@@ -72,12 +76,14 @@ def test_bench_store_default_runs_both(
 ) -> None:
     monkeypatch.setenv("PLANFENCE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:1/test")
     out = tmp_path / "bench.json"
-    assert main(["bench", "store", "--iterations", "1", "--warmup", "0", "--json", str(out)]) == 0
+    assert main(["bench", "store", "--repeat", "1", "--warmup", "0", "--out", str(out)]) == 0
     check_rows(out, {"sqlite"})
     assert "note: skipped postgres" in capsys.readouterr().out
 
 
 def test_bench_store_unreachable_explicit_store_fails(capsys: pytest.CaptureFixture[str]) -> None:
     url = "postgresql://postgres@127.0.0.1:1/test"
-    assert main(["bench", "store", "--store", url, "--iterations", "1"]) == 1
-    assert "planfence: error: skipped postgres" in capsys.readouterr().err
+    assert main(["bench", "store", "--store", url, "--repeat", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("planfence: error: cannot reach PostgreSQL")
+    assert "Traceback" not in err
