@@ -1,12 +1,13 @@
 """An AutoGen team that books a trip behind the PlanFence gate.
 
-    python -m planfence.demos.autogen_team [--stale-again] [--baseline]
+    python -m planfence.demos.autogen_team [--stale-again] [--baseline] [--store URL]
 
 The planner plans from the trip requirements; the customer then changes them; the executor,
 holding the old plan, tries to book. The gate refuses, the planner replans once from the current
 requirements, and the booking runs with the new destination. `--stale-again` makes the customer
 change their mind twice (the second stale plan is blocked); `--baseline` runs the freshness-only
-executor, which books the stale destination.
+executor, which books the stale destination. The demo runs in a temporary store, removed when it
+ends, unless `--store URL` names one to keep the records in.
 
 Uses a real model when PLANFENCE_LLM_MODEL is set (PLANFENCE_LLM_BASE_URL, PLANFENCE_LLM_API_KEY;
 any OpenAI-compatible endpoint, needs `pip install 'autogen-ext[openai]'`); scripted models
@@ -43,7 +44,9 @@ from planfence.adapters.autogen import (
     run_outcome,
 )
 from planfence.plugins.gate import Policy
-from planfence.shared_memory import AsyncStore, open_async_store
+from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
+
+from ._support import STORE_HELP, demo_store
 
 REQ = "trip/42/requirements"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])
@@ -121,14 +124,33 @@ class DemoResult:
     replans: int = 0
     stop_reason: str = ""
     lines: list[str] = field(default_factory=list)
+    store: str = ""  # the line saying which store the demo used
 
 
 async def run(
-    *, stale_again: bool = False, baseline: bool = False, scripted: bool | None = None
+    *,
+    stale_again: bool = False,
+    baseline: bool = False,
+    scripted: bool | None = None,
+    store_url: str | None = None,
+) -> DemoResult:
+    """Play the story in `store_url` (default: a temporary store, removed afterwards)."""
+    with demo_store(store_url) as where:
+        store = await open_async_store(where.url)
+        try:
+            out = await _play(store, stale_again=stale_again, baseline=baseline, scripted=scripted)
+        finally:
+            await store.aclose()
+    out.store = where.line()
+    return out
+
+
+async def _play(
+    store: AsyncStore, *, stale_again: bool, baseline: bool, scripted: bool | None
 ) -> DemoResult:
     out = DemoResult()
-    store = await open_async_store("memory://")
-    await store.own(REQ, "customer")
+    if await store.owner(REQ) is None:  # a kept store may hold the trip from an earlier run
+        await store.own(REQ, "customer")
     await store.put(REQ, {"destination": "Lisbon"}, author="customer")
     changes = ["Porto", "Madrid"] if stale_again else ["Porto"]
 
@@ -180,7 +202,6 @@ async def run(
     outcome = run_outcome(result)
     out.status, out.replans = outcome.status, outcome.replans
     out.stop_reason = result.stop_reason or ""
-    await store.aclose()
     return out
 
 
@@ -189,10 +210,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stale-again", action="store_true", help="the customer changes twice")
     parser.add_argument("--baseline", action="store_true", help="freshness-only executor")
     parser.add_argument("--scripted", action="store_true", help="ignore PLANFENCE_LLM_*")
+    parser.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     args = parser.parse_args(argv)
-    result = asyncio.run(
-        run(stale_again=args.stale_again, baseline=args.baseline, scripted=args.scripted or None)
-    )
+    if args.store is not None and not args.store.strip():
+        parser.error("--store is empty: give a store URL, or leave the option out")
+    try:
+        result = asyncio.run(
+            run(
+                stale_again=args.stale_again,
+                baseline=args.baseline,
+                scripted=args.scripted or None,
+                store_url=args.store,
+            )
+        )
+    except PlanFenceError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 1
+    print(result.store)
     print("\n".join(result.lines))
     print(f"-- {result.stop_reason}")
     print(f"-- outcome: {result.status}, replans: {result.replans}, booked: {result.booked}")

@@ -1,16 +1,49 @@
-"""`planfence demo ...`: the quickstart story and the bundled workflows."""
+"""`planfence demo ...`: the quickstart story and the bundled workflows.
+
+Demos run in their own temporary store unless `--store URL` is given, and say which one they used.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import time
+from collections.abc import Sequence
 from typing import Any
 
-from planfence.adapters.cli.common import add_common, guarded, store_url
+from planfence.adapters.cli.common import (
+    UsageError,
+    add_output,
+    guarded,
+    positive_int,
+    write_out,
+)
 from planfence.shared_memory import create_async_store
 
-from .workflows import EXECUTORS, WORKFLOWS, WorkflowResult, run_workflow
+from ._support import STORE_HELP, DemoStore, Progress, demo_store
+from .workflows import EXECUTORS, WORKFLOWS, Cost, WorkflowResult, describe_change, run_workflow
+
+DEFAULT_RUNS = 10
+QUICK_RUNS = 2
+
+# One line on what each baseline is, shown beside its run.
+EXPLAIN = {
+    "freshness": "freshness-only: the baseline that keeps the executor's copy of the records "
+    "current, but never checks which versions its plan was derived from",
+    "eager": "eager sync: the baseline that pushes every update to every replica, and holds the "
+    "write until all of them acknowledged it, whether or not an action depends on it",
+    "allkeys": "all-key check: the baseline that asks the owners for the head of every shared "
+    "key before each action, not only the keys the action depends on",
+}
+
+# What an executor's synchronous waits are.
+STALLS = {
+    "planfence": "owner head requests for the keys the action depends on",
+    "allkeys": "owner head requests for every shared key",
+    "freshness": "replica catch-ups before acting",
+    "eager": "writes held until every replica acknowledged",
+}
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,40 +55,84 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--executor",
         choices=EXECUTORS,
         default=None,
-        help="run one executor (default: planfence, then freshness for contrast)",
+        help="run one executor (default: planfence, then freshness-only for contrast)",
     )
-    p.add_argument("--workflow", choices=sorted(WORKFLOWS), default="booking")
+    p.add_argument(
+        "--workflow",
+        choices=sorted(WORKFLOWS),
+        default="booking",
+        help="which workflow tells the story",
+    )
     p.add_argument(
         "--revise-during-replan",
         action="store_true",
         help="commit another revision while the replan is in flight (shows a block)",
     )
-    add_common(p)
+    _add_demo_options(p)
     p.set_defaults(handler=guarded(_quickstart))
 
     p = dsub.add_parser(
         "workflows", help="booking, fulfilment and deploy workflows under every executor"
     )
-    p.add_argument("--runs", type=int, default=10, help="runs per workflow (default 10)")
-    p.add_argument("--executor", choices=EXECUTORS, action="append", default=None)
-    add_common(p)
+    p.add_argument(
+        "--runs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"runs of each workflow per executor (default: {DEFAULT_RUNS}; "
+        f"{QUICK_RUNS} with --quick)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help=f"smoke run: {QUICK_RUNS} runs of each workflow"
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        action="append",
+        default=None,
+        help="run this executor; repeat for several (default: all of them)",
+    )
+    _add_demo_options(p)
     p.set_defaults(handler=guarded(_workflows))
+
+
+def _add_demo_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
+    add_output(p)
+
+
+def _store_arg(args: argparse.Namespace) -> str | None:
+    url: str | None = args.store
+    if url is not None and not url.strip():
+        raise UsageError("--store is empty: give a store URL, or leave the option out")
+    return url
+
+
+def _cost_line(executor: str, cost: Cost) -> str:
+    return (
+        f"  cost: waited {cost.stalls} times ({STALLS[executor]}), {cost.stall_ms:.2f} ms in "
+        f"all; traffic {cost.messages} messages, {cost.bytes} bytes"
+    )
 
 
 def _narrate(r: WorkflowResult) -> str:
     lines = [f"[{r.executor}] workflow {r.workflow} (run {r.run})"]
-    for v in r.verdicts:
-        if v.verdict == "replan":
-            for s in v.stale:
-                lines.append(
-                    f"  gate: {s.key} changed after planning "
-                    f"({s.used[0][:10]} -> {(s.current or 'none')[:10]}): replan"
-                )
-        elif v.verdict == "block":
-            lines.append(f"  gate: BLOCK ({v.reason}) {v.message}")
+    if r.executor in EXPLAIN:
+        lines.append(f"  {EXPLAIN[r.executor]}")
+    for step in r.steps:
+        changed = "; ".join(describe_change(c) for c in step["stale"])
+        if step["verdict"] == "replan":
+            lines.append(f"  {r.executor}: stale plan, replan once: {changed}")
+        elif step["verdict"] == "block":
+            why = changed or step["message"]
+            lines.append(f"  {r.executor}: BLOCK ({step['reason']}): {why}".rstrip(": "))
     for a in r.actions:
         if a["executed"]:
-            ok = "valid" if a["valid"] else "INVALID: acted on a stale plan"
+            if a["valid"]:
+                ok = "valid"
+            else:
+                stale = "; ".join(describe_change(c) for c in a["stale"])
+                ok = "INVALID: acted on a stale plan" + (f" ({stale})" if stale else "")
             lines.append(f"  executed {a['tool']}({json.dumps(a['args'])}) -> {ok}")
         else:
             lines.append(f"  refused {a['tool']}: nothing was executed")
@@ -63,58 +140,153 @@ def _narrate(r: WorkflowResult) -> str:
     lines.append(
         f"  {status}; invalid actions {r.invalid_actions}, replans {r.replans}, blocked {r.blocked}"
     )
+    lines.append(_cost_line(r.executor, r.cost))
     return "\n".join(lines)
 
 
-async def _run(url: str, jobs: list[tuple[str, str]], **kw: Any) -> list[WorkflowResult]:
+async def _run(
+    url: str,
+    jobs: Sequence[tuple[str, str]],
+    into: list[WorkflowResult],
+    progress: Progress | None = None,
+    **kw: Any,
+) -> None:
+    """Play `jobs` in order, appending each result to `into` as it finishes (so an interrupted
+    run keeps what it did)."""
     store = create_async_store(url)
     async with store:
-        return [await run_workflow(store, wf, ex, **kw) for wf, ex in jobs]
+        for wf, ex in jobs:
+            into.append(await run_workflow(store, wf, ex, **kw))
+            if progress is not None:
+                progress.advance(f"{ex} {wf}")
 
 
 def _quickstart(args: argparse.Namespace) -> int:
-    if args.executor:
-        executors = [args.executor]
-    else:  # the story reads best as a contrast; JSON is one object, for planfence
-        executors = ["planfence"] if args.json else ["planfence", "freshness"]
-    results = asyncio.run(
-        _run(
-            store_url(args),
-            [(args.workflow, ex) for ex in executors],
-            revise_during_replan=args.revise_during_replan,
+    executors = [args.executor] if args.executor else ["planfence", "freshness"]
+    results: list[WorkflowResult] = []
+    with demo_store(_store_arg(args)) as where:
+        asyncio.run(
+            _run(
+                where.url,
+                [(args.workflow, ex) for ex in executors],
+                results,
+                revise_during_replan=args.revise_during_replan,
+            )
         )
-    )
+    data = {**where.fields(), "runs": [r.to_dict() for r in results]}
+    write_out(args, data)
     if args.json:
-        print(json.dumps(results[0].to_dict()))
+        print(json.dumps(data))
     else:
-        print(f"store: {store_url(args)}")
+        print(where.line())
         for r in results:
             print(_narrate(r))
     return 0
 
 
-def _workflows(args: argparse.Namespace) -> int:
-    executors = args.executor or list(EXECUTORS)
-    jobs = [(wf, ex) for ex in executors for wf in WORKFLOWS for _ in range(args.runs)]
-    results = asyncio.run(_run(store_url(args), jobs))
-    summary: dict[str, dict[str, int]] = {}
+SUMMARY_FIELDS = (
+    "runs",
+    "completed",
+    "invalid_actions",
+    "replans",
+    "blocked",
+    "stalls",
+    "stall_ms",
+    "messages",
+    "bytes",
+)
+
+
+def summarize(results: Sequence[WorkflowResult]) -> dict[str, dict[str, Any]]:
+    """Per executor: runs, outcomes, and the coordination cost summed over its runs."""
+    summary: dict[str, dict[str, Any]] = {}
+    costs: dict[str, Cost] = {}
     for r in results:
-        row = summary.setdefault(
-            r.executor,
-            {"runs": 0, "completed": 0, "invalid_actions": 0, "replans": 0, "blocked": 0},
-        )
+        row = summary.setdefault(r.executor, dict.fromkeys(SUMMARY_FIELDS, 0))
         row["runs"] += 1
         row["completed"] += int(r.completed)
         row["invalid_actions"] += r.invalid_actions
         row["replans"] += r.replans
         row["blocked"] += r.blocked
-    if args.json:
-        print(json.dumps({"summary": summary, "runs": [r.to_dict() for r in results]}))
-    else:
-        print(f"{'executor':<10} {'runs':>5} {'completed':>10} {'invalid':>8} {'replans':>8}")
-        for ex, row in summary.items():
-            print(
-                f"{ex:<10} {row['runs']:>5} {row['completed']:>10} "
-                f"{row['invalid_actions']:>8} {row['replans']:>8}"
-            )
+        costs.setdefault(r.executor, Cost()).add(r.cost)
+    for ex, cost in costs.items():
+        summary[ex].update(cost.to_dict())
+    return summary
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1000:.1f} kB" if n >= 1000 else f"{n} B"
+
+
+def table(summary: dict[str, dict[str, Any]]) -> str:
+    head = (
+        f"{'executor':<10} {'runs':>5} {'completed':>10} {'invalid':>8} {'replans':>8} "
+        f"{'blocked':>8}  {'stalls':<18} {'traffic':<20}"
+    )
+    lines = [head.rstrip()]
+    for ex, row in summary.items():
+        stalls = f"{row['stalls']} / {row['stall_ms']:.1f} ms"
+        traffic = f"{row['messages']} msg / {_kb(row['bytes'])}"
+        lines.append(
+            f"{ex:<10} {row['runs']:>5} {row['completed']:>10} {row['invalid_actions']:>8} "
+            f"{row['replans']:>8} {row['blocked']:>8}  {stalls:<18} {traffic:<20}".rstrip()
+        )
+    lines.append(
+        "invalid: executed actions whose plan was stale when the tool ran (judged from the "
+        "store's history); blocked: actions refused"
+    )
+    lines.append(
+        "stalls: synchronous coordination waits and their total time (owner head requests, "
+        "replica catch-ups, eager writes held for acknowledgements)"
+    )
+    lines.append("traffic: coordination messages between agents and their size as JSON")
+    return "\n".join(lines)
+
+
+def _workflows(args: argparse.Namespace) -> int:
+    executors = args.executor or list(EXECUTORS)
+    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else DEFAULT_RUNS)
+    jobs = [(wf, ex) for ex in executors for wf in WORKFLOWS for _ in range(runs)]
+    results: list[WorkflowResult] = []
+    start = time.perf_counter()
+    interrupted = False
+    with demo_store(_store_arg(args)) as where:
+        try:
+            with Progress("demo workflows", len(jobs)) as progress:
+                asyncio.run(_run(where.url, jobs, results, progress))
+        except KeyboardInterrupt:
+            interrupted = True
+    elapsed = time.perf_counter() - start
+    _report_workflows(args, where, results, runs, elapsed, interrupted)
+    if interrupted:
+        raise KeyboardInterrupt
     return 0
+
+
+def _report_workflows(
+    args: argparse.Namespace,
+    where: DemoStore,
+    results: Sequence[WorkflowResult],
+    runs: int,
+    elapsed: float,
+    interrupted: bool,
+) -> None:
+    summary = summarize(results)
+    data = {
+        **where.fields(),
+        "runs_per_workflow": runs,
+        "elapsed_s": round(elapsed, 3),
+        "interrupted": interrupted,
+        "summary": summary,
+        "runs": [r.to_dict() for r in results],
+    }
+    write_out(args, data)
+    if args.json:
+        print(json.dumps(data))
+        return
+    print(where.line())
+    print(table(summary))
+    per_run = elapsed / len(results) * 1000 if results else 0.0
+    print(f"{len(results)} runs in {elapsed:.1f} s ({per_run:.1f} ms per run)")
+    if interrupted:
+        print("interrupted: the table shows the runs that finished before Ctrl-C")

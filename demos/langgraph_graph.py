@@ -1,12 +1,13 @@
 """A LangChain agent (`create_agent`) that books a trip behind the PlanFence gate.
 
-    python -m planfence.demos.langgraph_graph [--stale-again] [--baseline] [--sync]
+    python -m planfence.demos.langgraph_graph [--stale-again] [--baseline] [--sync] [--store URL]
 
 The model reads the trip requirements; while it is deciding, the customer changes them; its
 booking call carries the old plan. The gate refuses, the model replans once from the current
 requirements, and the booking runs with the new destination. `--stale-again`: the customer
 changes twice and the second stale plan is blocked. `--baseline`: the freshness-only check books
-the stale destination.
+the stale destination. The demo runs in a temporary store, removed when it ends, unless
+`--store URL` names one to keep the records in.
 
 Uses a real model when PLANFENCE_LLM_MODEL is set (PLANFENCE_LLM_BASE_URL, PLANFENCE_LLM_API_KEY;
 any OpenAI-compatible endpoint, needs `pip install langchain-openai`); a scripted model otherwise.
@@ -32,7 +33,9 @@ from langchain_core.tools import tool
 
 from planfence.adapters.langgraph import PlanfenceMiddleware
 from planfence.plugins.gate import Policy
-from planfence.shared_memory import Store, open_store
+from planfence.shared_memory import PlanFenceError, Store, open_store
+
+from ._support import STORE_HELP, demo_store
 
 REQ = "trip/42/requirements"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])
@@ -100,6 +103,7 @@ class DemoResult:
     outcome: dict[str, Any] = field(default_factory=dict)
     replans: int = 0
     lines: list[str] = field(default_factory=list)
+    store: str = ""  # the line saying which store the demo used
 
 
 def build(
@@ -150,10 +154,14 @@ def run(
     baseline: bool = False,
     scripted: bool | None = None,
     use_async: bool = True,
+    store_url: str | None = None,
 ) -> DemoResult:
+    """Play the story in `store_url` (default: a temporary store, removed afterwards)."""
     out = DemoResult()
-    with open_store("memory://") as store:
-        store.own(REQ, "customer")
+    with demo_store(store_url) as where, open_store(where.url) as store:
+        out.store = where.line()
+        if store.owner(REQ) is None:  # a kept store may hold the trip from an earlier run
+            store.own(REQ, "customer")
         store.put(REQ, {"destination": "Lisbon"}, author="customer")
         agent = build(
             store, out.booked, stale_again=stale_again, baseline=baseline, scripted=scripted
@@ -172,13 +180,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", action="store_true", help="freshness-only check")
     parser.add_argument("--scripted", action="store_true", help="ignore PLANFENCE_LLM_*")
     parser.add_argument("--sync", action="store_true", help="invoke instead of ainvoke")
+    parser.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     args = parser.parse_args(argv)
-    result = run(
-        stale_again=args.stale_again,
-        baseline=args.baseline,
-        scripted=args.scripted or None,
-        use_async=not args.sync,
-    )
+    if args.store is not None and not args.store.strip():
+        parser.error("--store is empty: give a store URL, or leave the option out")
+    try:
+        result = run(
+            stale_again=args.stale_again,
+            baseline=args.baseline,
+            scripted=args.scripted or None,
+            use_async=not args.sync,
+            store_url=args.store,
+        )
+    except PlanFenceError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 1
+    print(result.store)
     print("\n".join(result.lines))
     status = result.outcome.get("status")
     print(f"-- outcome: {status} ({result.outcome.get('reason')}), replans: {result.replans}")

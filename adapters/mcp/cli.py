@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
         if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
             raise MissingExtraError("the MCP proxy", "mcp") from None
         raise
+    from planfence.plugins.gate import Policy
+
+    Policy.load(args.policy)  # a broken policy is reported first, with its file and line
     url = store_url(args)
     require_existing_store(url)  # a mistyped path must not become a new, empty store
     logging.basicConfig(

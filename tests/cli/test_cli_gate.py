@@ -82,15 +82,20 @@ def test_quickstart_json(
         capsys, "demo", "quickstart", "--executor", executor, "--json", "--store", sqlite_url
     )
     assert code == 0
-    r = json.loads(out)
+    data = json.loads(out)
+    assert data["store"] == sqlite_url
+    [r] = data["runs"]
     assert set(r) == {
         "workflow",
         "executor",
+        "run",
         "completed",
         "invalid_actions",
         "replans",
         "blocked",
+        "steps",
         "actions",
+        "cost",
     }
     [action] = r["actions"]
     assert action["tool"] == "book_trip"
@@ -120,7 +125,7 @@ def test_quickstart_revision_during_replan_blocks_and_is_audited(
         sqlite_url,
     )
     assert code == 0
-    r = json.loads(out)
+    [r] = json.loads(out)["runs"]
     assert (r["completed"], r["blocked"], r["invalid_actions"]) == (False, 1, 0)
     code, out, _ = run(capsys, "audit", "--json", "--store", sqlite_url)
     verdicts = [(d["verdict"], d["reason"]) for d in json.loads(out)]
@@ -142,14 +147,14 @@ def test_workflows_reproduce_the_paper_claim(
         assert summary[safe]["completed"] == 6
 
 
-def test_quickstart_json_is_one_object_for_planfence_by_default(
+def test_quickstart_json_keeps_the_freshness_contrast(
     capsys: pytest.CaptureFixture[str], sqlite_url: str
 ) -> None:
     code, out, _ = run(capsys, "demo", "quickstart", "--json", "--store", sqlite_url)
     assert code == 0
-    r = json.loads(out)
-    assert isinstance(r, dict)
-    assert r["executor"] == "planfence"
+    runs = json.loads(out)["runs"]
+    assert [r["executor"] for r in runs] == ["planfence", "freshness"]
+    assert [r["invalid_actions"] for r in runs] == [0, 1]
     code, out, _ = run(capsys, "demo", "quickstart", "--store", sqlite_url)
     assert "[planfence]" in out
     assert "[freshness]" in out

@@ -1,0 +1,127 @@
+"""What the demos share: their own store, and progress on stderr.
+
+A demo never writes into the user's default store (`$PLANFENCE_STORE`, `.planfence/memory.db`):
+without `--store URL` it runs on a temporary SQLite file that is removed when it ends, and it says
+which store it used.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+STORE_HELP = (
+    "store URL to run the demo in, which keeps its records (default: a temporary SQLite file, "
+    "removed when the demo ends; never $PLANFENCE_STORE)"
+)
+
+
+def shown_url(url: str) -> str:
+    """A store URL fit to print: a password is replaced by `***`."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    except ValueError:
+        return "<a store URL that cannot be parsed>"
+
+
+@dataclass(frozen=True)
+class DemoStore:
+    """The store a demo runs in: its URL, and whether the demo made it (and removes it)."""
+
+    url: str
+    temporary: bool
+
+    def line(self) -> str:
+        """The one line that says which store the demo used."""
+        if self.temporary:
+            return (
+                f"store: {shown_url(self.url)} (temporary: removed when the demo ends; "
+                "--store URL keeps the records)"
+            )
+        return f"store: {shown_url(self.url)}"
+
+    def fields(self) -> dict[str, Any]:
+        """The same, for JSON output."""
+        return {"store": shown_url(self.url), "temporary_store": self.temporary}
+
+
+@contextmanager
+def demo_store(url: str | None) -> Iterator[DemoStore]:
+    """`url` when given; otherwise a temporary SQLite store, removed on the way out (also after
+    an error or Ctrl-C). Close the store before leaving the block."""
+    if url is not None:
+        if not url.strip():
+            raise ValueError("--store is empty: give a store URL, or leave the option out")
+        yield DemoStore(url, False)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="planfence-demo-"))
+    try:
+        yield DemoStore(f"sqlite:///{folder / 'demo.db'}", True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class Progress:
+    """Progress on stderr, so JSON on stdout stays clean: a rich bar on a terminal, otherwise a
+    plain line at every tenth of the way."""
+
+    def __init__(
+        self, title: str, total: int, *, stream: TextIO | None = None, bar: bool | None = None
+    ) -> None:
+        self.title = title
+        self.total = max(1, total)
+        self.done = 0
+        self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.bar = bar if bar is not None else bool(isatty and isatty())
+        self._rich: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.bar:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._rich = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(file=self.stream),
+                transient=True,
+            )
+            self._rich.start()
+            self._task = self._rich.add_task(self.title, total=self.total)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+            self._rich = None
+
+    def advance(self, what: str = "") -> None:
+        self.done = min(self.total, self.done + 1)
+        if self._rich is not None:
+            label = f"{self.title}: {what}" if what else self.title
+            self._rich.update(self._task, advance=1, description=label)
+        elif self.done * 10 // self.total > (self.done - 1) * 10 // self.total:
+            print(f"{self.title}: {self.done}/{self.total}", file=self.stream, flush=True)
