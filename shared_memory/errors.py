@@ -1,9 +1,19 @@
-"""Every error planfence raises, under one root.
+"""Every error planfence raises, under one root. The whole tree is drawn here; the classes
+defined in a higher layer name their module in brackets.
 
 PlanFenceError
 ├── MissingExtraError            an optional integration is not installed (has the pip hint)
 ├── ConfigError                  a bad store URL, policy file or setting
-│   └── StoreNotFoundError       opened with create=False, and no store is at that path
+│   ├── StoreNotFoundError       opened with create=False, and no store is at that path
+│   ├── PolicyError              a policy file or declaration that cannot load [plugins.gate]
+│   └── KeyringError             an owner keyring that cannot load [adapters.owner_service]
+├── ScopeError                   a call's arguments do not fill its declared keys [plugins.gate]
+├── JanusError                   the Janus controller [plugins.janus]
+│   ├── JanusConfigError, JanusStateError, JanusConflictError, UpdaterOutputError
+│   └── LLMError                 LLMUnavailableError, LLMResponseError, LLMBudgetExceededError
+├── UpstreamFailure              the MCP proxy's upstream failed a call [adapters.mcp]
+├── ConcurrentTurnError          two AutoGen turns overlapped on one workbench [adapters.autogen]
+├── ImmutableRecordError         a LangGraph store write to a record [adapters.langgraph]
 └── StoreError                   anything the shared-memory store refuses or cannot do
     ├── InvalidKeyError          key or agent id does not match the allowed syntax
     ├── InvalidValueError        value is not JSON, or malformed record fields

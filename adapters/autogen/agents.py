@@ -27,15 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planfence.plugins.gate import BLOCK, REPLAN, Verdict, create_plan
-from planfence.shared_memory import AsyncStore, ConfigError, MissingExtraError, Record
+from planfence.shared_memory import AsyncStore, ConfigError, Record
+from planfence.shared_memory.extras import extra_imports
 
-try:
+with extra_imports("autogen", "planfence.adapters.autogen"):
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.base import Response
     from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, MemoryQueryEvent
     from autogen_core import CancellationToken
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise MissingExtraError("planfence.adapters.autogen", "autogen") from exc
 
 from ._fence import (
     PARENTS,

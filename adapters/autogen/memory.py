@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from planfence.shared_memory import AsyncStore, ConfigError, MissingExtraError, Record, Store
+from planfence.shared_memory import AsyncStore, ConfigError, Record, Store
+from planfence.shared_memory.extras import extra_imports
 
-try:
+with extra_imports("autogen", "planfence.adapters.autogen"):
     from autogen_core import CancellationToken, Component
     from autogen_core.memory import (
         Memory,
@@ -30,8 +31,6 @@ try:
     )
     from autogen_core.model_context import ChatCompletionContext, ChatCompletionContextState
     from autogen_core.models import SystemMessage
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise MissingExtraError("planfence.adapters.autogen", "autogen") from exc
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 

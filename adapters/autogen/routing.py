@@ -15,15 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.shared_memory import MissingExtraError
+from planfence.shared_memory.extras import extra_imports
 
-try:
+with extra_imports("autogen", "planfence.adapters.autogen"):
     from autogen_agentchat.base import TaskResult, TerminatedException, TerminationCondition
     from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage
     from autogen_agentchat.teams import DiGraphBuilder
     from autogen_core import Component
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise MissingExtraError("planfence.adapters.autogen", "autogen") from exc
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 

@@ -25,16 +25,14 @@ from planfence.plugins.gate import GuardedExecutor, Policy, Verdict, fail_closed
 from planfence.shared_memory import (
     AsyncStore,
     ConfigError,
-    MissingExtraError,
     PlanFenceError,
     Store,
 )
+from planfence.shared_memory.extras import extra_imports
 
-try:
+with extra_imports("autogen", "planfence.adapters.autogen"):
     from autogen_core import CancellationToken, Component, ComponentModel
     from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbench
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise MissingExtraError("planfence.adapters.autogen", "autogen") from exc
 from pydantic import BaseModel
 from typing_extensions import Self
 

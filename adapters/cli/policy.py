@@ -17,7 +17,8 @@ import sys
 from typing import Any
 
 from planfence.plugins.gate import Policy
-from planfence.shared_memory import ConfigError, MissingExtraError
+from planfence.shared_memory import ConfigError
+from planfence.shared_memory.extras import extra_imports
 
 from .common import UsageError, emit, guarded
 
@@ -88,15 +89,11 @@ def _upstream_tools(args: argparse.Namespace, command: list[str]) -> list[str] |
         raise UsageError("give either -- CMD [ARGS...] or --upstream-url, not both")
     if not command and not args.upstream_url:
         return None
-    try:
+    with extra_imports("mcp", "policy check --tools-from-upstream"):
         import anyio
 
         from planfence.adapters.mcp.listing import list_tool_names
         from planfence.adapters.mcp.proxy import stdio_upstream
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
-            raise MissingExtraError("policy check --tools-from-upstream", "mcp") from None
-        raise
     target: Any = args.upstream_url or stdio_upstream(command)
 
     async def listing() -> list[str]:

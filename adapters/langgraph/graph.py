@@ -24,9 +24,10 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import Policy, create_plan
-from planfence.shared_memory import JSON, AsyncStore, MissingExtraError, Record, Store
+from planfence.shared_memory import JSON, AsyncStore, Record, Store
+from planfence.shared_memory.extras import extra_imports
 
-try:
+with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langchain_core.messages import ToolMessage
     from langchain_core.runnables import RunnableConfig, RunnableLambda
     from langchain_core.tools import BaseTool
@@ -34,8 +35,6 @@ try:
     from langgraph.prebuilt import ToolNode
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command, Overwrite
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
 from .._records import ReadSet, merge_reads, parents_of, refreshed
 from ._fence import (

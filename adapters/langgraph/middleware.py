@@ -28,9 +28,10 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import Policy, Verdict, create_plan
-from planfence.shared_memory import AsyncStore, MissingExtraError, Record, Store
+from planfence.shared_memory import AsyncStore, Record, Store
+from planfence.shared_memory.extras import extra_imports
 
-try:
+with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
     from langchain.agents.middleware.types import (
         ExtendedModelResponse,
@@ -41,8 +42,6 @@ try:
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.runtime import Runtime
     from langgraph.types import Command, Overwrite
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
 from .._records import (
     DEFAULT_HEADER,

@@ -37,13 +37,13 @@ from datetime import datetime, timezone
 from planfence.shared_memory import (
     AsyncStore,
     ConfigError,
-    MissingExtraError,
     PlanFenceError,
     Record,
     Store,
 )
+from planfence.shared_memory.extras import extra_imports
 
-try:
+with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.config import get_config
     from langgraph.store.base import (
         BaseStore,
@@ -56,8 +56,6 @@ try:
         SearchItem,
         SearchOp,
     )
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise MissingExtraError("planfence.adapters.langgraph", "langgraph") from exc
 
 from .._records import ReadSet, add_reads
 from ._fence import StoreBridge

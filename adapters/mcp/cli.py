@@ -19,7 +19,8 @@ from planfence.adapters.cli.common import (
     require_existing_store,
     store_url,
 )
-from planfence.shared_memory import ConfigError, MissingExtraError
+from planfence.shared_memory import ConfigError
+from planfence.shared_memory.extras import extra_imports
 
 HELP = "serve an MCP server through the PlanFence gate (every tools/call checked first)"
 
@@ -94,14 +95,10 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if bool(command) == bool(args.upstream_url):
         raise ConfigError("give either -- UPSTREAM_COMMAND [ARGS...] or --upstream-url URL")
-    try:
+    with extra_imports("mcp", "the MCP proxy"):
         import anyio
 
         from .serve import serve
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
-            raise MissingExtraError("the MCP proxy", "mcp") from None
-        raise
     from planfence.plugins.gate import Policy
 
     Policy.load(args.policy)  # a broken policy is reported first, with its file and line

@@ -40,12 +40,10 @@ from typing import Any
 
 import anyio
 
-try:
-    import mcp  # noqa: F401  (the `mcp` extra)
-except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
-    from planfence.shared_memory import MissingExtraError
+from planfence.shared_memory.extras import extra_imports
 
-    raise MissingExtraError("the MCP proxy", "mcp") from _exc
+with extra_imports("mcp", "the MCP proxy"):
+    import mcp  # noqa: F401  (the `mcp` extra)
 
 import mcp_types as types
 from mcp.client.session import ClientRequestContext

@@ -5,12 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-try:
-    import mcp  # noqa: F401  (the `mcp` extra)
-except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
-    from planfence.shared_memory import MissingExtraError
+from planfence.shared_memory.extras import extra_imports
 
-    raise MissingExtraError("the MCP proxy", "mcp") from _exc
+with extra_imports("mcp", "the MCP proxy"):
+    import mcp  # noqa: F401  (the `mcp` extra)
 
 from mcp.server.stdio import stdio_server
 

@@ -248,142 +248,175 @@ def base_verdict(req: CheckRequest) -> Verdict:
     )
 
 
-def gate_flow(
+def decide(
     req: CheckRequest,
-    policy: Policy,
+    scope: tuple[str, ...],
+    view: PlanView,
+    heads: Mapping[str, HeadAnswer],
     *,
-    heads_from_store: bool = True,
-    max_records: int = 10_000,
-) -> Flow:
-    """Decide allow / replan / block for one call; yields reads, returns the verdict."""
-    base = base_verdict(req)
+    budget_spent: bool,
+    max_records: int,
+) -> Verdict:
+    """The PlanFence rule on data already loaded: allow iff, for every x in D(a), F_a(x) == {H(x)}.
 
-    def block(reason: str, message: str, **kw: Any) -> Verdict:
-        return replace(base, verdict=BLOCK, reason=reason, message=message, **kw)
-
-    pre = resolve_call(req, policy, base)
-    if isinstance(pre, Verdict):
-        return pre
-    scope = pre
-
-    view = yield LoadPlan(req.plan_id, scope, max_records)
-    if isinstance(view, IOFailure):
-        return block(view.reason, view.detail, scope=scope)
-    if view.plan is None:
-        return block(UNKNOWN_PLAN, f"no plan {req.plan_id} in the store", scope=scope)
-    if view.plan.kind != KIND_PLAN:
-        return block(
-            UNKNOWN_PLAN, f"record {req.plan_id} is a {view.plan.kind!r}, not a plan", scope=scope
-        )
-    fr = view.frontier
-    if fr is None:
-        return block(INTERNAL_ERROR, "no frontier was computed", scope=scope)
-    frontier = {k: tuple(sorted(fr.used(k))) for k in scope}
-    if fr.unknown:
-        return block(
-            UNKNOWN_RECORD,
-            f"lineage cites {len(fr.unknown)} record(s) the store does not hold: "
-            + ", ".join(sorted(fr.unknown)[:3]),
-            scope=scope,
-            frontier=frontier,
-        )
-    if fr.cycle:
-        return block(INCOMPLETE_LINEAGE, "lineage contains a parent cycle", scope=scope)
-    if fr.truncated:
-        return block(LINEAGE_TOO_LARGE, f"lineage walk exceeded {max_records} records", scope=scope)
-    unused = [k for k in scope if not frontier[k]]
-    if unused:
-        return block(
-            INCOMPLETE_LINEAGE,
-            "the plan's lineage never reaches " + ", ".join(unused),
-            scope=scope,
-            frontier=frontier,
-        )
-    unowned = [k for k in scope if k not in view.states]
-    if unowned:
-        return block(
-            UNKNOWN_RECORD,
-            "no owner for " + ", ".join(unowned),
-            scope=scope,
-            frontier=frontier,
-        )
-
-    heads: dict[str, str | None]
-    if heads_from_store:
-        heads = {k: view.states[k].head for k in scope}
-    else:
-        owners: dict[str, list[str]] = {}
-        for k in scope:
-            owners.setdefault(view.states[k].owner, []).append(k)
-        answers = yield AskOwners({o: tuple(ks) for o, ks in sorted(owners.items())})
-        if isinstance(answers, IOFailure):
-            return block(answers.reason, answers.detail, scope=scope, frontier=frontier)
-        heads = {}
-        for k in scope:
-            owner = view.states[k].owner
-            ans = answers.get(k)
-            if ans is None:
-                return block(
-                    OWNER_UNREACHABLE,
-                    f"owner {owner!r} gave no head for {k}",
-                    scope=scope,
-                    frontier=frontier,
-                )
-            if ans.error is not None:
-                reason = ans.error if ans.error in BLOCK_REASONS else OWNER_UNREACHABLE
-                return block(
-                    reason,
-                    f"owner {owner!r} of {k}: {ans.detail or ans.error}",
-                    scope=scope,
-                    frontier=frontier,
-                )
-            heads[k] = ans.head
-
-    stale = tuple(
-        StaleKey(k, frontier[k], heads[k]) for k in scope if set(frontier[k]) != {heads[k]}
-    )
+    Everything that cannot be proven current blocks; a stale plan gets one replan unless the
+    budget along its `supersedes` chain is spent. Pure: no reads, no clock.
+    """
+    base = replace(base_verdict(req), scope=scope)
+    problem = plan_problem(req, view) or lineage_problem(view, scope, max_records)
+    if problem is not None:
+        return replace(base, **problem)
+    assert view.frontier is not None and view.plan is not None
+    frontier = frontier_of(view.frontier, scope)
+    base = replace(base, frontier=frontier)
+    problem = owner_problem(scope, view.states, heads)
+    if problem is not None:
+        return replace(base, **problem)
+    current = {k: heads[k].head for k in scope}
+    base = replace(base, heads=current)
+    stale = stale_keys(frontier, current)
     if not stale:
         return replace(
-            base,
-            verdict=ALLOW,
-            reason=CURRENT,
-            message=f"{len(scope)} dependencies current",
-            scope=scope,
-            frontier=frontier,
-            heads=heads,
+            base, verdict=ALLOW, reason=CURRENT, message=f"{len(scope)} dependencies current"
         )
     changed = ", ".join(s.key for s in stale)
-    spent = req.replan_spent or view.superseded_refused_stale
-    if not spent and view.plan.supersedes:
-        # A replan's replan, possibly through plans that only made ungated calls.
-        answer = yield CheckBudget(view.plan.supersedes)
-        if isinstance(answer, IOFailure):
-            return block(answer.reason, answer.detail, scope=scope, frontier=frontier, heads=heads)
-        spent = bool(answer)
-    if spent:
-        return block(
-            STALE_AFTER_REPLAN,
-            f"stale again after the one replan: {changed}",
-            scope=scope,
-            frontier=frontier,
-            heads=heads,
+    if budget_spent or req.replan_spent or view.superseded_refused_stale:
+        return replace(
+            base,
+            reason=STALE_AFTER_REPLAN,
             stale=stale,
+            message=f"stale again after the one replan: {changed}",
         )
-    current_ids = tuple(s.current for s in stale if s.current)
-    records: Mapping[str, Record] = {}
-    if current_ids:
-        got = yield LoadRecords(current_ids)
-        if isinstance(got, IOFailure):
-            return block(got.reason, got.detail, scope=scope, frontier=frontier, heads=heads)
-        records = {s.key: got[s.current] for s in stale if s.current and s.current in got}
     return replace(
         base,
         verdict=REPLAN,
         reason=STALE,
-        message=f"plan was derived from outdated versions of {changed}; replan once",
-        scope=scope,
-        frontier=frontier,
-        heads=heads,
         stale=stale,
-        current_records=records,
+        message=f"plan was derived from outdated versions of {changed}; replan once",
     )
+
+
+Problem = dict[str, Any]  # the fields of a blocking verdict: reason, message (and what is known)
+
+
+def _block(reason: str, message: str) -> Problem:
+    return {"verdict": BLOCK, "reason": reason, "message": message}
+
+
+def plan_problem(req: CheckRequest, view: PlanView) -> Problem | None:
+    """The plan reference names no stored plan record."""
+    if view.plan is None:
+        return _block(UNKNOWN_PLAN, f"no plan {req.plan_id} in the store")
+    if view.plan.kind != KIND_PLAN:
+        return _block(UNKNOWN_PLAN, f"record {req.plan_id} is a {view.plan.kind!r}, not a plan")
+    return None
+
+
+def lineage_problem(view: PlanView, scope: tuple[str, ...], max_records: int) -> Problem | None:
+    """The walk from the plan cannot give one version per key: unknown ids, a cycle, the bound,
+    or a key in D(a) the plan never reached."""
+    fr = view.frontier
+    if fr is None:
+        return _block(INTERNAL_ERROR, "no frontier was computed")
+    if fr.unknown:
+        return {
+            **_block(
+                UNKNOWN_RECORD,
+                f"lineage cites {len(fr.unknown)} record(s) the store does not hold: "
+                + ", ".join(sorted(fr.unknown)[:3]),
+            ),
+            "frontier": frontier_of(fr, scope),
+        }
+    if fr.cycle:
+        return _block(INCOMPLETE_LINEAGE, "lineage contains a parent cycle")
+    if fr.truncated:
+        return _block(LINEAGE_TOO_LARGE, f"lineage walk exceeded {max_records} records")
+    unused = [k for k in scope if not fr.used(k)]
+    if unused:
+        return {
+            **_block(INCOMPLETE_LINEAGE, "the plan's lineage never reaches " + ", ".join(unused)),
+            "frontier": frontier_of(fr, scope),
+        }
+    return None
+
+
+def owner_problem(
+    scope: tuple[str, ...], states: Mapping[str, KeyState], heads: Mapping[str, HeadAnswer]
+) -> Problem | None:
+    """A key without an owner, or an owner that did not answer for its key with a head."""
+    unowned = [k for k in scope if k not in states]
+    if unowned:
+        return _block(UNKNOWN_RECORD, "no owner for " + ", ".join(unowned))
+    for k in scope:
+        owner = states[k].owner
+        ans = heads.get(k)
+        if ans is None:
+            return _block(OWNER_UNREACHABLE, f"owner {owner!r} gave no head for {k}")
+        if ans.error is not None:
+            reason = ans.error if ans.error in BLOCK_REASONS else OWNER_UNREACHABLE
+            return _block(reason, f"owner {owner!r} of {k}: {ans.detail or ans.error}")
+    return None
+
+
+def frontier_of(fr: Frontier, scope: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    return {k: tuple(sorted(fr.used(k))) for k in scope}
+
+
+def stale_keys(
+    frontier: Mapping[str, tuple[str, ...]], heads: Mapping[str, str | None]
+) -> tuple[StaleKey, ...]:
+    """The keys whose versions the plan used are not exactly the current head."""
+    return tuple(
+        StaleKey(k, used, heads[k]) for k, used in frontier.items() if set(used) != {heads[k]}
+    )
+
+
+def owners_of(scope: tuple[str, ...], states: Mapping[str, KeyState]) -> dict[str, tuple[str, ...]]:
+    """One request per owner, for the keys of D(a) it owns."""
+    owners: dict[str, list[str]] = {}
+    for k in scope:
+        if k in states:
+            owners.setdefault(states[k].owner, []).append(k)
+    return {o: tuple(ks) for o, ks in sorted(owners.items())}
+
+
+def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -> Flow:
+    """Load what `decide` needs (yielding each read), decide, and hand a replan its records."""
+    pre = resolve_call(req, policy, base_verdict(req))
+    if isinstance(pre, Verdict):
+        return pre
+    scope = pre
+
+    def failed(io: IOFailure, **known: Any) -> Verdict:
+        return replace(base_verdict(req), reason=io.reason, message=io.detail, scope=scope, **known)
+
+    view = yield LoadPlan(req.plan_id, scope, max_records)
+    if isinstance(view, IOFailure):
+        return failed(view)
+    heads: Mapping[str, HeadAnswer] = {}
+    if plan_problem(req, view) is None and lineage_problem(view, scope, max_records) is None:
+        owners = owners_of(scope, view.states)
+        if owners and all(k in view.states for k in scope):
+            answers = yield AskOwners(owners)
+            if isinstance(answers, IOFailure):
+                assert view.frontier is not None
+                return failed(answers, frontier=frontier_of(view.frontier, scope))
+            heads = answers
+    verdict = decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
+    if verdict.verdict == REPLAN and view.plan is not None and view.plan.supersedes:
+        # A replan's replan, possibly through plans that only made ungated calls.
+        spent = yield CheckBudget(view.plan.supersedes)
+        if isinstance(spent, IOFailure):
+            return failed(spent, frontier=verdict.frontier, heads=verdict.heads)
+        if spent:
+            verdict = decide(req, scope, view, heads, budget_spent=True, max_records=max_records)
+    if verdict.verdict != REPLAN:
+        return verdict
+    current_ids = tuple(s.current for s in verdict.stale if s.current)
+    if not current_ids:
+        return verdict
+    got = yield LoadRecords(current_ids)
+    if isinstance(got, IOFailure):
+        return failed(got, frontier=verdict.frontier, heads=verdict.heads)
+    records = {s.key: got[s.current] for s in verdict.stale if s.current and s.current in got}
+    return replace(verdict, current_records=records)

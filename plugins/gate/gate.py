@@ -35,6 +35,7 @@ from .decision import (
     CheckBudget,
     CheckRequest,
     Flow,
+    HeadAnswer,
     IOFailure,
     IORequest,
     LoadPlan,
@@ -267,12 +268,8 @@ class Gate(GuardedExecutor):
     async def _drive(self, req: CheckRequest, start: float) -> tuple[Verdict, int | None]:
         """Run the flow; with audit on, the plan read, the decision and its audit record share
         one store transaction whenever the decision needs no other I/O (the common case)."""
-        flow = gate_flow(
-            req,
-            self.policy,
-            heads_from_store=self.head_source is None,
-            max_records=self.max_records,
-        )
+        flow = gate_flow(req, self.policy, max_records=self.max_records)
+        self._last_view: PlanView | None = None
         try:
             request = next(flow)
             if isinstance(request, LoadPlan) and self.audit:
@@ -285,6 +282,15 @@ class Gate(GuardedExecutor):
         except StopIteration as stop:
             return self._stamp(stop.value, start), None
 
+    def _advance(self, flow: Flow, view: PlanView) -> IORequest:
+        """Send the loaded view; with the store as the head source, its heads come from the same
+        snapshot (no second read), so the owners' question is answered on the spot."""
+        self._last_view = view
+        request = flow.send(view)
+        if isinstance(request, AskOwners) and self.head_source is None:
+            request = flow.send(heads_in(view, request))
+        return request
+
     async def _decide_in_snapshot(
         self, flow: Flow, request: LoadPlan, start: float
     ) -> tuple[Verdict, int | None] | IORequest:
@@ -292,7 +298,7 @@ class Gate(GuardedExecutor):
 
         def decide(snap: PlanSnapshot) -> Decision | None:
             try:
-                outcome["next"] = flow.send(self._view(snap))
+                outcome["next"] = self._advance(flow, self._view(snap))
                 return None
             except StopIteration as stop:
                 outcome["verdict"] = self._stamp(stop.value, start)
@@ -331,9 +337,12 @@ class Gate(GuardedExecutor):
                     max_records=request.max_records,
                     flag=REFUSED_AS_STALE,
                 )
-                return self._view(snap)
+                self._last_view = self._view(snap)
+                return self._last_view
             if isinstance(request, AskOwners):
-                assert self.head_source is not None
+                if self.head_source is None:
+                    assert self._last_view is not None
+                    return heads_in(self._last_view, request)
                 return await self.head_source.heads(request.owners)
             if isinstance(request, LoadRecords):
                 return await self.store.get_many(request.ids)
@@ -393,6 +402,16 @@ class Gate(GuardedExecutor):
     async def aclose(self) -> None:
         if self.head_source is not None:
             await self.head_source.aclose()
+
+
+def heads_in(view: PlanView, ask: AskOwners) -> dict[str, HeadAnswer]:
+    """The store as the head source: the owners' table read with the plan, one snapshot."""
+    return {
+        k: HeadAnswer(view.states[k].head)
+        for keys in ask.owners.values()
+        for k in keys
+        if k in view.states
+    }
 
 
 def _read_failure(exc: BaseException) -> IOFailure | None:

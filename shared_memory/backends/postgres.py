@@ -42,17 +42,16 @@ from ..base import (
     decision_row,
     plan_batch,
 )
-from ..errors import ConfigError, MissingExtraError, StoreUnavailableError
+from ..errors import ConfigError, StoreUnavailableError
+from ..extras import extra_imports
 from ..lineage import frontier_async
 from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
 from ..urls import redact_url, scrub
 
-try:
+with extra_imports("postgres", "the PostgreSQL store"):
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MissingExtraError("the PostgreSQL store", "postgres") from exc
 
 T = TypeVar("T")
 CHANNEL = "planfence_changes"
