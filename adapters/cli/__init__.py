@@ -1,5 +1,4 @@
-"""Command-line pieces that sit on the adapters layer (memory, plan, audit, serve-owner, proxy).
-
-The `planfence` entry point itself lives in `planfence.demos.cli`, the outermost layer, because it
-also runs demos and benchmarks.
+"""The `planfence` command (`main`) and its subcommands on the adapters layer (memory, plan,
+audit, policy, serve-owner, proxy). The demos and benchmarks register theirs through the
+`planfence.commands` entry-point group.
 """

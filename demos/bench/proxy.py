@@ -133,7 +133,7 @@ async def _measure(calls: int, warmup: int, store_url: str | None, results: dict
             env = dict(os.environ)
             upstream = [sys.executable, "-m", "planfence.demos.bench.proxy"]
             direct = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
-            proxy = ["-m", "planfence.demos.cli", "proxy", "--policy", str(policy)]
+            proxy = ["-m", "planfence.adapters.cli", "proxy", "--policy", str(policy)]
             proxy += ["--store", target.url]
             proxied = StdioServerParameters(
                 command=sys.executable, args=[*proxy, "--", *upstream], env=env

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from planfence.adapters.cli.main import build_parser, main
 from planfence.demos.bench.cli import BENCHES
-from planfence.demos.cli import build_parser, main
 
 # benchmarks that store records (janus simulates a memory and needs no store)
 WITH_STORE = ("store", "gate", "link", "proxy", "replay")

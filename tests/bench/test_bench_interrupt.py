@@ -65,7 +65,7 @@ def interrupt(
     }
     env.pop("PLANFENCE_TRACES", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "planfence.demos.cli", "bench", *argv],
+        [sys.executable, "-m", "planfence.adapters.cli", "bench", *argv],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

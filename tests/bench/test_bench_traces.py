@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from planfence.adapters.cli.common import UsageError
+from planfence.adapters.cli.main import main
 from planfence.demos.bench import link
 from planfence.demos.bench.traces import (
     ATT_LTE_DRIVING_MEASURED,
@@ -18,7 +19,6 @@ from planfence.demos.bench.traces import (
     synthetic_times,
     trace_stats,
 )
-from planfence.demos.cli import main
 
 
 def trace_args(up: str | None = None, down: str | None = None) -> argparse.Namespace:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from planfence.demos.cli import main
+from planfence.adapters.cli.main import main
 from planfence.shared_memory import open_store
 
 

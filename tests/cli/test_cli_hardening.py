@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from planfence.demos.cli import build_parser, main
+from planfence.adapters.cli.main import build_parser, main
 from planfence.shared_memory import KIND_PLAN, open_store
 
 KEY = "order/7"
-PLANFENCE = [sys.executable, "-m", "planfence.demos.cli"]
+PLANFENCE = [sys.executable, "-m", "planfence.adapters.cli"]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -294,7 +294,7 @@ def test_concurrent_puts_without_expect_all_land(seeded: tuple[str, str, str]) -
     url = seeded[0]
     script = (
         "import sys\n"
-        "from planfence.demos.cli import main\n"
+        "from planfence.adapters.cli.main import main\n"
         "fails = 0\n"
         "for i in range(40):\n"
         "    fails += main(['memory', 'put', 'order/7', '--value', str(i), '--as', 'sales',"

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from planfence.demos.cli import build_parser, main
+from planfence.adapters.cli.main import build_parser, main
 
 CHANGE = re.compile(r"trip/[0-9a-f]{8}/requirements: destination Lisbon -> Porto")
 

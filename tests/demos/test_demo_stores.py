@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from planfence.adapters.cli.main import main
 from planfence.demos import autogen_team, langgraph_graph
-from planfence.demos.cli import main
 from planfence.shared_memory import open_store
 
 Demo = Callable[[Sequence[str]], int]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from planfence.demos.cli import main
+from planfence.adapters.cli.main import main
 from planfence.demos.workflows import EXECUTORS, WORKFLOWS, run_workflow
 from planfence.shared_memory import AsyncStore, create_async_store
 

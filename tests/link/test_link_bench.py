@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from planfence.adapters.cli.main import main
 from planfence.demos.bench import link
-from planfence.demos.cli import main
 
 GATE_FIELDS = {
     "path",

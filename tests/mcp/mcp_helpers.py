@@ -129,7 +129,7 @@ class World:
         return [sys.executable, UPSTREAM, "--effects", str(self.effects), *extra]
 
     def proxy_args(self, *options: str, upstream: list[str] | None = None) -> list[str]:
-        args = ["-m", "planfence.demos.cli", "proxy", "--policy", str(self.policy)]
+        args = ["-m", "planfence.adapters.cli", "proxy", "--policy", str(self.policy)]
         args += ["--store", self.store_url, *options]
         if upstream is not None:
             args += ["--", *upstream]

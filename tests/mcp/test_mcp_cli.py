@@ -18,7 +18,7 @@ from planfence.plugins.gate import StaleKey, Verdict
 
 def planfence(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "planfence.demos.cli", *args],
+        [sys.executable, "-m", "planfence.adapters.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -37,7 +37,7 @@ def owners(
     try:
         for agent in ("planner", "reviser"):
             port = free_port()
-            cmd = [sys.executable, "-m", "planfence.demos.cli", "serve-owner"]
+            cmd = [sys.executable, "-m", "planfence.adapters.cli", "serve-owner"]
             cmd += ["--agent", agent, "--store", team.url, "--port", str(port)]
             servers.append(start_server(cmd, env, tmp / f"{agent}.log", port))
         port = free_port()

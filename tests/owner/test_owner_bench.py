@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planfence.demos.cli import main
+from planfence.adapters.cli.main import main
 
 ROW_FIELDS = {
     "heads_from",

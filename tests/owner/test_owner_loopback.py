@@ -136,7 +136,7 @@ def test_serve_owner_without_its_secret_exits_with_a_clear_error(
     secrets_by_agent: dict[str, str],
 ) -> None:
     env = {**os.environ, KEYRING_ENV: json.dumps(secrets_by_agent)}
-    cmd = [sys.executable, "-m", "planfence.demos.cli", "serve-owner", "--agent", "ghost"]
+    cmd = [sys.executable, "-m", "planfence.adapters.cli", "serve-owner", "--agent", "ghost"]
     cmd += ["--store", "memory://", "--port", str(free_port())]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1

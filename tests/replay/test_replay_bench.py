@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from planfence.adapters.cli.main import main
 from planfence.demos.bench.replay import EXECUTORS, RATES, SAFE, plot
-from planfence.demos.cli import main
 
 ROW_FIELDS = {
     "path",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from planfence.demos.cli import main
+from planfence.adapters.cli.main import main
 
 KEYS = {"backend", "op", "depth", "p50_ms", "p99_ms", "ops_per_s"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planfence.demos.cli import main
+from planfence.adapters.cli.main import main
 
 KEY = "trip/42/requirements"
 
@@ -135,7 +135,7 @@ def test_console_script_subprocess(tmp_path: Path) -> None:
     run = [
         sys.executable,
         "-c",
-        "import sys; from planfence.demos.cli import main; sys.exit(main())",
+        "import sys; from planfence.adapters.cli.main import main; sys.exit(main())",
     ]
 
     def call(*argv: str) -> subprocess.CompletedProcess[str]:

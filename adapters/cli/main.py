@@ -1,4 +1,8 @@
-"""The `planfence` command: one entry point over every layer's subcommands.
+"""The `planfence` command: the adapters' subcommands, plus those other packages register.
+
+Subcommands from the layer above (the demos and benchmarks) register through the
+`planfence.commands` entry-point group, so this module never imports them: each entry point names
+a module with `add_parser(subparsers)`.
 
 Every failure ends in one line on stderr, `planfence: error: ...`: exit status 2 for usage errors,
 1 for failures, 130 after Ctrl-C. A closed output pipe (`planfence audit | head`) ends quietly.
@@ -22,7 +26,7 @@ from planfence.adapters.cli.common import (
     fail,
 )
 
-# Modules that each provide add_parser(subparsers). Order is the help order.
+# This layer's own subcommands: modules that each provide add_parser(subparsers), in help order.
 COMMANDS: tuple[str, ...] = (
     "planfence.adapters.cli.memory",
     "planfence.adapters.cli.plan",
@@ -30,9 +34,8 @@ COMMANDS: tuple[str, ...] = (
     "planfence.adapters.cli.policy",
     "planfence.adapters.owner_service.cli",
     "planfence.adapters.mcp.cli",
-    "planfence.demos.demo_cli",
-    "planfence.demos.bench.cli",
 )
+ENTRY_POINT_GROUP = "planfence.commands"
 
 # A process killed by SIGPIPE reports 128 + 13; `planfence ... | head` ends the same way.
 EXIT_BROKEN_PIPE = 141
@@ -84,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"planfence {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in (*COMMANDS, *_registered()):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -93,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.add_parser(sub)
     return parser
+
+
+def _registered() -> list[str]:
+    """Modules registered in the `planfence.commands` entry-point group, by entry name."""
+    from importlib.metadata import entry_points
+
+    found = entry_points(group=ENTRY_POINT_GROUP)
+    return [ep.value for ep in sorted(found, key=lambda ep: ep.name) if ep.value not in COMMANDS]
 
 
 def _quiet_stdout() -> None:
