@@ -43,6 +43,7 @@ from planfence.adapters.autogen import (
     SharedMemory,
     run_outcome,
 )
+from planfence.demos.baselines import freshness_checker
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 
@@ -178,7 +179,7 @@ async def _play(
         store=store,
         policy=POLICY,
         agent="executor",
-        checker="freshness" if baseline else "planfence",
+        checker=freshness_checker if baseline else None,
     )
     executor = FencedAgent(
         "executor",

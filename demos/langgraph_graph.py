@@ -32,6 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
 from planfence.adapters.langgraph import PlanfenceMiddleware
+from planfence.demos.baselines import freshness_checker
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import PlanFenceError, Store, open_store
 
@@ -125,7 +126,7 @@ def build(
         POLICY,
         keys=[REQ],
         agent="booker",
-        checker="freshness" if baseline else "planfence",
+        checker=freshness_checker if baseline else None,
     )
     # The fence is outermost, so it shows the model the records before the customer's change.
     middleware: list[AgentMiddleware[Any, Any, Any]] = [

@@ -22,12 +22,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.plugins.gate import (
-    REPLAN,
+from planfence.demos.baselines import (
     AllKeysHeads,
     EagerExecutor,
+    EagerReplica,
     EagerSync,
     FreshnessOnly,
+)
+from planfence.plugins.gate import (
+    REPLAN,
     Gate,
     GuardedExecutor,
     HeadAnswer,
@@ -38,7 +41,6 @@ from planfence.plugins.gate import (
     Verdict,
     create_plan,
 )
-from planfence.plugins.gate.baselines import EagerReplica
 from planfence.shared_memory import (
     JSON,
     AdvanceHead,

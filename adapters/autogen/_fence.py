@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
-from planfence.plugins.gate import CHECKERS, Policy, Verdict, explain, make_checker
-
-CheckerKind = Literal["planfence", "freshness"]
+from planfence.plugins.gate import Policy, Verdict, explain
 
 # Message metadata written by the planning agent and the fenced executor (Dict[str, str]).
 PLAN = "planfence.plan"
@@ -37,10 +35,7 @@ def stale_json(v: Verdict) -> str:
 
 
 __all__ = [
-    "CHECKERS",
-    "CheckerKind",
     "coerce_policy",
-    "make_checker",
     "policy_to_dict",
     "refusal_text",
     "stale_json",

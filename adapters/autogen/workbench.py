@@ -19,12 +19,19 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from planfence.plugins.gate import GuardedExecutor, Policy, Verdict, fail_closed
+from planfence.plugins.gate import (
+    CheckerFactory,
+    GuardedExecutor,
+    Policy,
+    Verdict,
+    checker_factory,
+    checker_path,
+    fail_closed,
+)
 from planfence.shared_memory import (
     AsyncStore,
-    ConfigError,
     PlanFenceError,
     Store,
 )
@@ -36,7 +43,7 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel
 from typing_extensions import Self
 
-from ._fence import CHECKERS, CheckerKind, coerce_policy, make_checker, policy_to_dict, refusal_text
+from ._fence import coerce_policy, policy_to_dict, refusal_text
 from ._store import StoreRef
 
 
@@ -82,7 +89,7 @@ class FencedWorkbenchConfig(BaseModel):
     store: str
     policy: dict[str, Any]
     agent: str | None = None
-    checker: Literal["planfence", "freshness"] = "planfence"
+    checker: str | None = None  # a checker factory's "module:name" path; None: the gate
 
 
 class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
@@ -93,8 +100,10 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         store: an `AsyncStore`, a sync `Store`, or a store URL.
         policy: the declared scopes (a `Policy`, its dict form, or TOML text).
         agent: the executor's id, written to the audit log.
-        checker: "planfence" (the gate) or "freshness" (the baseline that acts on stale plans;
-            for measurements and for showing what the gate prevents).
+        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
+            "module:name" path) judging calls instead of the gate, such as the freshness-only
+            baseline in `planfence.demos.baselines`; default the gate. It must be a module-level
+            function for `dump_component()`.
 
     `verdicts` keeps the latest `VERDICT_HISTORY` verdicts, for inspection; a turn's own
     verdicts travel with the turn, and every decision is in the store's audit log.
@@ -113,15 +122,13 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         store: AsyncStore | Store | str,
         policy: Policy | Mapping[str, Any] | str,
         agent: str | None = None,
-        checker: CheckerKind = "planfence",
+        checker: CheckerFactory | str | None = None,
     ) -> None:
         self.inner = workbench
         self.store = StoreRef(store)
         self.policy = coerce_policy(policy)
         self.agent = agent
-        self.checker_kind: CheckerKind = checker
-        if checker not in CHECKERS:
-            raise ConfigError(f"unknown checker {checker!r}: use one of {', '.join(CHECKERS)}")
+        self.checker_factory = checker_factory(checker)
         self._checker: GuardedExecutor | None = None
         self._checker_store: AsyncStore | None = None
         self._plan_id: str | None = None
@@ -210,7 +217,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
 
     def _checker_for(self, store: AsyncStore) -> GuardedExecutor:
         if self._checker is None or self._checker_store is not store:
-            self._checker = make_checker(self.checker_kind, store, self.policy, self.agent)
+            self._checker = self.checker_factory(store, self.policy, self.agent)
             self._checker_store = store
         return self._checker
 
@@ -238,7 +245,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             store=self.store.url,
             policy=policy_to_dict(self.policy),
             agent=self.agent,
-            checker=self.checker_kind,
+            checker=checker_path(self.checker_factory),
         )
 
     @classmethod

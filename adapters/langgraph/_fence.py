@@ -6,25 +6,24 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from planfence.plugins.gate import (
     ALLOW,
     BLOCK,
-    CHECKERS,
     REPLAN,
+    CheckerFactory,
     GuardedExecutor,
     Policy,
     Verdict,
+    checker_factory,
     explain,
     fail_closed,
-    make_checker,
 )
 from planfence.plugins.gate.decision import CURRENT
 from planfence.shared_memory import AsyncStore, ConfigError, LoopThread, Store
 
 T = TypeVar("T")
-CheckerKind = Literal["planfence", "freshness"]
 
 _shared_loop: LoopThread | None = None
 _shared_lock = threading.Lock()
@@ -74,12 +73,12 @@ async def _bound(fn: Callable[[AsyncStore], Awaitable[T]], store: AsyncStore) ->
 
 
 class Checkers:
-    """One checker per store object (the gate, or the freshness-only baseline)."""
+    """One checker per store object (the gate, unless an experiment supplies a factory)."""
 
-    def __init__(self, kind: str, policy: Policy, agent: str | None) -> None:
-        if kind not in CHECKERS:
-            raise ConfigError(f"unknown checker {kind!r}: use one of {', '.join(CHECKERS)}")
-        self.kind = kind
+    def __init__(
+        self, factory: CheckerFactory | str | None, policy: Policy, agent: str | None
+    ) -> None:
+        self.factory = checker_factory(factory)
         self.policy = policy
         self.agent = agent
         self._by_store: dict[int, tuple[AsyncStore, GuardedExecutor]] = {}
@@ -87,7 +86,7 @@ class Checkers:
     def for_store(self, store: AsyncStore) -> GuardedExecutor:
         hit = self._by_store.get(id(store))
         if hit is None or hit[0] is not store:
-            checker = make_checker(self.kind, store, self.policy, self.agent)
+            checker = self.factory(store, self.policy, self.agent)
             hit = self._by_store[id(store)] = (store, checker)
         return hit[1]
 

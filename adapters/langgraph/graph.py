@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import Policy, create_plan
+from planfence.plugins.gate import CheckerFactory, Policy, create_plan
 from planfence.shared_memory import JSON, AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -38,7 +38,6 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
 
 from .._records import ReadSet, merge_reads, parents_of, refreshed
 from ._fence import (
-    CheckerKind,
     Checkers,
     StoreBridge,
     ajudge_call,
@@ -60,7 +59,9 @@ class GraphFence:
         planner: the node that receives a refusal for its one replan.
         proceed: where the graph goes after a call ran (default: the end).
         agent: the executor id written to the audit log.
-        checker: "planfence" (the gate) or "freshness" (the baseline that acts on stale plans).
+        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
+            "module:name" path) judging calls instead of the gate, such as the freshness-only
+            baseline in `planfence.demos.baselines`; default the gate.
     """
 
     def __init__(
@@ -71,7 +72,7 @@ class GraphFence:
         planner: str,
         proceed: str = END,
         agent: str = "executor",
-        checker: CheckerKind = "planfence",
+        checker: CheckerFactory | str | None = None,
     ) -> None:
         self.bridge = StoreBridge(store)
         self.policy = coerce_policy(policy)

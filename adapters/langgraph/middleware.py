@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import Policy, Verdict, create_plan
+from planfence.plugins.gate import CheckerFactory, Policy, Verdict, create_plan
 from planfence.shared_memory import AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -54,7 +54,6 @@ from .._records import (
     refreshed,
 )
 from ._fence import (
-    CheckerKind,
     Checkers,
     StoreBridge,
     ajudge_call,
@@ -86,7 +85,9 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         reads: a `PlanfenceStore` whose reads by tools (and during model calls) join the plan's
             parents.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
-        checker: "planfence" (the gate) or "freshness" (the baseline that acts on stale plans).
+        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
+            "module:name" path) judging calls instead of the gate, such as the freshness-only
+            baseline in `planfence.demos.baselines`; default the gate.
     """
 
     state_schema = PlanfenceAgentState
@@ -100,7 +101,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         prefixes: Iterable[str] = (),
         reads: PlanfenceStore | None = None,
         agent: str = "agent",
-        checker: CheckerKind = "planfence",
+        checker: CheckerFactory | str | None = None,
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__()

@@ -33,14 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
+from planfence.demos.baselines import AllKeysHeads, store_key_space
 from planfence.plugins.gate import (
     ALLOW,
-    AllKeysHeads,
     Gate,
     HeadSource,
     Policy,
     create_plan,
-    store_key_space,
 )
 from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 

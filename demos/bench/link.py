@@ -58,7 +58,13 @@ import httpx
 
 from planfence.adapters.cli.common import UsageError
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
-from planfence.plugins.gate import ALLOW, AllKeysHeads, Gate, HeadSource, Policy, store_key_space
+from planfence.demos.baselines import AllKeysHeads, store_key_space
+from planfence.plugins.gate import (
+    ALLOW,
+    Gate,
+    HeadSource,
+    Policy,
+)
 from planfence.shared_memory import AsyncStore, open_async_store
 
 from .common import (

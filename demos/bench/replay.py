@@ -101,13 +101,17 @@ from planfence.adapters.owner_service import (
     load_keyring,
 )
 from planfence.adapters.owner_service.wire import signature
+from planfence.demos.baselines import (
+    AllKeysHeads,
+    EagerExecutor,
+    EagerReplica,
+    EagerSync,
+    FreshnessOnly,
+    store_key_space,
+)
 from planfence.demos.workflows import heads_as_of, used_versions
 from planfence.plugins.gate import (
     BLOCK,
-    AllKeysHeads,
-    EagerExecutor,
-    EagerSync,
-    FreshnessOnly,
     Gate,
     GuardedExecutor,
     Policy,
@@ -115,9 +119,7 @@ from planfence.plugins.gate import (
     ScopeError,
     Verdict,
     create_plan,
-    store_key_space,
 )
-from planfence.plugins.gate.baselines import EagerReplica
 from planfence.shared_memory import (
     AsyncStore,
     Change,

@@ -5,15 +5,7 @@ verdict = await gate.check("ship_order", {"order_id": "7"}, plan_id)
 outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_once)
 """
 
-from .baselines import (
-    CHECKERS,
-    AllKeysHeads,
-    EagerExecutor,
-    EagerSync,
-    FreshnessOnly,
-    make_checker,
-    store_key_space,
-)
+from .checkers import CheckerFactory, checker_factory, checker_path, gate_checker
 from .decision import (
     ALLOW,
     BLOCK,
@@ -37,14 +29,10 @@ __all__ = [
     "ALLOW",
     "BLOCK",
     "BLOCK_REASONS",
-    "CHECKERS",
     "REPLAN",
-    "AllKeysHeads",
     "CheckRequest",
     "Checker",
-    "EagerExecutor",
-    "EagerSync",
-    "FreshnessOnly",
+    "CheckerFactory",
     "Gate",
     "GuardedExecutor",
     "HeadAnswer",
@@ -60,13 +48,14 @@ __all__ = [
     "SyncGate",
     "ToolPolicy",
     "Verdict",
+    "checker_factory",
+    "checker_path",
     "create_plan",
     "create_plan_sync",
     "explain",
     "fail_closed",
+    "gate_checker",
     "gate_flow",
-    "make_checker",
     "plan_key",
     "refreshed_parents",
-    "store_key_space",
 ]

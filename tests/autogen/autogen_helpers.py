@@ -97,7 +97,7 @@ class Trip:
         plans: Sequence[str],
         calls: Sequence[str],
         revisions: Mapping[int, str],
-        checker: str = "planfence",
+        checker: Any = None,
     ) -> tuple[RoundRobinGroupChat, PlanningAgent, FencedAgent]:
         booked = self.booked
 
@@ -124,7 +124,7 @@ class Trip:
             store=self.store,
             policy=POLICY,
             agent="executor",
-            checker=checker,  # type: ignore[arg-type]
+            checker=checker,
         )
         executor = FencedAgent("executor", client, workbench=tools)
         team = RoundRobinGroupChat(

@@ -15,6 +15,7 @@ import pytest
 from autogen_helpers import REQ, Trip
 
 from planfence.adapters.autogen import run_outcome
+from planfence.demos.baselines import freshness_checker
 from planfence.shared_memory import AsyncStore, create_async_store, open_store
 
 TASK = "Book the flight for trip 42."
@@ -87,7 +88,7 @@ async def test_freshness_only_baseline_books_the_stale_destination(astore: Async
         plans=["Plan: fly to Lisbon."],
         calls=["Lisbon"],
         revisions={0: "Porto"},
-        checker="freshness",
+        checker=freshness_checker,
     )
     result = await team.run(task=TASK)
 

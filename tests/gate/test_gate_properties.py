@@ -19,7 +19,12 @@ from hypothesis.stateful import (
     rule,
 )
 
-from planfence.plugins.gate import FreshnessOnly, Policy, SyncGate, create_plan_sync
+from planfence.demos.baselines import FreshnessOnly
+from planfence.plugins.gate import (
+    Policy,
+    SyncGate,
+    create_plan_sync,
+)
 from planfence.shared_memory import Store, open_store
 
 KEYS = ("doc/a", "doc/b", "doc/c")

@@ -17,6 +17,7 @@ from langchain_core.messages import SystemMessage, ToolMessage
 from langgraph_helpers import POLICY, REQ, Trip, book
 
 from planfence.adapters.langgraph import PlanfenceMiddleware
+from planfence.demos.baselines import freshness_checker
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
 TASK = {"messages": [{"role": "user", "content": "Book the flight for trip 42."}]}
@@ -135,7 +136,7 @@ def test_sync_freshness_only_baseline_books_the_stale_destination(sync_store: St
     trip = Trip(sync_store)
     trip.put("Lisbon")
     agent, _ = agent_for(
-        trip, sync_store, [book("Lisbon", 0), "Booked."], {0: "Porto"}, checker="freshness"
+        trip, sync_store, [book("Lisbon", 0), "Booked."], {0: "Porto"}, checker=freshness_checker
     )
     state = agent.invoke(TASK)
     assert trip.booked == ["Lisbon"]
@@ -148,7 +149,7 @@ async def test_async_freshness_only_baseline_books_the_stale_destination(
     trip = Trip(any_store)
     trip.put("Lisbon")
     agent, _ = agent_for(
-        trip, any_store, [book("Lisbon", 0), "Booked."], {0: "Porto"}, checker="freshness"
+        trip, any_store, [book("Lisbon", 0), "Booked."], {0: "Porto"}, checker=freshness_checker
     )
     await agent.ainvoke(TASK)
     assert trip.booked == ["Lisbon"]

@@ -15,6 +15,7 @@ from langgraph.graph import MessagesState, StateGraph
 from langgraph_helpers import POLICY, Trip, book
 
 from planfence.adapters.langgraph import GraphFence, PlanfenceState, PlanfenceStore
+from planfence.demos.baselines import freshness_checker
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
 
@@ -101,7 +102,7 @@ def test_sync_graph_stale_again_ends_blocked(sync_store: Store) -> None:
 def test_sync_graph_freshness_only_books_the_stale_destination(sync_store: Store) -> None:
     trip = Trip(sync_store)
     trip.put("Lisbon")
-    graph, _ = build(trip, sync_store, ["Lisbon"], {0: "Porto"}, checker="freshness")
+    graph, _ = build(trip, sync_store, ["Lisbon"], {0: "Porto"}, checker=freshness_checker)
     compile_graph(graph, "planner").invoke(TASK)
     assert trip.booked == ["Lisbon"]
 
@@ -129,7 +130,7 @@ async def test_async_graph_replans_then_blocks_when_stale_again(kind: str, tmp_p
         assert state["planfence_outcome"]["status"] == "blocked"
 
         control = Trip(store)
-        graph, _ = build(control, store, ["Madrid"], {0: "Oslo"}, checker="freshness")
+        graph, _ = build(control, store, ["Madrid"], {0: "Oslo"}, checker=freshness_checker)
         await compile_graph(graph, "aplanner").ainvoke(TASK)
         assert control.booked == ["Madrid"]
     finally:

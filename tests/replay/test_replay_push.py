@@ -11,9 +11,8 @@ import pytest
 
 from planfence.adapters.owner_service import Keyring
 from planfence.adapters.owner_service.wire import signature
+from planfence.demos.baselines import EagerReplica, EagerSync
 from planfence.demos.bench.replay import PUSH_PURPOSE, Pusher, PushRefused, create_replica_app
-from planfence.plugins.gate import EagerSync
-from planfence.plugins.gate.baselines import EagerReplica
 from planfence.shared_memory import AsyncStore, Change, Record, canonical_json, open_async_store
 
 REPLICAS = ("executor-0", "executor-1", "executor-2")

@@ -1,4 +1,5 @@
-"""The executors PlanFence is compared against, behind the same interface as `Gate`.
+"""The executors PlanFence is compared against, behind the same interface as `Gate` (for the demos
+and benchmarks; adapters take `checker=freshness_checker` in experiments).
 
 - `FreshnessOnly`: keeps the local replica current, never checks which records produced the plan.
   Unsafe: it acts on stale plans.
@@ -17,21 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.shared_memory import (
-    JSON,
-    KIND_PLAN,
-    AdvanceHead,
-    AsyncStore,
-    Change,
-    ConfigError,
-    Record,
-    Replica,
-    UnknownKeyError,
-    UnknownRecordError,
-    WriteBatch,
-)
-
-from .decision import (
+from planfence.plugins.gate import GuardedExecutor, HeadSource, Policy
+from planfence.plugins.gate.decision import (
     ALLOW,
     BLOCK,
     REPLAN,
@@ -46,9 +34,18 @@ from .decision import (
     base_verdict,
     resolve_call,
 )
-from .gate import Gate, GuardedExecutor
-from .heads import HeadSource
-from .policy import Policy
+from planfence.shared_memory import (
+    JSON,
+    KIND_PLAN,
+    AdvanceHead,
+    AsyncStore,
+    Change,
+    Record,
+    Replica,
+    UnknownKeyError,
+    UnknownRecordError,
+    WriteBatch,
+)
 
 
 def _precheck(
@@ -281,15 +278,8 @@ def store_key_space(store: AsyncStore, prefix: str = "") -> Callable[[], Awaitab
     return listing
 
 
-CHECKERS = ("planfence", "freshness")
-
-
-def make_checker(
-    kind: str, store: AsyncStore, policy: Policy, agent: str | None = None
+def freshness_checker(
+    store: AsyncStore, policy: Policy, agent: str | None = None
 ) -> GuardedExecutor:
-    """The gate (`planfence`), or the freshness-only baseline (`freshness`), by name."""
-    if kind == "planfence":
-        return Gate(store, policy, agent=agent)
-    if kind == "freshness":
-        return FreshnessOnly(store, policy)
-    raise ConfigError(f"unknown checker {kind!r}: use one of {', '.join(CHECKERS)}")
+    """The freshness-only baseline as an adapter's checker (`checker=freshness_checker`)."""
+    return FreshnessOnly(store, policy)
