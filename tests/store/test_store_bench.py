@@ -85,5 +85,5 @@ def test_bench_store_unreachable_explicit_store_fails(capsys: pytest.CaptureFixt
     url = "postgresql://postgres@127.0.0.1:1/test"
     assert main(["bench", "store", "--store", url, "--repeat", "1"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("planfence: error: cannot reach PostgreSQL")
+    assert err.startswith("planfence: error: cannot connect to PostgreSQL at 127.0.0.1:1")
     assert "Traceback" not in err
