@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from planfence.plugins.gate import Policy, Verdict, explain
+from planfence.plugins.gate import Verdict
 
 # Message metadata written by the planning agent and the fenced executor (Dict[str, str]).
 PLAN = "planfence.plan"
@@ -21,22 +20,10 @@ ROUTE_BLOCKED = "blocked"
 ROUTE_DONE = "done"
 
 
-# Shared with the other adapters; kept under their historical names here.
-coerce_policy = Policy.coerce
-refusal_text = explain
-
-
-def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    return policy.to_dict()
-
-
 def stale_json(v: Verdict) -> str:
     return json.dumps([s.to_dict() for s in v.stale], sort_keys=True)
 
 
 __all__ = [
-    "coerce_policy",
-    "policy_to_dict",
-    "refusal_text",
     "stale_json",
 ]

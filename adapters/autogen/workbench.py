@@ -28,6 +28,7 @@ from planfence.plugins.gate import (
     Verdict,
     checker_factory,
     checker_path,
+    explain,
     fail_closed,
 )
 from planfence.shared_memory import (
@@ -43,7 +44,6 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel
 from typing_extensions import Self
 
-from ._fence import coerce_policy, policy_to_dict, refusal_text
 from ._store import StoreRef
 
 
@@ -126,7 +126,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
     ) -> None:
         self.inner = workbench
         self.store = StoreRef(store)
-        self.policy = coerce_policy(policy)
+        self.policy = Policy.coerce(policy)
         self.agent = agent
         self.checker_factory = checker_factory(checker)
         self._checker: GuardedExecutor | None = None
@@ -197,7 +197,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             turn.verdicts.append(verdict)
         self.verdicts.append(verdict)
         if not verdict.allowed:
-            return _error(name, refusal_text(verdict))
+            return _error(name, explain(verdict))
         return await self.inner.call_tool(name, args, cancellation_token, call_id)
 
     async def check(self, name: str, args: Mapping[str, Any]) -> Verdict:
@@ -243,7 +243,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         return FencedWorkbenchConfig(
             workbench=self.inner.dump_component(),
             store=self.store.url,
-            policy=policy_to_dict(self.policy),
+            policy=self.policy.to_dict(),
             agent=self.agent,
             checker=checker_path(self.checker_factory),
         )

@@ -17,7 +17,6 @@ from planfence.plugins.gate import (
     Policy,
     Verdict,
     checker_factory,
-    explain,
     fail_closed,
 )
 from planfence.plugins.gate.decision import CURRENT
@@ -110,9 +109,6 @@ def call_of(request: Any) -> tuple[str, dict[str, Any], Any]:
     return call["name"], dict(call.get("args") or {}), state.get("planfence_plan")
 
 
-coerce_policy = Policy.coerce
-
-
 def judge_call(bridge: StoreBridge, checkers: Checkers, request: Any) -> Verdict:
     """The verdict for a tool call request, from sync code; blocks when the check cannot run."""
     name, args, plan = call_of(request)
@@ -129,10 +125,6 @@ async def ajudge_call(bridge: StoreBridge, checkers: Checkers, request: Any) -> 
         return await bridge.acall(checkers.judge(name, args, plan))
     except Exception as exc:
         return checkers.failed(name, plan, exc)
-
-
-def refusal_text(v: Verdict) -> str:
-    return explain(v)
 
 
 def summary(v: Verdict) -> dict[str, Any]:

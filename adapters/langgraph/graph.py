@@ -41,7 +41,6 @@ from ._fence import (
     Checkers,
     StoreBridge,
     ajudge_call,
-    coerce_policy,
     gated_done,
     judge_call,
     outcome_of,
@@ -75,7 +74,7 @@ class GraphFence:
         checker: CheckerFactory | str | None = None,
     ) -> None:
         self.bridge = StoreBridge(store)
-        self.policy = coerce_policy(policy)
+        self.policy = Policy.coerce(policy)
         self.planner = planner
         self.proceed = proceed
         self.agent = agent

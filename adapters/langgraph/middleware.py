@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import CheckerFactory, Policy, Verdict, create_plan
+from planfence.plugins.gate import CheckerFactory, Policy, Verdict, create_plan, explain
 from planfence.shared_memory import AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -57,11 +57,9 @@ from ._fence import (
     Checkers,
     StoreBridge,
     ajudge_call,
-    coerce_policy,
     gated_done,
     judge_call,
     outcome_of,
-    refusal_text,
     summary,
 )
 from .state import PlanfenceState
@@ -106,7 +104,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
     ) -> None:
         super().__init__()
         self.bridge = StoreBridge(store)
-        self.policy = coerce_policy(policy)
+        self.policy = Policy.coerce(policy)
         self.keys = list(keys)
         self.prefixes = list(prefixes)
         self.reads = reads
@@ -293,7 +291,7 @@ def _tool_calls(response: ModelResult) -> list[dict[str, Any]]:
 def refusal_message(request: ToolCallRequest, verdict: Verdict) -> ToolMessage:
     """The error `ToolMessage` the model reads when the gate refuses a call."""
     return ToolMessage(
-        content=refusal_text(verdict),
+        content=explain(verdict),
         tool_call_id=request.tool_call["id"] or "",
         name=request.tool_call["name"],
         status="error",
