@@ -90,6 +90,11 @@ class Change:
         }
 
 
+def plain(text: Any) -> Any:
+    """A string subclass (an enum of codes) as a plain `str`, so every driver stores its value."""
+    return str.__str__(text) if isinstance(text, str) and type(text) is not str else text
+
+
 @dataclass(frozen=True)
 class Decision:
     """One entry of the decision log (gate verdicts, Janus deploy/keep decisions)."""
@@ -103,6 +108,10 @@ class Decision:
     payload: Mapping[str, JSON] = field(default_factory=dict)
     at: str = ""
     id: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("source", "verdict", "reason"):
+            object.__setattr__(self, name, plain(getattr(self, name)))
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -320,6 +329,10 @@ class DecisionQuery:
     before_id: int | None = None
     reasons: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reasons", tuple(plain(r) for r in self.reasons))
+        object.__setattr__(self, "verdict", plain(self.verdict))
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -328,6 +341,9 @@ class Flag:
 
     source: str
     reasons: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reasons", tuple(plain(r) for r in self.reasons))
 
     def query(self, plan: str) -> DecisionQuery:
         return DecisionQuery(source=self.source, plan=plan, reasons=self.reasons, limit=1)

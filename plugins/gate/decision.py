@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, Literal
 
 from planfence.shared_memory import (
@@ -30,23 +31,52 @@ REPLAN: Literal["replan"] = "replan"
 BLOCK: Literal["block"] = "block"
 VerdictKind = Literal["allow", "replan", "block"]
 
-# Stable reason codes.
-CURRENT = "current"
-UNGATED = "ungated"
-STALE = "stale_dependencies"
-MISSING_PLAN = "missing_plan"
-UNKNOWN_PLAN = "unknown_plan"
-UNKNOWN_RECORD = "unknown_record"
-INCOMPLETE_LINEAGE = "incomplete_lineage"
-UNDECLARED_TOOL = "undeclared_tool"
-SCOPE_UNRESOLVED = "scope_unresolved"
-OWNER_UNREACHABLE = "owner_unreachable"
-OWNER_UNAUTHENTICATED = "owner_unauthenticated"
-STALE_AFTER_REPLAN = "stale_after_replan"
-LINEAGE_TOO_LARGE = "lineage_too_large"
-STORE_UNAVAILABLE = "store_unavailable"
-AUDIT_UNAVAILABLE = "audit_unavailable"
-INTERNAL_ERROR = "internal_error"
+
+class Reason(str, Enum):
+    """The stable reason codes of a verdict. Members are strings: they compare, format and encode
+    as their value ("current", "stale_dependencies", ...), in the audit log and on the wire."""
+
+    CURRENT = "current"
+    UNGATED = "ungated"
+    STALE = "stale_dependencies"
+    MISSING_PLAN = "missing_plan"
+    UNKNOWN_PLAN = "unknown_plan"
+    UNKNOWN_RECORD = "unknown_record"
+    INCOMPLETE_LINEAGE = "incomplete_lineage"
+    UNDECLARED_TOOL = "undeclared_tool"
+    SCOPE_UNRESOLVED = "scope_unresolved"
+    OWNER_UNREACHABLE = "owner_unreachable"
+    OWNER_UNAUTHENTICATED = "owner_unauthenticated"
+    STALE_AFTER_REPLAN = "stale_after_replan"
+    LINEAGE_TOO_LARGE = "lineage_too_large"
+    STORE_UNAVAILABLE = "store_unavailable"
+    AUDIT_UNAVAILABLE = "audit_unavailable"
+    INTERNAL_ERROR = "internal_error"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str.__str__(self), spec)
+
+
+# Module-level names for the codes, as the rest of the gate spells them.
+CURRENT = Reason.CURRENT
+UNGATED = Reason.UNGATED
+STALE = Reason.STALE
+MISSING_PLAN = Reason.MISSING_PLAN
+UNKNOWN_PLAN = Reason.UNKNOWN_PLAN
+UNKNOWN_RECORD = Reason.UNKNOWN_RECORD
+INCOMPLETE_LINEAGE = Reason.INCOMPLETE_LINEAGE
+UNDECLARED_TOOL = Reason.UNDECLARED_TOOL
+SCOPE_UNRESOLVED = Reason.SCOPE_UNRESOLVED
+OWNER_UNREACHABLE = Reason.OWNER_UNREACHABLE
+OWNER_UNAUTHENTICATED = Reason.OWNER_UNAUTHENTICATED
+STALE_AFTER_REPLAN = Reason.STALE_AFTER_REPLAN
+LINEAGE_TOO_LARGE = Reason.LINEAGE_TOO_LARGE
+STORE_UNAVAILABLE = Reason.STORE_UNAVAILABLE
+AUDIT_UNAVAILABLE = Reason.AUDIT_UNAVAILABLE
+INTERNAL_ERROR = Reason.INTERNAL_ERROR
 
 BLOCK_REASONS = frozenset(
     {

@@ -216,3 +216,17 @@ def test_allow_exactly_when_every_frontier_is_the_head(
     assert got.allowed == all(full[k] == {current[k]} for k in SCOPE)
     if not got.allowed:
         assert got.verdict in ("replan", "block")
+
+
+def test_reason_codes_are_an_enum_that_reads_as_its_value() -> None:
+    import json
+
+    from planfence.plugins.gate import Reason
+    from planfence.shared_memory import Decision
+
+    got = decide(REQ, SCOPE, view(), ONE_CHANGED, budget_spent=False, max_records=100)
+    assert got.reason is Reason.STALE
+    assert f"{got.reason}" == str(got.reason) == "stale_dependencies"
+    assert json.loads(json.dumps(got.to_dict()))["reason"] == "stale_dependencies"
+    logged = Decision(source="gate", verdict=got.verdict, reason=got.reason)
+    assert type(logged.reason) is str and logged.reason == "stale_dependencies"
