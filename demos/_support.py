@@ -74,9 +74,13 @@ def demo_store(url: str | None) -> Iterator[DemoStore]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+PLAIN_LINES = 40
+
+
 class Progress:
-    """Progress on stderr, so JSON on stdout stays clean: a rich bar on a terminal, otherwise a
-    plain line at every tenth of the way."""
+    """Progress of a demo or benchmark on stderr: a rich bar on a terminal, plain lines otherwise
+    (so logs and CI show it too). Results never go through here, so `--json` output on stdout
+    stays clean."""
 
     def __init__(
         self, title: str, total: int, *, stream: TextIO | None = None, bar: bool | None = None
@@ -93,7 +97,12 @@ class Progress:
     def __enter__(self) -> Progress:
         if self.bar:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
             from rich.progress import Progress as RichProgress
 
             self._rich = RichProgress(
@@ -102,7 +111,6 @@ class Progress:
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 console=Console(file=self.stream),
-                transient=True,
             )
             self._rich.start()
             self._task = self._rich.add_task(self.title, total=self.total)
@@ -118,10 +126,25 @@ class Progress:
             self._rich.stop()
             self._rich = None
 
-    def advance(self, what: str = "") -> None:
-        self.done = min(self.total, self.done + 1)
+    def set_total(self, total: int) -> None:
+        self.total = max(1, total)
         if self._rich is not None:
-            label = f"{self.title}: {what}" if what else self.title
-            self._rich.update(self._task, advance=1, description=label)
-        elif self.done * 10 // self.total > (self.done - 1) * 10 // self.total:
-            print(f"{self.title}: {self.done}/{self.total}", file=self.stream, flush=True)
+            self._rich.update(self._task, total=self.total)
+
+    def advance(self, what: str, steps: int = 1, *, line: bool | None = None) -> None:
+        """`steps` more units done, the last of them `what`.
+
+        Without a terminal, a line is printed for every step when there are at most
+        `PLAIN_LINES` steps, else about `PLAIN_LINES` times in all (`line=None`); `line=True`
+        always prints one, `line=False` never does.
+        """
+        before = self.done
+        self.done = min(self.total, self.done + steps)
+        if self._rich is not None:
+            self._rich.update(self._task, advance=steps, description=f"{self.title}: {what}")
+            return
+        if line is None:
+            stride = max(1, -(-self.total // PLAIN_LINES))
+            line = self.done == self.total or self.done // stride > before // stride
+        if line:
+            print(f"{self.title}: {self.done}/{self.total} {what}", file=self.stream, flush=True)

@@ -140,26 +140,24 @@ def read_value_arg(value: str | None, value_file: str | None) -> Any:
     return parse_json_arg(text, "value-file")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (counts, repetitions, limits)."""
+def _int_at_least(text: str, minimum: int, why: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{why}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (counts, repetitions, limits)."""
+    return _int_at_least(text, 1, "must be at least 1")
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (sequence numbers, offsets)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
+    return _int_at_least(text, 0, "must not be negative")
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:

@@ -27,8 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TextIO
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from planfence.adapters.cli.common import (
@@ -239,82 +238,6 @@ def print_context(results: Mapping[str, Any]) -> None:
 
 
 # ---- progress
-
-
-PLAIN_LINES = 40
-
-
-class Progress:
-    """A benchmark's progress on stderr: a rich bar on a terminal, one plain line per step
-    otherwise (so logs and CI show it too). Results never go through here, so `--json` output
-    on stdout stays clean."""
-
-    def __init__(
-        self, title: str, total: int, *, stream: TextIO | None = None, bar: bool | None = None
-    ) -> None:
-        self.title = title
-        self.total = max(1, total)
-        self.done = 0
-        self.stream = stream if stream is not None else sys.stderr
-        isatty = getattr(self.stream, "isatty", None)
-        self.bar = bar if bar is not None else bool(isatty and isatty())
-        self._rich: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> Progress:
-        if self.bar:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-            from rich.progress import Progress as RichProgress
-
-            self._rich = RichProgress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(file=self.stream),
-            )
-            self._rich.start()
-            self._task = self._rich.add_task(self.title, total=self.total)
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._rich is not None:
-            self._rich.stop()
-            self._rich = None
-
-    def set_total(self, total: int) -> None:
-        self.total = max(1, total)
-        if self._rich is not None:
-            self._rich.update(self._task, total=self.total)
-
-    def advance(self, what: str, steps: int = 1, *, line: bool | None = None) -> None:
-        """`steps` more units done, the last of them `what`.
-
-        Without a terminal, a line is printed for every step when there are at most
-        `PLAIN_LINES` steps, else about `PLAIN_LINES` times in all (`line=None`); `line=True`
-        always prints one, `line=False` never does.
-        """
-        before = self.done
-        self.done = min(self.total, self.done + steps)
-        if self._rich is not None:
-            self._rich.update(self._task, advance=steps, description=f"{self.title}: {what}")
-            return
-        if line is None:
-            stride = max(1, -(-self.total // PLAIN_LINES))
-            line = self.done == self.total or self.done // stride > before // stride
-        if line:
-            print(f"{self.title}: {self.done}/{self.total} {what}", file=self.stream, flush=True)
 
 
 # ---- results, output and Ctrl-C

@@ -43,11 +43,11 @@ from planfence.plugins.gate import (
 )
 from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 
+from .._support import Progress
 from . import services
 from .common import (
     BENCH_PG_ENV,
     DEFAULT_PG_URL,
-    Progress,
     add_bench_store,
     add_quick,
     add_repeat,

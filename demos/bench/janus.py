@@ -31,7 +31,8 @@ from planfence.plugins.janus import (
     render_memory,
 )
 
-from .common import Progress, add_quick, add_results, new_results, pick, run_bench
+from .._support import Progress
+from .common import add_quick, add_results, new_results, pick, run_bench
 from .janus_sim import World, WorldConfig, WorldEncoder, empty_memory
 
 HELP = "Janus memory-update gating on a controlled stream (or your tasks with an LLM)"

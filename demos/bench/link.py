@@ -67,8 +67,8 @@ from planfence.plugins.gate import (
 )
 from planfence.shared_memory import AsyncStore, open_async_store
 
+from .._support import Progress
 from .common import (
-    Progress,
     add_bench_store,
     add_quick,
     add_repeat,

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from .._support import Progress
 from .common import (
-    Progress,
     add_bench_store,
     add_quick,
     add_repeat,

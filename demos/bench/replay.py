@@ -130,9 +130,9 @@ from planfence.shared_memory import (
     open_async_store,
 )
 
+from .._support import Progress
 from . import services
 from .common import (
-    Progress,
     add_bench_store,
     add_quick,
     add_results,

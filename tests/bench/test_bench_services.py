@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from planfence.demos._support import Progress
 from planfence.demos.bench import services
-from planfence.demos.bench.common import Progress
 
 HEALTH_APP = f"{__name__}:health_app"
 
