@@ -1,8 +1,14 @@
-"""Open a store from a URL: `memory://`, `sqlite:///path.db`, `postgresql://...`."""
+"""Open a store from a URL: `memory://`, `sqlite:///path.db`, `postgresql://...`.
+
+A URL's scheme names its backend in a registry: the built-in ones below, those added with
+`register_backend`, and those other packages declare in the `planfence.stores` entry-point group
+(each entry, named by its scheme, points to a factory `(url, limits, create) -> AsyncStore`).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from .base import AsyncStore
 from .errors import ConfigError
@@ -16,6 +22,65 @@ STORE_ENV = "PLANFENCE_STORE"
 
 def default_store_url() -> str:
     return os.environ.get(STORE_ENV) or DEFAULT_STORE_URL
+
+
+BackendFactory = Callable[[str, StoreLimits, bool], AsyncStore]
+"""Builds (does not connect) a store for a URL: `(url, limits, create) -> AsyncStore`."""
+ENTRY_POINT_GROUP = "planfence.stores"
+
+
+def _memory(url: str, limits: StoreLimits, create: bool) -> AsyncStore:
+    from .backends.memory import MemoryStore
+
+    return MemoryStore(limits=limits)
+
+
+def _sqlite(url: str, limits: StoreLimits, create: bool) -> AsyncStore:
+    from .backends.sqlite import SQLiteStore, sqlite_options_from_url, sqlite_path_from_url
+
+    options = sqlite_options_from_url(url)
+    return SQLiteStore(
+        sqlite_path_from_url(url),
+        limits=limits,
+        synchronous=options.get("synchronous", "NORMAL"),
+        create=_flag(options["create"]) if "create" in options else create,
+    )
+
+
+def _postgres(url: str, limits: StoreLimits, create: bool) -> AsyncStore:
+    from .backends.postgres import PostgresStore
+
+    return PostgresStore(url, limits=limits)
+
+
+BACKENDS: dict[str, BackendFactory] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "postgresql": _postgres,
+    "postgres": _postgres,
+}
+
+
+def register_backend(scheme: str, factory: BackendFactory) -> None:
+    """Open URLs `scheme://...` with `factory` (replacing any backend for that scheme)."""
+    if not scheme or not scheme.replace("+", "").replace("-", "").isalnum():
+        raise ConfigError(f"invalid URL scheme {scheme!r}")
+    BACKENDS[scheme] = factory
+
+
+def _backend(scheme: str) -> BackendFactory | None:
+    found = BACKENDS.get(scheme)
+    if found is not None:
+        return found
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
+        factory = ep.load()
+        if not callable(factory):
+            raise ConfigError(f"entry point {ep.value!r} for {scheme}:// is not a store factory")
+        BACKENDS[scheme] = factory
+        return factory  # type: ignore[no-any-return]
+    return None
 
 
 def create_async_store(
@@ -36,28 +101,14 @@ def create_async_store(
             and does not exist raises `StoreNotFoundError` (a `ConfigError`) at setup.
     """
     url = url or default_store_url()
-    if url.startswith("memory://"):
-        from .backends.memory import MemoryStore
-
-        return MemoryStore(limits=limits)
-    if url.startswith("sqlite://"):
-        from .backends.sqlite import SQLiteStore, sqlite_options_from_url, sqlite_path_from_url
-
-        options = sqlite_options_from_url(url)
-        return SQLiteStore(
-            sqlite_path_from_url(url),
-            limits=limits,
-            synchronous=options.get("synchronous", "NORMAL"),
-            create=_flag(options["create"]) if "create" in options else create,
+    scheme, sep, _ = url.partition("://")
+    factory = _backend(scheme) if sep else None
+    if factory is None:
+        raise ConfigError(
+            f"unsupported store URL {redact_url(url)!r}: "
+            "use memory://, sqlite:///path.db or postgresql://..."
         )
-    if url.startswith(("postgresql://", "postgres://")):
-        from .backends.postgres import PostgresStore
-
-        return PostgresStore(url, limits=limits)
-    raise ConfigError(
-        f"unsupported store URL {redact_url(url)!r}: "
-        "use memory://, sqlite:///path.db or postgresql://..."
-    )
+    return factory(url, limits, create)
 
 
 def _flag(text: str) -> bool:

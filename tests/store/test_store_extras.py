@@ -37,3 +37,28 @@ def test_a_real_missing_module_through_the_guard() -> None:
             import planfence_no_such_module  # type: ignore[import-not-found]  # noqa: F401
     finally:
         EXTRA_MODULES["bench"] = EXTRA_MODULES["bench"][:-1]
+
+
+def test_backends_are_found_by_url_scheme_in_a_registry() -> None:
+    from planfence.shared_memory import ConfigError, create_async_store
+    from planfence.shared_memory.backends.memory import MemoryStore
+    from planfence.shared_memory.factory import BACKENDS, register_backend
+
+    made: list[tuple[str, bool]] = []
+
+    def toy(url: str, limits: object, create: bool) -> MemoryStore:
+        made.append((url, create))
+        return MemoryStore()
+
+    register_backend("toy", toy)
+    try:
+        store = create_async_store("toy://anything", create=False)
+        assert isinstance(store, MemoryStore)
+        assert made == [("toy://anything", False)]
+    finally:
+        del BACKENDS["toy"]
+    for url in ("toy://anything", "nope", "mysql://x"):
+        with pytest.raises(ConfigError, match="unsupported store URL"):
+            create_async_store(url)
+    with pytest.raises(ConfigError, match="invalid URL scheme"):
+        register_backend("no/slash", toy)
