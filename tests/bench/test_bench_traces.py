@@ -92,13 +92,13 @@ def test_one_trace_option_alone_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_replay_on_a_fresh_machine_says_it_used_the_synthetic_trace(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.delenv(link.TRACES_ENV, raising=False)
+    out = tmp_path / "replay.json"
     argv = ["bench", "replay", "--paths", "att", "--rates", "0", "--actions", "1"]
-    assert main(argv) == 0
+    assert main([*argv, "--out", str(out)]) == 0  # one run: the table printed, the JSON written
     assert "att trace: synthetic cellular trace (seed" in capsys.readouterr().out
-    assert main([*argv, "--json"]) == 0
-    settings = json.loads(capsys.readouterr().out)["settings"]
+    settings = json.loads(out.read_text())["settings"]
     assert settings["trace_kind"] == "synthetic"
     assert settings["trace_up"].startswith("synthetic cellular trace (up")

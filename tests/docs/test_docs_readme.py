@@ -47,20 +47,27 @@ def test_store_snippet(tmp_path: Path) -> None:
     run(code, tmp_path)
 
 
-def test_store_commands_run_twice(tmp_path: Path) -> None:
-    planfence = str(Path(sys.executable).with_name("planfence"))
+def test_store_commands_run_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from planfence.adapters.cli.main import main
+
+    monkeypatch.chdir(tmp_path)  # the commands use the default store, in the working folder
+    monkeypatch.delenv("PLANFENCE_STORE", raising=False)
     ids: list[str] = []
     for _ in range(2):
         for line in bash_block("The shared memory store"):
             argv = shlex.split(line)
             assert argv[0] == "planfence"
-            argv = [planfence, *argv[1:]]
+            argv = argv[1:]
             if "ID" in argv:
                 argv[argv.index("ID")] = ids[-1][:8]  # the short form users copy
-            proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
-            assert proc.returncode == 0, (line, proc.stderr)
-            if argv[2] == "put":
-                ids.append(proc.stdout.strip())
+            code = main(argv)
+            out, err = capsys.readouterr()
+            assert code == 0, (line, err)
+            if argv[1] == "put":
+                ids.append(out.strip())
+    assert (tmp_path / ".planfence" / "memory.db").exists()
 
 
 def test_gate_snippet(tmp_path: Path) -> None:
