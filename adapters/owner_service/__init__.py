@@ -28,7 +28,7 @@ private network), and a holder of an agent's secret can speak as that agent (own
 as in the PlanFence model).
 """
 
-from .client import HttpOwnerHeads, WireStats
+from .client import HttpOwnerHeads
 from .keyring import KEYRING_ENV, Keyring, KeyringError, load_keyring
 from .server import NonceCache, create_app
 from .wire import ErrorBody, HeadsAnswer, HeadsRequest, signed_answer, signed_request, verify
@@ -42,7 +42,6 @@ __all__ = [
     "Keyring",
     "KeyringError",
     "NonceCache",
-    "WireStats",
     "create_app",
     "load_keyring",
     "signed_answer",

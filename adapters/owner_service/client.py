@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import httpx
 from pydantic import ValidationError
@@ -23,19 +22,6 @@ from .wire import ErrorBody, HeadsAnswer, new_nonce, now_ms, signed_request, ver
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_SKEW_S = 30.0
 MAX_ANSWER_BYTES = 4 << 20
-
-
-@dataclass
-class WireStats:
-    """HTTP/1.1 bytes on the wire for head requests (request and status lines, headers, bodies)."""
-
-    requests: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-
-    @property
-    def total_bytes(self) -> int:
-        return self.bytes_sent + self.bytes_received
 
 
 class _Refused(Exception):
@@ -81,7 +67,6 @@ class HttpOwnerHeads:
         self.agent = agent
         self.timeout = timeout
         self.max_skew_ms = int(max_skew_s * 1000)
-        self.stats = WireStats()
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(transport=transport, timeout=timeout)
 
@@ -171,7 +156,7 @@ class HttpOwnerHeads:
         return answer
 
     async def _post(self, url: str, body: bytes) -> tuple[int, bytes]:
-        # identity: the signed bytes are parsed as they arrive, and counted as they travel.
+        # identity: the signed bytes are parsed as they arrive, as they travel.
         headers = {"content-type": "application/json", "accept-encoding": "identity"}
         async with self._client.stream("POST", url, content=body, headers=headers) as response:
             chunks: list[bytes] = []
@@ -181,19 +166,4 @@ class HttpOwnerHeads:
                 if size > MAX_ANSWER_BYTES:
                     raise _Refused(OWNER_UNAUTHENTICATED, f"answer over {MAX_ANSWER_BYTES} bytes")
                 chunks.append(chunk)
-            self.stats.requests += 1
-            self.stats.bytes_sent += _request_size(response.request, len(body))
-            self.stats.bytes_received += _response_size(response, size)
             return response.status_code, b"".join(chunks)
-
-
-def _request_size(request: httpx.Request, body_len: int) -> int:
-    line = len(request.method) + 1 + len(request.url.raw_path) + len(b" HTTP/1.1\r\n")
-    headers = sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
-    return line + headers + 2 + body_len
-
-
-def _response_size(response: httpx.Response, body_len: int) -> int:
-    line = len(b"HTTP/1.1 200 \r\n") + len(response.reason_phrase)
-    headers = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
-    return line + headers + 2 + body_len

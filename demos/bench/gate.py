@@ -60,6 +60,7 @@ from .common import (
     print_context,
     run_bench,
 )
+from .wire import CountedOwnerHeads
 
 HELP = "gate allow-path latency vs a bare head read, and head traffic vs the all-key check"
 
@@ -320,7 +321,7 @@ async def _traffic(
         n = case.space
         per: dict[str, int] = {}
         for label in ("planfence", "allkeys"):
-            http = HttpOwnerHeads(directory, keyring, agent=REQUESTER, timeout=10.0)
+            http = CountedOwnerHeads(directory, keyring, agent=REQUESTER, timeout=10.0)
             source: HeadSource = http
             if label == "allkeys":
                 source = AllKeysHeads(http, store_key_space(store, f"t{n}/"))

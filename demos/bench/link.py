@@ -57,7 +57,7 @@ from typing import Any
 import httpx
 
 from planfence.adapters.cli.common import UsageError
-from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
+from planfence.adapters.owner_service import Keyring
 from planfence.demos.baselines import AllKeysHeads, store_key_space
 from planfence.plugins.gate import (
     ALLOW,
@@ -83,6 +83,7 @@ from .common import (
 )
 from .gate import OWNERS, REQUESTER, _owner_services, _plan_at_depth, _seed_keys
 from .traces import SYNTHETIC_SEED, synthetic_source, synthetic_times
+from .wire import CountedOwnerHeads
 
 HELP = "gate stall and traffic on loopback vs an emulated cellular link (mahimahi trace)"
 
@@ -671,7 +672,7 @@ async def _gate_rows(
     rounds that completed."""
     combos = [(path, method) for path in directories for method in ("planfence", "allkeys")]
     https = {
-        combo: HttpOwnerHeads(directories[combo[0]], keyring, agent=REQUESTER, timeout=30.0)
+        combo: CountedOwnerHeads(directories[combo[0]], keyring, agent=REQUESTER, timeout=30.0)
         for combo in combos
     }
     spaces = {n: store_key_space(store, f"t{n}/") for n in KEY_SPACES}
@@ -736,11 +737,18 @@ async def _seed_sync_keys(store: AsyncStore, n: int) -> list[str]:
     return keys
 
 
-def _sync_heads(url: str, keyring: Keyring, client: httpx.AsyncClient) -> HttpOwnerHeads:
-    return HttpOwnerHeads({OWNERS[0]: url}, keyring, agent=REQUESTER, timeout=60.0, client=client)
+def _sync_heads(url: str, keyring: Keyring) -> CountedOwnerHeads:
+    # no keep-alive: every sync opens its own TCP connection
+    return CountedOwnerHeads(
+        {OWNERS[0]: url},
+        keyring,
+        agent=REQUESTER,
+        timeout=60.0,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
 
 
-async def _one_sync(heads: HttpOwnerHeads, keys: tuple[str, ...]) -> tuple[float, int, int]:
+async def _one_sync(heads: CountedOwnerHeads, keys: tuple[str, ...]) -> tuple[float, int, int]:
     sent, received = heads.stats.bytes_sent, heads.stats.bytes_received
     t0 = time.perf_counter()
     answers = await heads.heads({OWNERS[0]: keys})
@@ -763,9 +771,7 @@ async def _sync_rows(
     """Answer sizes picked from a two-point fit of answer bytes per key; then every path syncs
     every size once per round, in rotating order. Rows go to `out` as in `_gate_rows`."""
     paths = list(urls)
-    # no keep-alive: every sync opens its own TCP connection
-    client = httpx.AsyncClient(timeout=60.0, limits=httpx.Limits(max_keepalive_connections=0))
-    clients = {p: _sync_heads(urls[p], keyring, client) for p in paths}
+    clients = {p: _sync_heads(urls[p], keyring) for p in paths}
     samples: dict[tuple[int, str], list[float]] = {(k, p): [] for k in SYNC_KIB for p in paths}
     size: dict[int, tuple[int, int]] = {}
     counts: dict[int, int] = {}
@@ -790,7 +796,8 @@ async def _sync_rows(
             what = "warm-up" if i < SYNC_WARMUP else f"{i - SYNC_WARMUP + 1}/{repeat}"
             progress.advance(f"head syncs, round {what}")
     finally:
-        await client.aclose()
+        for heads in clients.values():
+            await heads.aclose()
         for kib in SYNC_KIB:
             for path in paths:
                 s = samples[(kib, path)]

@@ -96,7 +96,6 @@ from starlette.routing import Route
 from planfence.adapters.cli.common import UsageError, non_negative_int, positive_int
 from planfence.adapters.owner_service import (
     KEYRING_ENV,
-    HttpOwnerHeads,
     Keyring,
     load_keyring,
 )
@@ -114,6 +113,7 @@ from planfence.plugins.gate import (
     BLOCK,
     Gate,
     GuardedExecutor,
+    HeadSource,
     Policy,
     Replanned,
     ScopeError,
@@ -145,6 +145,7 @@ from .common import (
     run_bench,
 )
 from .link import Link, LinkRelay, Trace, add_link_arguments, describe_trace, load_traces
+from .wire import CountedOwnerHeads
 
 HELP = "controlled replay: coordination stall per action vs update rate, and invalid actions"
 
@@ -424,7 +425,7 @@ class OwnerHeadFreshness(FreshnessOnly):
         self,
         store: AsyncStore,
         policy: Policy,
-        heads: HttpOwnerHeads,
+        heads: HeadSource,
         owner_of: Mapping[str, str],
         prefix: str,
     ) -> None:
@@ -595,8 +596,7 @@ class Run:
         self.tally = Tally()
         self.acted: list[Acted] = []
         self.executors: list[Timed] = []
-        self.heads: list[HttpOwnerHeads] = []
-        self.clients: list[httpx.AsyncClient] = []
+        self.heads: list[CountedOwnerHeads] = []
         self.sync: EagerSync | None = None
         self.pusher: Pusher | None = None
         self.start_seq = 0
@@ -624,12 +624,12 @@ class Run:
             eager = EagerExecutor(self.store, self.policy, self.sync)
             self.pusher.bind(eager.replica, name)
             return eager
-        client = httpx.AsyncClient(
-            timeout=HTTP_TIMEOUT_S, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S)
-        )
-        self.clients.append(client)
-        http = HttpOwnerHeads(
-            self.owner_urls, keyring, agent=name, timeout=HTTP_TIMEOUT_S, client=client
+        http = CountedOwnerHeads(
+            self.owner_urls,
+            keyring,
+            agent=name,
+            timeout=HTTP_TIMEOUT_S,
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
         )
         self.heads.append(http)
         if self.executor == "planfence":
@@ -650,7 +650,7 @@ class Run:
             for owner in self.team.owners
         }
 
-        async def ask(http: HttpOwnerHeads) -> None:
+        async def ask(http: CountedOwnerHeads) -> None:
             answers = await http.heads(one_key)
             bad = [a for a in answers.values() if a.error]
             if bad:
@@ -676,8 +676,8 @@ class Run:
     async def aclose(self) -> None:
         if self.pusher is not None:
             await self.pusher.aclose()
-        for client in self.clients:
-            await client.aclose()
+        for heads in self.heads:
+            await heads.aclose()
 
     # -- the stream
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from planfence.adapters.owner_service import HttpOwnerHeads, Keyring, create_app
+from planfence.adapters.owner_service import Keyring, create_app
 from planfence.demos.bench.link import Link, LinkRelay, Trace
+from planfence.demos.bench.wire import CountedOwnerHeads
 from planfence.shared_memory import create_async_store
 
 FAST = "1\n"
@@ -170,7 +171,7 @@ async def test_an_owner_head_request_succeeds_through_the_link(tmp_path: Path) -
         owner_service(store_url, keyring, "reviser") as port,
         LinkRelay(link, "127.0.0.1", port) as relay,
     ):
-        heads = HttpOwnerHeads({"reviser": relay.url}, keyring, agent="executor", timeout=30)
+        heads = CountedOwnerHeads({"reviser": relay.url}, keyring, agent="executor", timeout=30)
         try:
             for _ in range(3):
                 answers = await heads.heads({"reviser": ("trip/42/budget",)})

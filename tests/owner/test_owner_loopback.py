@@ -17,6 +17,7 @@ from fault_owner import EXPECTED_BLOCK
 from owner_helpers import BUDGET, POLICY, REQ, Owners, free_port
 
 from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyring
+from planfence.demos.bench.wire import CountedOwnerHeads
 from planfence.plugins.gate import Gate, Replanned, Verdict, create_plan, refreshed_parents
 from planfence.shared_memory import AsyncStore, open_async_store
 
@@ -33,7 +34,7 @@ async def store(owners: Owners) -> AsyncIterator[AsyncStore]:
 def gate_for(
     store: AsyncStore, keyring: Keyring, directory: Mapping[str, str], timeout: float = 2.0
 ) -> Gate:
-    heads = HttpOwnerHeads(directory, keyring, agent="executor", timeout=timeout)
+    heads = CountedOwnerHeads(directory, keyring, agent="executor", timeout=timeout)
     return Gate(store, POLICY, heads=heads, agent="executor")
 
 
@@ -47,7 +48,7 @@ async def test_gate_allows_a_current_plan(
         await gate.aclose()
     assert verdict.verdict == "allow", verdict.message
     assert verdict.heads == {REQ: owners.team.requirements, BUDGET: owners.team.budget}
-    assert isinstance(gate.head_source, HttpOwnerHeads)
+    assert isinstance(gate.head_source, CountedOwnerHeads)
     assert gate.head_source.stats.requests == 2  # one request per owner
     logged = await store.decisions(source="gate", plan=owners.team.plan, limit=1)
     assert logged[0].verdict == "allow"

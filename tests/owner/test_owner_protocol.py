@@ -34,6 +34,7 @@ from planfence.adapters.owner_service.wire import (
     signature,
     verify,
 )
+from planfence.demos.bench.wire import CountingTransport
 from planfence.plugins.gate import Gate, create_plan
 from planfence.shared_memory import AsyncStore, open_async_store
 
@@ -106,12 +107,20 @@ def signed(keyring: Keyring, **over: object) -> dict[str, object]:
 
 
 async def test_each_owner_answers_for_its_own_keys(env: Env) -> None:
-    source = env.heads()
-    answers = await source.heads({"planner": (REQ,), "reviser": (BUDGET,)})
+    mounts = env.client._mounts  # the same in-process owner apps, counted on the way
+    counted = {
+        pattern: CountingTransport(transport)
+        for pattern, transport in mounts.items()
+        if transport is not None
+    }
+    async with httpx.AsyncClient(mounts={p.pattern: t for p, t in counted.items()}) as client:
+        source = HttpOwnerHeads(env.directory, env.keyring, agent="executor", client=client)
+        answers = await source.heads({"planner": (REQ,), "reviser": (BUDGET,)})
     assert answers[REQ].head == env.requirements and answers[REQ].error is None
     assert answers[BUDGET].head == env.budget and answers[BUDGET].error is None
-    assert source.stats.requests == 2
-    assert source.stats.bytes_sent > 0 and source.stats.bytes_received > 0
+    stats = [t.stats for t in counted.values()]
+    assert sum(s.requests for s in stats) == 2  # one request per owner
+    assert all(s.bytes_sent > 0 and s.bytes_received > 0 for s in stats if s.requests)
 
 
 async def test_owned_key_without_a_version_has_a_null_head(env: Env) -> None:
