@@ -93,7 +93,7 @@ def _upstream_tools(args: argparse.Namespace, command: list[str]) -> list[str] |
         import anyio
 
         from planfence.adapters.mcp.listing import list_tool_names
-        from planfence.adapters.mcp.proxy import stdio_upstream
+        from planfence.adapters.mcp.upstream import stdio_upstream
     target: Any = args.upstream_url or stdio_upstream(command)
 
     async def listing() -> list[str]:

@@ -1,1 +1,45 @@
-"""planfence."""
+"""planfence for MCP: a proxy that passes every `tools/call` through the PlanFence gate.
+
+    async with open_proxy(gate, stdio_upstream(["mcp-server-git", "--repository", "."])) as (
+        proxy,
+        server,
+    ):
+        ...
+
+The `_meta` keys (`META_PLAN`, `META_AGENT`, `META_DECISION`) need nothing installed; the proxy
+needs the `mcp` extra, and its names are imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from planfence.adapters._lazy import lazy_exports
+
+from .meta import META_AGENT, META_DECISION, META_PLAN, forwardable_meta
+
+if TYPE_CHECKING:
+    from .proxy import PlanFenceProxy, open_proxy
+    from .upstream import Upstream, UpstreamFailure, stdio_upstream
+
+_EXPORTS = {
+    "PlanFenceProxy": "proxy",
+    "open_proxy": "proxy",
+    "Upstream": "upstream",
+    "UpstreamFailure": "upstream",
+    "stdio_upstream": "upstream",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+__all__ = [
+    "META_AGENT",
+    "META_DECISION",
+    "META_PLAN",
+    "PlanFenceProxy",
+    "Upstream",
+    "UpstreamFailure",
+    "forwardable_meta",
+    "open_proxy",
+    "stdio_upstream",
+]

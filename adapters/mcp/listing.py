@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp import Client
 
-from .proxy import UpstreamMode, UpstreamTarget
+from .upstream import UpstreamMode, UpstreamTarget
 
 MAX_PAGES = 100
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp_helpers import POLICY
 
-from planfence.adapters.mcp.proxy import forwardable_meta
+from planfence.adapters.mcp.meta import forwardable_meta
 from planfence.adapters.mcp.results import ProxyFailure, to_wire_result
 from planfence.plugins.gate import StaleKey, Verdict
 
