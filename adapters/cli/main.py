@@ -26,15 +26,15 @@ from planfence.adapters.cli.common import (
     fail,
 )
 
-# This layer's own subcommands: modules that each provide add_parser(subparsers), in help order.
-COMMANDS: tuple[str, ...] = (
-    "planfence.adapters.cli.memory",
-    "planfence.adapters.cli.plan",
-    "planfence.adapters.cli.audit",
-    "planfence.adapters.cli.policy",
-    "planfence.adapters.owner_service.cli",
-    "planfence.adapters.mcp.cli",
-)
+# This layer's own subcommands: name -> module with add_parser(subparsers), in help order.
+COMMANDS: dict[str, str] = {
+    "memory": "planfence.adapters.cli.memory",
+    "plan": "planfence.adapters.cli.plan",
+    "audit": "planfence.adapters.cli.audit",
+    "policy": "planfence.adapters.cli.policy",
+    "serve-owner": "planfence.adapters.owner_service.cli",
+    "proxy": "planfence.adapters.mcp.cli",
+}
 ENTRY_POINT_GROUP = "planfence.commands"
 
 # A process killed by SIGPIPE reports 128 + 13; `planfence ... | head` ends the same way.
@@ -80,30 +80,38 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given the command line, only the named subcommand's module is imported (a
+    proxy or a store command starts without loading the benchmarks)."""
     parser = CommandParser(
         prog="planfence",
         description="No action on a stale plan; no harmful memory update deployed blindly.",
     )
     parser.add_argument("--version", action="version", version=f"planfence {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in (*COMMANDS, *_registered()):
+    commands = {**COMMANDS}
+    first = next((a for a in argv or () if not a.startswith("-")), None)
+    if first not in commands:
+        commands.update(_registered())
+    if first in commands:
+        commands = {first: commands[first]}
+    for module_name in commands.values():
         try:
-            module = importlib.import_module(name)
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:  # that command is not part of this build
+            if exc.name == module_name:  # that command is not part of this build
                 continue
             raise
         module.add_parser(sub)
     return parser
 
 
-def _registered() -> list[str]:
-    """Modules registered in the `planfence.commands` entry-point group, by entry name."""
+def _registered() -> dict[str, str]:
+    """Subcommands registered in the `planfence.commands` entry-point group, by name."""
     from importlib.metadata import entry_points
 
     found = entry_points(group=ENTRY_POINT_GROUP)
-    return [ep.value for ep in sorted(found, key=lambda ep: ep.name) if ep.value not in COMMANDS]
+    return {ep.name: ep.value for ep in sorted(found, key=lambda ep: ep.name)}
 
 
 def _quiet_stdout() -> None:
@@ -118,8 +126,9 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        args_list = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser(args_list)
+        args = parser.parse_args(args_list)
         code: int = args.handler(args)
         sys.stdout.flush()
         return code
