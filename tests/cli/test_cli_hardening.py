@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -471,6 +472,8 @@ def test_serve_owner_prints_one_ready_line(seeded: tuple[str, str, str], tmp_pat
     )
     try:
         assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], 30)  # a silent server fails, not hangs
+        assert ready, "serve-owner printed nothing within 30 s"
         line = proc.stderr.readline()
         assert line.startswith("planfence serve-owner: agent sales ready at http://127.0.0.1:"), (
             line
