@@ -36,7 +36,7 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
     from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, MemoryQueryEvent
     from autogen_core import CancellationToken
 
-from ._fence import (
+from ._metadata import (
     PARENTS,
     PLAN,
     REASON,

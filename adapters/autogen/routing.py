@@ -25,7 +25,7 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from ._fence import PLAN, REASON, ROUTE, ROUTE_BLOCKED, ROUTE_DONE, ROUTE_REPLAN, STALE, TOOL
+from ._metadata import PLAN, REASON, ROUTE, ROUTE_BLOCKED, ROUTE_DONE, ROUTE_REPLAN, STALE, TOOL
 
 
 def route_of(message: BaseChatMessage | BaseAgentEvent) -> str | None:

@@ -37,7 +37,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.types import Command, Overwrite
 
 from .._records import ReadSet, merge_reads, parents_of, refreshed
-from ._fence import (
+from ._judging import (
     Checkers,
     StoreBridge,
     ajudge_call,

@@ -53,7 +53,7 @@ from .._records import (
     records_text,
     refreshed,
 )
-from ._fence import (
+from ._judging import (
     Checkers,
     StoreBridge,
     ajudge_call,

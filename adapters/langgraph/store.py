@@ -58,7 +58,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     )
 
 from .._records import ReadSet, add_reads
-from ._fence import StoreBridge
+from ._judging import StoreBridge
 
 RECORD_ID = "_record_id"
 

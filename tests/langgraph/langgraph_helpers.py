@@ -11,7 +11,7 @@ from langchain_core.outputs import ChatResult
 from langchain_core.tools import tool
 from pydantic import Field
 
-from planfence.adapters.langgraph._fence import StoreBridge
+from planfence.adapters.langgraph._judging import StoreBridge
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore, Store
 

@@ -1,4 +1,4 @@
-"""Framework-free pieces of the AutoGen adapter: checkers, policy round-trip, refusal text."""
+"""The message metadata keys the AutoGen adapter writes (message metadata is Dict[str, str])."""
 
 from __future__ import annotations
 
