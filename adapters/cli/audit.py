@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from planfence.shared_memory import Store, is_record_id
-
 from .common import add_common, emit, guarded, open_cli_store, positive_int
 
 GATE_VERDICTS = ("allow", "replan", "block")
@@ -40,14 +38,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(handler=guarded(_audit))
 
 
-def _plan_id(store: Store, ref: str | None) -> str | None:
-    if ref is None:
-        return None
-    text = ref.strip().lower()
-    # A full id is taken as is: refused calls can name plans the store never held.
-    return text if is_record_id(text) else store.resolve_id(ref)
-
-
 def _audit(args: argparse.Namespace) -> int:
     source = args.source or ("janus" if args.verdict in JANUS_VERDICTS else "gate")
     if source == "all":
@@ -57,7 +47,8 @@ def _audit(args: argparse.Namespace) -> int:
             source=source,
             tool=args.tool,
             verdict=args.verdict,
-            plan=_plan_id(store, args.plan),
+            # A full id is taken as given: refused calls can name plans the store never held.
+            plan=store.resolve_id(args.plan) if args.plan is not None else None,
             agent=args.agent,
             limit=args.limit,
         )

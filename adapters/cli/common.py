@@ -78,27 +78,12 @@ def open_cli_store(
     url = store_url(args)
     if writes and url.startswith("memory://"):
         warn("memory:// keeps nothing after this command exits; the write is lost")
-    try:
-        return open_store(url, create=creates)
-    except StoreNotFoundError as exc:
-        raise _not_found(exc) from None
-
-
-def _not_found(exc: StoreNotFoundError) -> StoreNotFoundError:
-    err = StoreNotFoundError(exc.path)
-    err.args = (
-        f"no store at {exc.path} (check the path, or --store / $PLANFENCE_STORE; "
-        "'planfence memory own' starts a new store, and so does ?create=1 on the URL)",
-    )
-    return err
+    return open_store(url, create=creates)
 
 
 def require_existing_store(url: str) -> None:
     """Raise `StoreNotFoundError` (naming the path) when `url` is a SQLite file that is missing."""
-    try:
-        open_store(url, create=False).close()
-    except StoreNotFoundError as exc:
-        raise _not_found(exc) from None
+    open_store(url, create=False).close()
 
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -190,9 +175,15 @@ def guarded(handler: Handler) -> Handler:
         except UsageError as exc:
             return fail(str(exc), EXIT_USAGE)
         except PlanFenceError as exc:
+            message = str(exc)
+            if isinstance(exc, StoreNotFoundError):  # said for command-line users
+                message = (
+                    f"no store at {exc.path} (check the path, or --store / $PLANFENCE_STORE; "
+                    "'planfence memory own' starts a new store, and so does ?create=1 on the URL)"
+                )
             if getattr(args, "json", False):
-                print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-            return fail(str(exc))
+                print(json.dumps({"error": type(exc).__name__, "message": message}))
+            return fail(message)
 
     return run
 

@@ -135,8 +135,8 @@ def _check(args: argparse.Namespace) -> int:
     code = 0
     upstream = _upstream_tools(args, command)
     if upstream is not None:
-        uncovered = [n for n in upstream if n not in tools]
-        stray = sorted(n for n in tools if n not in set(upstream))
+        uncovered = policy.uncovered_tools(upstream)
+        stray = policy.unused_tools(upstream)
         data.update(upstream_tools=upstream, uncovered=uncovered, stray=stray)
         lines.append(f"upstream lists {len(upstream)} tools")
         if uncovered:

@@ -14,9 +14,9 @@ from typing import Any
 
 from planfence.adapters.cli.common import (
     LOG_LEVELS,
+    add_store_option,
     guarded,
     port_number,
-    require_existing_store,
     store_url,
 )
 from planfence.shared_memory import ConfigError
@@ -34,12 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         usage="planfence proxy --policy FILE [options] -- UPSTREAM_COMMAND [ARGS...]",
     )
     p.add_argument("--policy", required=True, metavar="FILE", help="TOML policy (tool scopes)")
-    p.add_argument(
-        "--store",
-        default=None,
-        metavar="URL",
-        help="store URL (default: $PLANFENCE_STORE or sqlite:///.planfence/memory.db)",
-    )
+    add_store_option(p)
     p.add_argument(
         "--transport",
         choices=("stdio", "http"),
@@ -99,17 +94,12 @@ def run(args: argparse.Namespace) -> int:
         import anyio
 
         from .serve import serve
-    from planfence.plugins.gate import Policy
-
-    Policy.load(args.policy)  # a broken policy is reported first, with its file and line
-    url = store_url(args)
-    require_existing_store(url)  # a mistyped path must not become a new, empty store
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level.upper(), format="planfence proxy: %(message)s"
     )
     options: dict[str, Any] = {
         "policy_path": args.policy,
-        "store_url": url,
+        "store_url": store_url(args),
         "command": command,
         "upstream_url": args.upstream_url,
         "upstream_mode": args.upstream_mode,

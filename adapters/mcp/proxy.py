@@ -456,7 +456,7 @@ class PlanFenceProxy:
 
     def uncovered_tools(self, tools: list[str]) -> list[str]:
         """Upstream tools the policy says nothing about (every call to them will be blocked)."""
-        return [t for t in tools if self.policy.get(t) is None]
+        return self.policy.uncovered_tools(tools)
 
 
 MAX_INPUT_ROUNDS = 10  # the official client's limit on input_required rounds

@@ -37,7 +37,8 @@ async def serve(
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
     policy = Policy.load(policy_path)
     target: UpstreamTarget = upstream_url if upstream_url else stdio_upstream(command)
-    store = await open_async_store(store_url)
+    # A mistyped path must not become a new, empty store: the proxy only reads what exists.
+    store = await open_async_store(store_url, create=False)
     try:
         gate = Gate(store, policy)
         async with open_proxy(

@@ -8,6 +8,7 @@ import sys
 
 from planfence.adapters.cli.common import (
     LOG_LEVELS,
+    add_store_option,
     guarded,
     port_number,
     require_existing_store,
@@ -28,12 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         ),
     )
     p.add_argument("--agent", required=True, metavar="AGENT", help="the owner this service is")
-    p.add_argument(
-        "--store",
-        default=None,
-        metavar="URL",
-        help="store URL (default: $PLANFENCE_STORE or sqlite:///.planfence/memory.db)",
-    )
+    add_store_option(p)
     p.add_argument(
         "--port",
         type=port_number,

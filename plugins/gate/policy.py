@@ -156,9 +156,9 @@ class Policy:
         return tuple(sorted(self.tools))
 
     def uncovered_tools(self, names: Iterable[str]) -> list[str]:
-        """Of `names` (e.g. an upstream's tools), those the policy does not declare: every call to
-        them is blocked as `undeclared_tool`."""
-        return sorted({n for n in names if n not in self.tools})
+        """Of `names` (e.g. an upstream's tools), in their order, those the policy does not
+        declare: every call to them is blocked as `undeclared_tool`."""
+        return list(dict.fromkeys(n for n in names if n not in self.tools))
 
     def unused_tools(self, names: Iterable[str]) -> list[str]:
         """Declared tools that are not among `names`: likely a typo or a removed tool."""
