@@ -16,25 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
-from urllib.parse import urlsplit, urlunsplit
+
+from planfence.shared_memory import redact_url
 
 STORE_HELP = (
     "store URL to run the demo in, which keeps its records (default: a temporary SQLite file, "
     "removed when the demo ends; never $PLANFENCE_STORE)"
 )
-
-
-def shown_url(url: str) -> str:
-    """A store URL fit to print: a password is replaced by `***`."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        userinfo, host = parts.netloc.rsplit("@", 1)
-        user = userinfo.split(":", 1)[0]
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return "<a store URL that cannot be parsed>"
 
 
 @dataclass(frozen=True)
@@ -48,14 +36,14 @@ class DemoStore:
         """The one line that says which store the demo used."""
         if self.temporary:
             return (
-                f"store: {shown_url(self.url)} (temporary: removed when the demo ends; "
+                f"store: {redact_url(self.url)} (temporary: removed when the demo ends; "
                 "--store URL keeps the records)"
             )
-        return f"store: {shown_url(self.url)}"
+        return f"store: {redact_url(self.url)}"
 
     def fields(self) -> dict[str, Any]:
         """The same, for JSON output."""
-        return {"store": shown_url(self.url), "temporary_store": self.temporary}
+        return {"store": redact_url(self.url), "temporary_store": self.temporary}
 
 
 @contextmanager

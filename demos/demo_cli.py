@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from planfence.adapters.cli.common import (
-    UsageError,
     add_output,
+    given_store,
     guarded,
     positive_int,
     write_out,
@@ -101,13 +101,6 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     add_output(p)
 
 
-def _store_arg(args: argparse.Namespace) -> str | None:
-    url: str | None = args.store
-    if url is not None and not url.strip():
-        raise UsageError("--store is empty: give a store URL, or leave the option out")
-    return url
-
-
 def _cost_line(executor: str, cost: Cost) -> str:
     return (
         f"  cost: waited {cost.stalls} times ({STALLS[executor]}), {cost.stall_ms:.2f} ms in "
@@ -164,7 +157,7 @@ async def _run(
 def _quickstart(args: argparse.Namespace) -> int:
     executors = [args.executor] if args.executor else ["planfence", "freshness"]
     results: list[WorkflowResult] = []
-    with demo_store(_store_arg(args)) as where:
+    with demo_store(given_store(args)) as where:
         asyncio.run(
             _run(
                 where.url,
@@ -250,7 +243,7 @@ def _workflows(args: argparse.Namespace) -> int:
     results: list[WorkflowResult] = []
     start = time.perf_counter()
     interrupted = False
-    with demo_store(_store_arg(args)) as where:
+    with demo_store(given_store(args)) as where:
         try:
             with Progress("demo workflows", len(jobs)) as progress:
                 asyncio.run(_run(where.url, jobs, results, progress))

@@ -60,10 +60,17 @@ def add_output(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def store_url(args: argparse.Namespace) -> str:
-    if args.store is not None and not args.store.strip():
+def given_store(args: argparse.Namespace) -> str | None:
+    """`--store` as given (None when left out); an empty value is a usage error."""
+    url: str | None = args.store
+    if url is not None and not url.strip():
         raise UsageError("--store is empty: give a store URL, or leave the option out")
-    return str(args.store or default_store_url())
+    return url
+
+
+def store_url(args: argparse.Namespace) -> str:
+    """`--store`, or the default store when it is left out."""
+    return given_store(args) or default_store_url()
 
 
 def open_cli_store(

@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from planfence.adapters.cli.common import (
     UsageError,
@@ -37,6 +36,7 @@ from planfence.adapters.cli.common import (
     positive_int,
     write_out,
 )
+from planfence.shared_memory import redact_url
 
 BENCH_PG_ENV = "PLANFENCE_BENCH_POSTGRES_URL"
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -120,19 +120,6 @@ def add_results(parser: argparse.ArgumentParser) -> None:
 # ---- stores
 
 
-def shown_url(url: str) -> str:
-    """A store URL fit to print: any password is replaced by `***`."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.rsplit("@", 1)
-        userinfo = netloc[0].split(":", 1)[0]
-        return urlunsplit(parts._replace(netloc=f"{userinfo}:***@{netloc[1]}"))
-    except ValueError:
-        return "<a store URL that cannot be parsed>"
-
-
 @dataclass
 class BenchStore:
     """A throwaway store the benchmark owns: its URL, and how it is removed."""
@@ -143,7 +130,7 @@ class BenchStore:
     cleanup: Callable[[], None]
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend, "url": shown_url(self.url), "temporary": self.removal}
+        return {"backend": self.backend, "url": redact_url(self.url), "temporary": self.removal}
 
 
 def _sqlite_store(folder: Path | None) -> BenchStore:
