@@ -31,7 +31,6 @@ from typing import Any
 
 from planfence.adapters.cli.common import (
     UsageError,
-    add_output,
     non_negative_int,
     positive_int,
     write_out,
@@ -110,11 +109,6 @@ def add_bench_store(parser: argparse.ArgumentParser, default: str | None = None)
         "benchmark works in a throwaway file or schema there and removes it afterwards "
         f"(default: {default or 'a temporary SQLite file'}; never the default store)",
     )
-
-
-def add_results(parser: argparse.ArgumentParser) -> None:
-    """`--json` (print the results as JSON) and `--out FILE` (write them to FILE)."""
-    add_output(parser)
 
 
 # ---- stores
@@ -222,9 +216,6 @@ def print_context(results: Mapping[str, Any]) -> None:
         print(f"store: {store['url']} ({store['backend']}, {store['temporary']})")
     for note in results.get("notes", ()):
         print(f"note: {note}")
-
-
-# ---- progress
 
 
 # ---- results, output and Ctrl-C

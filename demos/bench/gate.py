@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planfence.adapters.cli.common import add_output
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
 from planfence.demos.baselines import AllKeysHeads, store_key_space
 from planfence.plugins.gate import (
@@ -51,7 +52,6 @@ from .common import (
     add_bench_store,
     add_quick,
     add_repeat,
-    add_results,
     bench_store,
     check_store,
     new_results,
@@ -79,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bench_store(
         parser, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
     )
-    add_results(parser)
+    add_output(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from planfence.adapters.cli.common import UsageError, positive_int
+from planfence.adapters.cli.common import UsageError, add_output, positive_int
 from planfence.plugins.janus import (
     CachedEncoder,
     FunctionEvaluator,
@@ -32,7 +32,7 @@ from planfence.plugins.janus import (
 )
 
 from .._support import Progress
-from .common import add_quick, add_results, new_results, pick, run_bench
+from .common import add_quick, new_results, pick, run_bench
 from .janus_sim import World, WorldConfig, WorldEncoder, empty_memory
 
 HELP = "Janus memory-update gating on a controlled stream (or your tasks with an LLM)"
@@ -92,7 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="held-out accuracy every N steps",
     )
-    add_results(p)
+    add_output(p)
     p.add_argument("--plot", metavar="FILE", help="also save a figure (needs planfence[bench])")
     p.add_argument(
         "--encoder",

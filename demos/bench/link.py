@@ -56,7 +56,7 @@ from typing import Any
 
 import httpx
 
-from planfence.adapters.cli.common import UsageError
+from planfence.adapters.cli.common import UsageError, add_output
 from planfence.adapters.owner_service import Keyring
 from planfence.demos.baselines import AllKeysHeads, store_key_space
 from planfence.plugins.gate import (
@@ -72,7 +72,6 @@ from .common import (
     add_bench_store,
     add_quick,
     add_repeat,
-    add_results,
     bench_store,
     check_store,
     new_results,
@@ -535,7 +534,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_quick(parser, f"{QUICK_REPEAT} timed checks and syncs per row")
     add_repeat(parser, REPEAT, QUICK_REPEAT, "timed gate checks and head syncs per row")
     add_bench_store(parser)
-    add_results(parser)
+    add_output(parser)
     add_link_arguments(parser)
     parser.add_argument(
         "--loss",

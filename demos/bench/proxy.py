@@ -18,12 +18,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from planfence.adapters.cli.common import add_output
+
 from .._support import Progress
 from .common import (
     add_bench_store,
     add_quick,
     add_repeat,
-    add_results,
     add_warmup,
     bench_store,
     check_store,
@@ -53,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_repeat(parser, REPEAT, QUICK_REPEAT, "timed calls per path")
     add_warmup(parser, WARMUP, QUICK_WARMUP)
     add_bench_store(parser)
-    add_results(parser)
+    add_output(parser)
 
 
 def run(args: argparse.Namespace) -> int:

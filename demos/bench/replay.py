@@ -93,7 +93,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from planfence.adapters.cli.common import UsageError, non_negative_int, positive_int
+from planfence.adapters.cli.common import UsageError, add_output, non_negative_int, positive_int
 from planfence.adapters.owner_service import (
     KEYRING_ENV,
     Keyring,
@@ -135,7 +135,6 @@ from . import services
 from .common import (
     add_bench_store,
     add_quick,
-    add_results,
     bench_store,
     check_store,
     new_results,
@@ -1059,7 +1058,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the stream")
     add_bench_store(parser)
-    add_results(parser)
+    add_output(parser)
     parser.add_argument(
         "--plot", metavar="FILE", help="also save a figure (needs planfence[bench])"
     )

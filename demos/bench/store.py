@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from planfence.adapters.cli.common import add_output
 from planfence.shared_memory import (
     AsyncStore,
     MissingExtraError,
@@ -39,7 +40,6 @@ from .common import (
     add_bench_store,
     add_quick,
     add_repeat,
-    add_results,
     add_warmup,
     bench_store,
     check_store,
@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_store(
         p, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
     )
-    add_results(p)
+    add_output(p)
 
 
 async def _time(
