@@ -269,7 +269,6 @@ class Gate(GuardedExecutor):
         """Run the flow; with audit on, the plan read, the decision and its audit record share
         one store transaction whenever the decision needs no other I/O (the common case)."""
         flow = gate_flow(req, self.policy, max_records=self.max_records)
-        self._last_view: PlanView | None = None
         try:
             request = next(flow)
             if isinstance(request, LoadPlan) and self.audit:
@@ -278,14 +277,17 @@ class Gate(GuardedExecutor):
                     return done
                 request = done
             while True:
-                request = flow.send(await self._serve(request))
+                answer = await self._serve(request)
+                if isinstance(answer, PlanView):
+                    request = self._advance(flow, answer)
+                else:
+                    request = flow.send(answer)
         except StopIteration as stop:
             return self._stamp(stop.value, start), None
 
     def _advance(self, flow: Flow, view: PlanView) -> IORequest:
         """Send the loaded view; with the store as the head source, its heads come from the same
         snapshot (no second read), so the owners' question is answered on the spot."""
-        self._last_view = view
         request = flow.send(view)
         if isinstance(request, AskOwners) and self.head_source is None:
             request = flow.send(heads_in(view, request))
@@ -337,12 +339,9 @@ class Gate(GuardedExecutor):
                     max_records=request.max_records,
                     flag=REFUSED_AS_STALE,
                 )
-                self._last_view = self._view(snap)
-                return self._last_view
+                return self._view(snap)
             if isinstance(request, AskOwners):
-                if self.head_source is None:
-                    assert self._last_view is not None
-                    return heads_in(self._last_view, request)
+                assert self.head_source is not None  # else answered from the view (_advance)
                 return await self.head_source.heads(request.owners)
             if isinstance(request, LoadRecords):
                 return await self.store.get_many(request.ids)

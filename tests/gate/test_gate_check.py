@@ -394,3 +394,23 @@ async def test_a_trailing_newline_in_an_argument_cannot_reach_a_twin_key(
     args = {"order_id": "7\n", "customer": "ana"}
     v = await Gate(astore, POLICY).check("ship_order", args, w.plan.id)
     assert (v.verdict, v.reason) == ("block", "scope_unresolved")
+
+
+@pytest.mark.parametrize("audit", [True, False])
+async def test_concurrent_checks_on_one_gate_each_see_their_own_plan(
+    astore: AsyncStore, audit: bool
+) -> None:
+    # The store is the head source, read with each plan's own snapshot: checks running side by
+    # side on one gate must not answer one plan's heads from another plan's read.
+    import asyncio
+
+    w = await make_world(astore)
+    await astore.put("address/ana", {"line": "9 Hill Rd"}, author="ana", parents=[w.address.id])
+    fresh = await astore.get_many([(await astore.head("address/ana")) or ""])
+    current = await create_plan(
+        astore, author="planner", parents=[w.order.id, *fresh], value={"ship": True}
+    )
+    gate = Gate(astore, POLICY, audit=audit)
+    plans = [w.plan.id, current.id] * 5
+    verdicts = await asyncio.gather(*(gate.check("ship_order", ARGS, p) for p in plans))
+    assert [v.verdict for v in verdicts] == ["replan", "allow"] * 5
