@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "policy": "planfence.adapters.cli.policy",
     "serve-owner": "planfence.adapters.owner_service.cli",
     "proxy": "planfence.adapters.mcp.cli",
+    "ui": "planfence.adapters.ui.cli",
 }
 ENTRY_POINT_GROUP = "planfence.commands"
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
 from planfence.adapters.cli.common import (
     LOG_LEVELS,
@@ -14,6 +12,7 @@ from planfence.adapters.cli.common import (
     require_existing_store,
     store_url,
 )
+from planfence.adapters.cli.serving import serve_app
 
 from .keyring import load_keyring
 from .server import DEFAULT_MAX_SKEW_S, create_app
@@ -62,39 +61,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     url = store_url(args)
     require_existing_store(url)  # a mistyped path must not become a new, empty store
     app = create_app(args.agent, url, load_keyring(args.keyring), max_skew_s=args.max_skew)
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level=args.log_level, access_log=False
-    )
-    server = uvicorn.Server(config)
-
-    async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.02)
-        host, port = args.host, args.port
-        for listener in server.servers:
-            for sock in listener.sockets:
-                host, port = sock.getsockname()[:2]
-                break
-        shown = f"[{host}]" if ":" in str(host) else host
-        print(
-            f"planfence serve-owner: agent {args.agent} ready at http://{shown}:{port}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    async def main() -> None:
-        watcher = asyncio.create_task(announce())
-        try:
-            await server.serve()
-        finally:
-            watcher.cancel()
-
-    asyncio.run(main())
-    return 0 if server.started else 1
+    ready = f"planfence serve-owner: agent {args.agent} ready at"
+    return serve_app(app, host=args.host, port=args.port, log_level=args.log_level, ready=ready)
