@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
+from planfence.plugins.telemetry import gate_span
 from planfence.shared_memory import (
     AsyncStore,
     Decision,
@@ -233,6 +234,20 @@ class Gate(GuardedExecutor):
     ) -> Verdict:
         """Judge one call just before it runs; never raises for bad input, blocks instead."""
         start = time.perf_counter()
+        with gate_span(tool, agent or self.agent) as traced:
+            verdict = await self._check(tool, args, plan_id, agent, replan_spent, start)
+            traced.gate(verdict, time.perf_counter() - start)
+        return verdict
+
+    async def _check(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: Any,
+        agent: str | None,
+        replan_spent: bool,
+        start: float,
+    ) -> Verdict:
         req = CheckRequest(tool, args, plan_id, agent or self.agent, replan_spent)
         decision_id: int | None = None
         try:

@@ -106,7 +106,7 @@ class JanusStoreHook:
         head, state_head = heads.get(self.key), heads.get(self.state_key)
         current = self.initial if head is None else (await self.store.get(head)).value
         before = self.controller.state
-        verdict = await self.controller.consider(current, candidate, task)
+        verdict = await self.controller.consider(current, candidate, task, key=self.key)
         limits = self.store.limits
         record = Record.create(
             self.key,
