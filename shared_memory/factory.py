@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .base import AsyncStore
+from .store import AsyncStore
 from .errors import ConfigError
 from .records import DEFAULT_LIMITS, StoreLimits
 from .sync import Store

@@ -10,7 +10,8 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
 
-from .base import AsyncStore, Change, KeyState
+from .model import Change, KeyState
+from .store import AsyncStore
 from .records import Record
 
 

@@ -11,14 +11,13 @@ from typing import Any, Protocol, TypeVar
 
 from planfence.shared_memory import (
     AsyncStore,
-    Decision,
-    Flag,
     IntegrityError,
     PlanFenceError,
-    PlanSnapshot,
     Store,
     StoreError,
 )
+
+from .audit import AUDIT_SOURCE, Decision
 
 from .decision import (
     ALLOW,
@@ -47,9 +46,9 @@ from .decision import (
 )
 from .heads import HeadSource
 from .policy import Policy
+from .snapshot import Flag, PlanSnapshot, snapshot, snapshot_and_log
 
 T = TypeVar("T")
-AUDIT_SOURCE = "gate"
 BUDGET_REASONS = (STALE, STALE_AFTER_REPLAN)
 MAX_SUPERSEDES_CHAIN = 64
 # A plan superseding a plan that the gate refused as stale gets no second replan.
@@ -307,7 +306,8 @@ class Gate(GuardedExecutor):
                 return self._decision(outcome["verdict"])
 
         try:
-            _, decision_id = await self.store.snapshot_and_log(
+            _, decision_id = await snapshot_and_log(
+                self.store,
                 request.plan_id,
                 request.scope,
                 decide,
@@ -333,7 +333,8 @@ class Gate(GuardedExecutor):
     async def _serve(self, request: IORequest) -> Any:
         try:
             if isinstance(request, LoadPlan):
-                snap = await self.store.snapshot(
+                snap = await snapshot(
+                    self.store,
                     request.plan_id,
                     request.scope,
                     max_records=request.max_records,
@@ -360,16 +361,20 @@ class Gate(GuardedExecutor):
         for _ in range(MAX_SUPERSEDES_CHAIN):
             if current is None:
                 return False
-            if await self.store.decisions(
-                source=AUDIT_SOURCE, plan=current, reasons=BUDGET_REASONS, limit=1
-            ):
+            if await self._audited(current, BUDGET_REASONS):
                 return True
-            if await self.store.decisions(
-                source=AUDIT_SOURCE, plan=current, reasons=(CURRENT,), limit=1
-            ):
+            if await self._audited(current, (CURRENT,)):
                 return False  # that plan acted: a new refusal starts a new budget
             current = (await self.store.get(current)).supersedes
         return True
+
+    async def _audited(self, plan_id: str, reasons: tuple[str, ...]) -> bool:
+        """Whether the journal holds a gate decision about `plan_id` with one of `reasons`."""
+        labels = {"reason": reasons}
+        found = await self.store.journal(
+            kind=AUDIT_SOURCE, subject=plan_id, labels=labels, limit=1
+        )
+        return bool(found)
 
     @staticmethod
     def _view(snap: PlanSnapshot) -> PlanView:
@@ -475,6 +480,7 @@ class SyncGate:
 
 
 __all__ = [
+    "AUDIT_SOURCE",
     "STALE",
     "CallFn",
     "Checker",

@@ -1,0 +1,458 @@
+"""The abstract store: two primitives each backend implements, and everything else derived once.
+
+Backends implement `_read` (a batch of read ops answered from one consistent snapshot) and `_write`
+(a write batch, checked with `plan_batch` and applied atomically). Optional, with defaults here:
+`_wait_for_change` (a wake-up hint for `subscribe`), `_transact` (a read flow and the write it
+decides in one hop, which SQLite overrides), and the read ops a backend lists in
+`optional_reads` (a lineage prefetch). Integrity is checked here: every record row a backend
+returns is re-hashed against its id (once per distinct row, through a cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar, Final, TypeVar
+
+from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, WriteResult, checked_batch
+from .errors import AmbiguousIdError, InvalidValueError, NotOwnerError, UnknownKeyError
+from .errors import UnknownRecordError
+from .journal import Entry, JournalQuery, ToEntry, as_entry, bound_entry
+from .lineage import DEFAULT_MAX_RECORDS, Frontier
+from .model import CURRENT, Change, KeyState, _Current
+from .reads import (
+    CORE_READS,
+    GetChanges,
+    GetKeys,
+    GetRecords,
+    IdsWithPrefix,
+    Lineage,
+    ListKeys,
+    QueryJournal,
+    ReadFlow,
+    ReadOp,
+    frontier_flow,
+)
+from .records import (
+    DEFAULT_LIMITS,
+    JSON,
+    KIND_FACT,
+    Record,
+    StoreLimits,
+    VerifiedRecords,
+    utc_now,
+    validate_agent,
+    validate_key,
+    validate_record_id,
+)
+from .urls import redact_url
+
+T = TypeVar("T")
+MIN_SHORT_ID: Final = 8
+"""Shortest record-id prefix accepted as input (ids are printed as their first 12 digits)."""
+SHORT_ID_RE: Final = re.compile(rf"[0-9a-f]{{{MIN_SHORT_ID},63}}")
+AMBIGUOUS_SHOWN: Final = 10
+Decide = Callable[[T], WriteBatch | None]
+
+
+class AsyncStore:
+    """Versioned public records with owner-controlled heads. Async API; see `Store` for sync."""
+
+    url: str = ""
+    poll_interval: float = 0.05
+    optional_reads: ClassVar[frozenset[type[Any]]] = frozenset()
+    """The optional read ops (beyond `CORE_READS`) this backend's `_read` answers."""
+
+    def __init__(self, *, limits: StoreLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._verified = VerifiedRecords()
+        self._verified_lock = threading.Lock()  # a backend may decode on its own thread
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {redact_url(self.url)}>"
+
+    # ---- the primitives each backend implements
+
+    async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        """Answer `ops` (core ones, and those in `optional_reads`) from one consistent snapshot,
+        one raw answer per op (see `planfence.shared_memory.reads`)."""
+        raise NotImplementedError
+
+    async def _write(self, batch: WriteBatch) -> WriteResult:
+        """Atomically check (with `plan_batch`) and write `batch`; the changes get their seq, the
+        journal entries their ids (in batch order)."""
+        raise NotImplementedError
+
+    # ---- optional overrides
+
+    async def _wait_for_change(self, since: int, timeout: float) -> None:
+        """Return when a change after `since` may exist; a hint only (callers re-read)."""
+        await asyncio.sleep(min(self.poll_interval, timeout))
+
+    async def _transact(
+        self, flow: ReadFlow[T], decide: Decide[T] | None
+    ) -> tuple[T, WriteResult | None]:
+        """Run `flow`, then write the batch `decide` returns (None: nothing). Backends may
+        override to do both in one hop; the write is not conditional on the reads."""
+        result = await self._run_flow(flow)
+        batch = decide(result) if decide is not None else None
+        return result, (await self._write(batch) if batch is not None else None)
+
+    async def setup(self) -> None:
+        """Create or migrate the schema; idempotent."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+    async def __aenter__(self) -> AsyncStore:
+        await self.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ---- answering reads
+
+    def _asked(self, ops: Sequence[ReadOp]) -> list[ReadOp]:
+        known = self.optional_reads | CORE_READS
+        return [op for op in ops if type(op) in known]
+
+    def _decoded(self, ops: Sequence[ReadOp], raw: Sequence[Any]) -> list[Any]:
+        """One answer per op: records verified (dicts by id), key states by key, and None for an
+        optional op this backend does not answer."""
+        answers = iter(raw)
+        return [self._decode(op, next(answers)) if type(op) in (self.optional_reads | CORE_READS) else None for op in ops]
+
+    def _decode(self, op: ReadOp, raw: Any) -> Any:
+        if isinstance(op, GetRecords | Lineage):
+            with self._verified_lock:
+                return {row[0]: self._verified.load(*row) for row in raw}
+        if isinstance(op, GetKeys):
+            return {s.key: s for s in raw}
+        return raw
+
+    def _answer_sync(self, ops: Sequence[ReadOp], read: Callable[[list[ReadOp]], list[Any]]) -> list[Any]:
+        """`_answer` for a backend driving a flow on its own thread with its own `read`."""
+        asked = self._asked(ops)
+        return self._decoded(ops, read(asked) if asked else [])
+
+    async def _answer(self, ops: Sequence[ReadOp]) -> list[Any]:
+        asked = self._asked(ops)
+        return self._decoded(ops, await self._read(asked) if asked else [])
+
+    async def _run_flow(self, flow: ReadFlow[T]) -> T:
+        try:
+            ops = next(flow)
+            while True:
+                ops = flow.send(await self._answer(ops))
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+
+    async def read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        """Answer a batch of read ops from one consistent snapshot (records verified, as dicts
+        by id; keys as dicts by key; an optional op the backend lacks is answered None)."""
+        return await self._answer(list(ops))
+
+    async def read_flow(self, flow: ReadFlow[T]) -> T:
+        """Run a flow of dependent reads (in one hop where the backend can)."""
+        return (await self._transact(flow, None))[0]
+
+    async def transact(self, flow: ReadFlow[T], decide: Decide[T]) -> tuple[T, WriteResult | None]:
+        """Run `flow`, let `decide` (pure, fast, no I/O) turn its result into a write batch or
+        None, and apply that batch; in one hop where the backend can (SQLite)."""
+
+        def checked(result: T) -> WriteBatch | None:
+            batch = decide(result)
+            return None if batch is None else checked_batch(batch, self.limits)
+
+        return await self._transact(flow, checked)
+
+    # ---- ownership
+
+    async def own(self, key: str, owner: str, *, by: str | None = None) -> Change:
+        """Assign the first owner of `key`. Raises `AlreadyOwnedError` if it has one."""
+        validate_key(key, self.limits)
+        validate_agent(owner, self.limits)
+        by = validate_agent(by, self.limits) if by is not None else owner
+        return (await self._write(WriteBatch(ops=(AssignOwner(key, owner, by),)))).changes[0]
+
+    async def transfer(self, key: str, new_owner: str, *, by: str) -> Change:
+        """Hand `key` to `new_owner`; only the current owner may."""
+        validate_key(key, self.limits)
+        validate_agent(new_owner, self.limits)
+        validate_agent(by, self.limits)
+        batch = WriteBatch(ops=(TransferOwner(key, new_owner, by),))
+        return (await self._write(batch)).changes[0]
+
+    async def owner(self, key: str) -> str | None:
+        state = (await self.states([key])).get(key)
+        return state.owner if state else None
+
+    # ---- writes
+
+    async def put(
+        self,
+        key: str,
+        value: JSON,
+        *,
+        author: str,
+        parents: Iterable[str] = (),
+        kind: str = KIND_FACT,
+        expected_head: str | _Current | None = CURRENT,
+    ) -> Record:
+        """Store a new version of `key` and advance its head, atomically; owner only.
+
+        `expected_head` is the head the writer last saw (None: the key has no version yet). The
+        default reads it just before writing, which still fails on a concurrent writer.
+
+        Raises:
+            NotOwnerError, HeadConflictError (carries the current head), UnknownKeyError,
+            UnknownRecordError (a parent the store does not hold), and the validation errors.
+        """
+        record = Record.create(
+            key, value, author=author, parents=parents, kind=kind, limits=self.limits
+        )
+        if isinstance(expected_head, _Current):
+            state = (await self.states([key])).get(key)
+            if state is None:
+                raise UnknownKeyError(key)
+            if state.owner != author:
+                raise NotOwnerError(key, author, state.owner)
+            expected = state.head
+        else:
+            expected = validate_record_id(expected_head) if expected_head is not None else None
+        batch = WriteBatch(records=(record,), ops=(AdvanceHead(key, record.id, expected, author),))
+        await self._write(batch)
+        return record
+
+    async def add(
+        self,
+        key: str,
+        value: JSON,
+        *,
+        author: str,
+        parents: Iterable[str] = (),
+        kind: str = KIND_FACT,
+        supersedes: str | None = None,
+        decisions: Iterable[Entry | ToEntry] = (),
+    ) -> Record:
+        """Store a derived record (a plan, a candidate) without touching any head; `decisions`
+        are journal entries written with it.
+
+        Raises:
+            UnknownRecordError: a parent or `supersedes` id the store does not hold.
+        """
+        record = Record.create(
+            key,
+            value,
+            author=author,
+            parents=parents,
+            kind=kind,
+            supersedes=supersedes,
+            limits=self.limits,
+        )
+        await self._write(WriteBatch(records=(record,), decisions=self._bounded(decisions)))
+        return record
+
+    async def advance(
+        self,
+        key: str,
+        record_id: str,
+        *,
+        by: str,
+        expected_head: str | None,
+        decisions: Iterable[Entry | ToEntry] = (),
+    ) -> Change:
+        """Point `key`'s head at an already stored version of it (compare-and-set, owner only)."""
+        validate_key(key, self.limits)
+        validate_record_id(record_id)
+        validate_agent(by, self.limits)
+        if expected_head is not None:
+            validate_record_id(expected_head)
+        batch = WriteBatch(
+            ops=(AdvanceHead(key, record_id, expected_head, by),),
+            decisions=self._bounded(decisions),
+        )
+        return (await self._write(batch)).changes[0]
+
+    async def write(self, batch: WriteBatch) -> list[Change]:
+        """Apply a prepared batch atomically: all of it or none of it.
+
+        Raises:
+            IntegrityError: a record whose fields do not hash to its id.
+            and everything `put`, `advance`, `own` and `transfer` raise.
+        """
+        return (await self._write(checked_batch(batch, self.limits))).changes
+
+    def _bounded(self, entries: Iterable[Entry | ToEntry]) -> tuple[Entry, ...]:
+        return tuple(bound_entry(as_entry(e), self.limits) for e in entries)
+
+    # ---- reads
+
+    async def get(self, record_id: str) -> Record:
+        found = await self.get_many([validate_record_id(record_id)])
+        if record_id not in found:
+            raise UnknownRecordError([record_id])
+        return found[record_id]
+
+    async def get_many(self, ids: Iterable[str]) -> dict[str, Record]:
+        """The records the store holds among `ids` (missing ones are simply absent)."""
+        wanted = tuple(dict.fromkeys(ids))
+        for rid in wanted:
+            validate_record_id(rid)
+        if not wanted:
+            return {}
+        [found] = await self._answer([GetRecords(wanted)])
+        # Fresh values: a caller may change `record.value`; the verified cache must not see it.
+        return {i: replace(r, value=json.loads(r.value_json)) for i, r in found.items()}
+
+    async def resolve_id(self, ref: str) -> str:
+        """The full record id for `ref`: a full id, or a unique hex prefix of 8+ digits (as git).
+
+        Raises `InvalidValueError` for anything else, `UnknownRecordError` when no stored record
+        starts with the prefix, and `AmbiguousIdError` (listing the candidates) when several do.
+        """
+        text = ref.strip().lower() if isinstance(ref, str) else ref
+        if isinstance(text, str) and len(text) == 64:
+            return validate_record_id(text)
+        if not isinstance(text, str) or not SHORT_ID_RE.fullmatch(text):
+            raise InvalidValueError(
+                f"{ref!r} is not a record id: give the 64 hex digits or a unique prefix "
+                f"of at least {MIN_SHORT_ID} of them"
+            )
+        [found] = await self._answer([IdsWithPrefix(text, AMBIGUOUS_SHOWN + 1)])
+        if not found:
+            raise UnknownRecordError([text], what="record id prefix")
+        if len(found) > 1:
+            raise AmbiguousIdError(text, found[:AMBIGUOUS_SHOWN])
+        return str(found[0])
+
+    async def head(self, key: str) -> str | None:
+        """Current head of `key`. Raises `UnknownKeyError` when the key has no owner."""
+        state = (await self.states([key])).get(key)
+        if state is None:
+            raise UnknownKeyError(key)
+        return state.head
+
+    async def states(self, keys: Iterable[str]) -> dict[str, KeyState]:
+        """Owner and head of each key that has an owner (others are absent)."""
+        wanted = tuple(sorted({validate_key(k, self.limits) for k in keys}))
+        if not wanted:
+            return {}
+        [found] = await self._answer([GetKeys(wanted)])
+        return dict(found)
+
+    async def heads(self, keys: Iterable[str]) -> dict[str, str | None]:
+        return {k: s.head for k, s in (await self.states(keys)).items()}
+
+    async def keys(self, prefix: str = "") -> list[KeyState]:
+        [found] = await self._answer([ListKeys(prefix)])
+        return list(found)
+
+    async def frontier(
+        self,
+        roots: Iterable[str],
+        scope: Iterable[str],
+        *,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> Frontier:
+        """Dependency frontier of the plan(s) `roots` for the keys in `scope` (see `lineage`)."""
+        return await self.read_flow(frontier_flow(roots, scope, max_records))
+
+    async def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
+        """Every ancestor of `record_id` (a frontier with an empty scope)."""
+        return await self.frontier([record_id], (), max_records=max_records)
+
+    # ---- change feed
+
+    async def changes(self, since: int = 0, limit: int = 1000) -> list[Change]:
+        [found] = await self._answer([GetChanges(since, limit)])
+        return list(found)
+
+    async def last_seq(self) -> int:
+        seq = 0
+        while batch := await self.changes(seq, 10_000):
+            seq = batch[-1].seq
+        return seq
+
+    async def subscribe(
+        self, since: int = 0, *, idle_timeout: float | None = None
+    ) -> AsyncIterator[Change]:
+        """Yield every change after `since`, forever (or until idle for `idle_timeout` s)."""
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
+        while True:
+            batch = await self.changes(since, 1000)
+            if batch:
+                for change in batch:
+                    since = change.seq
+                    yield change
+                idle_since = loop.time()
+                continue
+            # Measure idleness by the clock: a backend's wait may return early (a wake-up hint)
+            # or use the whole timeout (LISTEN), so counting poll intervals would be wrong.
+            # Each wait is capped at the poll interval, so a notification missed before LISTEN
+            # took effect delays a reader by one interval at most.
+            step = self.poll_interval
+            if idle_timeout is not None:
+                left = idle_timeout - (loop.time() - idle_since)
+                if left <= 0:
+                    return
+                step = min(step, left)
+            await self._wait_for_change(since, max(step, 0.001))
+
+    # ---- audit journal
+
+    async def log(self, entry: Entry | ToEntry) -> int:
+        """Append one entry to the journal; return its id. Strings and detail are cut to the
+        store's audit bounds (`StoreLimits.max_audit_field_bytes`)."""
+        batch = WriteBatch(decisions=self._bounded([entry]))
+        return (await self._write(batch)).entry_ids[0]
+
+    async def journal(
+        self,
+        *,
+        kind: str | None = None,
+        subject: str | None = None,
+        verdict: str | None = None,
+        labels: Mapping[str, str | Iterable[str] | None] | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[Entry]:
+        """Journal entries matching every given field, newest first (see `JournalQuery`)."""
+        query = JournalQuery.where(
+            kind=kind,
+            subject=subject,
+            verdict=verdict,
+            labels=labels,
+            limit=limit,
+            before_id=before_id,
+        )
+        [found] = await self._answer([QueryJournal(query)])
+        return list(found)
+
+    async def decisions(
+        self,
+        *,
+        source: str | None = None,
+        tool: str | None = None,
+        verdict: str | None = None,
+        agent: str | None = None,
+        plan: str | None = None,
+        reasons: Iterable[str] = (),
+        limit: int = 100,
+    ) -> list[Entry]:
+        """The journal under the decision log's names: `source` is the entry kind, `plan` its
+        subject, `tool`, `agent` and `reasons` (any one of them) its labels. Newest first."""
+        labels = {"tool": tool, "agent": agent, "reason": tuple(reasons)}
+        return await self.journal(
+            kind=source, subject=plan, verdict=verdict, labels=labels, limit=limit
+        )
+
+    def now(self) -> str:
+        return utc_now()
