@@ -12,7 +12,8 @@ import psycopg
 import pytest
 
 from planfence.plugins.gate import Gate, Policy, create_plan
-from planfence.shared_memory import Decision, StoreUnavailableError, open_async_store
+from planfence.plugins.gate import Decision
+from planfence.shared_memory import StoreUnavailableError, open_async_store
 
 pytestmark = pytest.mark.postgres
 
