@@ -11,8 +11,8 @@ import contextlib
 from collections.abc import Callable, Iterable
 
 from .model import Change, KeyState
-from .store import AsyncStore
 from .records import Record
+from .store import AsyncStore
 
 
 class Replica:

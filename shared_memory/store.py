@@ -19,8 +19,13 @@ from dataclasses import replace
 from typing import Any, ClassVar, Final, TypeVar
 
 from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, WriteResult, checked_batch
-from .errors import AmbiguousIdError, InvalidValueError, NotOwnerError, UnknownKeyError
-from .errors import UnknownRecordError
+from .errors import (
+    AmbiguousIdError,
+    InvalidValueError,
+    NotOwnerError,
+    UnknownKeyError,
+    UnknownRecordError,
+)
 from .journal import Entry, JournalQuery, ToEntry, as_entry, bound_entry
 from .lineage import DEFAULT_MAX_RECORDS, Frontier
 from .model import CURRENT, Change, KeyState, _Current
@@ -125,7 +130,12 @@ class AsyncStore:
         """One answer per op: records verified (dicts by id), key states by key, and None for an
         optional op this backend does not answer."""
         answers = iter(raw)
-        return [self._decode(op, next(answers)) if type(op) in (self.optional_reads | CORE_READS) else None for op in ops]
+        return [
+            self._decode(op, next(answers))
+            if type(op) in (self.optional_reads | CORE_READS)
+            else None
+            for op in ops
+        ]
 
     def _decode(self, op: ReadOp, raw: Any) -> Any:
         if isinstance(op, GetRecords | Lineage):
@@ -135,7 +145,9 @@ class AsyncStore:
             return {s.key: s for s in raw}
         return raw
 
-    def _answer_sync(self, ops: Sequence[ReadOp], read: Callable[[list[ReadOp]], list[Any]]) -> list[Any]:
+    def _answer_sync(
+        self, ops: Sequence[ReadOp], read: Callable[[list[ReadOp]], list[Any]]
+    ) -> list[Any]:
         """`_answer` for a backend driving a flow on its own thread with its own `read`."""
         asked = self._asked(ops)
         return self._decoded(ops, read(asked) if asked else [])

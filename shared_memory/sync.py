@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from .batches import WriteBatch
 from .journal import Entry as Decision
-from .model import CURRENT, Change, KeyState, _Current
-from .store import AsyncStore
 from .lineage import DEFAULT_MAX_RECORDS, Frontier
+from .model import CURRENT, Change, KeyState, _Current
 from .records import JSON, KIND_FACT, Record
+from .store import AsyncStore
 
 T = TypeVar("T")
 

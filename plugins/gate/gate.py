@@ -18,7 +18,6 @@ from planfence.shared_memory import (
 )
 
 from .audit import AUDIT_SOURCE, Decision
-
 from .decision import (
     ALLOW,
     AUDIT_UNAVAILABLE,
@@ -371,9 +370,7 @@ class Gate(GuardedExecutor):
     async def _audited(self, plan_id: str, reasons: tuple[str, ...]) -> bool:
         """Whether the journal holds a gate decision about `plan_id` with one of `reasons`."""
         labels = {"reason": reasons}
-        found = await self.store.journal(
-            kind=AUDIT_SOURCE, subject=plan_id, labels=labels, limit=1
-        )
+        found = await self.store.journal(kind=AUDIT_SOURCE, subject=plan_id, labels=labels, limit=1)
         return bool(found)
 
     @staticmethod

@@ -54,8 +54,8 @@ class MemoryStore(AsyncStore):
         if isinstance(op, GetChanges):
             return self._feed[op.since : op.since + op.limit]
         if isinstance(op, QueryJournal):
-            found = (e for e in reversed(self._journal) if op.query.matches(e))
-            return [e for _, e in zip(range(op.query.limit), found)]
+            found = [e for e in reversed(self._journal) if op.query.matches(e)]
+            return found[: op.query.limit]
         raise TypeError(f"unknown read {type(op).__name__}")
 
     async def _write(self, batch: WriteBatch) -> WriteResult:
@@ -65,13 +65,22 @@ class MemoryStore(AsyncStore):
             refs = batch.referenced_ids()
             record_keys = {r: known[r][1] for r in refs if r in known}
             record_keys.update({r.id: r.key for r in batch.records})
-            states = {k: s for k in batch.keys() if (s := self._keys.get(k)) is not None}
+            touched = batch.keys()
+            states = {k: s for k in touched if (s := self._keys.get(k)) is not None}
             planned = plan_batch(batch, states, {r for r in refs if r in known}, record_keys, at)
             for rec in batch.records:
                 self._records.setdefault(
                     rec.id,
-                    (rec.id, rec.key, rec.value_json, rec.parents, rec.author, rec.kind,
-                     rec.supersedes, rec.created_at),
+                    (
+                        rec.id,
+                        rec.key,
+                        rec.value_json,
+                        rec.parents,
+                        rec.author,
+                        rec.kind,
+                        rec.supersedes,
+                        rec.created_at,
+                    ),
                 )
             self._keys.update(planned.new_states)
             result = WriteResult()
@@ -89,9 +98,17 @@ class MemoryStore(AsyncStore):
             if fields is None:
                 del self._records[record_id]
                 return
-            names = ("id", "key", "value_json", "parents", "author", "kind", "supersedes",
-                     "created_at")
-            row = dict(zip(names, self._records[record_id]))
+            names = (
+                "id",
+                "key",
+                "value_json",
+                "parents",
+                "author",
+                "kind",
+                "supersedes",
+                "created_at",
+            )
+            row: dict[str, Any] = dict(zip(names, self._records[record_id], strict=True))
             row.update(fields)
             row["parents"] = tuple(row["parents"])
-            self._records[record_id] = tuple(row[n] for n in names)  # type: ignore[assignment]
+            self._records[record_id] = tuple(row[n] for n in names)

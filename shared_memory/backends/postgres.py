@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import select
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -388,7 +387,9 @@ class PostgresStore(AsyncStore):
             async with conn.pipeline(), conn.transaction():
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 cursors = [await conn.execute(sql, args) for sql, args, _ in plans]
-            return [parse(await c.fetchall()) for c, (_, _, parse) in zip(cursors, plans)]
+            return [
+                parse(await c.fetchall()) for c, (_, _, parse) in zip(cursors, plans, strict=True)
+            ]
 
         return await self._session(read)
 
@@ -412,9 +413,11 @@ class PostgresStore(AsyncStore):
         if isinstance(op, IdsWithPrefix):
             # Ids are lowercase hex, so [prefix, prefix || 'g') holds exactly those with it.
             sql = "SELECT id FROM pf_records WHERE id >= %s AND id < %s ORDER BY id LIMIT %s"
-            return sql, (op.prefix, op.prefix + "g", op.limit), lambda rows: [
-                str(r[0]) for r in rows
-            ]
+            return (
+                sql,
+                (op.prefix, op.prefix + "g", op.limit),
+                lambda rows: [str(r[0]) for r in rows],
+            )
         if isinstance(op, GetChanges):
             sql = (
                 "SELECT seq, key, kind, head, previous, owner, by, at FROM pf_changes "

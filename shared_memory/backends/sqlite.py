@@ -399,8 +399,8 @@ class SQLiteStore(AsyncStore):
             )
             return [_stored(r) for r in rows]
         if isinstance(op, Lineage):
-            args = (json.dumps(list(op.roots)), json.dumps(list(op.scope)), op.limit + 1)
-            return [_stored(r) for r in conn.execute(_PREFETCH_SQL, args)]
+            walk = (json.dumps(list(op.roots)), json.dumps(list(op.scope)), op.limit + 1)
+            return [_stored(r) for r in conn.execute(_PREFETCH_SQL, walk)]
         if isinstance(op, GetKeys):
             rows = conn.execute(
                 "SELECT key, owner, head, version FROM keys "

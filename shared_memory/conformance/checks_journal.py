@@ -16,7 +16,7 @@ QUOTE = "trip/42/quote"
 
 async def change_feed_order(store: AsyncStore, ctx: Context) -> None:
     await store.own(REQ, "planner")
-    heads = [None]
+    heads: list[str | None] = [None]
     for i in range(5):
         heads.append((await store.put(REQ, i, author="planner")).id)
     await store.own(QUOTE, "quoter")

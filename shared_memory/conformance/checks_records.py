@@ -190,7 +190,19 @@ async def malformed_references_are_refused(store: AsyncStore, ctx: Context) -> N
 
 async def json_values_round_trip(store: AsyncStore, ctx: Context) -> None:
     await store.own(REQ, "planner")
-    values = [None, True, 0, -1, 2**70, 1.5, "", "ünïcode ✓ \x00", [], {}, {"b": [1, {"a": None}]}]
+    values: list[object] = [
+        None,
+        True,
+        0,
+        -1,
+        2**70,
+        1.5,
+        "",
+        "ünïcode ✓ \x00",
+        [],
+        {},
+        {"b": [1, {"a": None}]},
+    ]
     for v in values:
         rec = await store.put(REQ, v, author="planner")
         assert (await store.get(rec.id)).value == v

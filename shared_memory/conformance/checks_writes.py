@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch
 from ..errors import (
     AlreadyOwnedError,
@@ -222,9 +224,10 @@ async def add_with_unknown_reference_writes_nothing(store: AsyncStore, ctx: Cont
     r1 = await store.put(REQ, 1, author="planner")
     seq = await store.last_seq()
     entry = Entry(kind="gate", verdict="allow")
-    for kwargs in ({"parents": [r1.id, MISSING]}, {"supersedes": MISSING}):
+    cases: list[dict[str, Any]] = [{"parents": [r1.id, MISSING]}, {"supersedes": MISSING}]
+    for kwargs in cases:
         with raises(UnknownRecordError) as err:
-            await store.add(PLAN, "p", author="planner", decisions=[entry], **kwargs)  # type: ignore[arg-type]
+            await store.add(PLAN, "p", author="planner", decisions=[entry], **kwargs)
         assert err.value.ids == (MISSING,)
         assert await store.changes(seq) == []
         assert await store.journal() == []
@@ -241,7 +244,18 @@ async def add_with_unknown_reference_writes_nothing(store: AsyncStore, ctx: Cont
 
 
 BAD_KEYS: list[object] = [
-    "", "/a", "a/", "a//b", "a b", "a\nb", "ключ", "a/../b/ c", "-x", "k" * 257, None, 42,
+    "",
+    "/a",
+    "a/",
+    "a//b",
+    "a b",
+    "a\nb",
+    "ключ",
+    "a/../b/ c",
+    "-x",
+    "k" * 257,
+    None,
+    42,
     "order/7\n",
 ]
 BAD_AGENTS: list[object] = ["", "has space", "a/b", "x" * 129, None, "mallory\n"]

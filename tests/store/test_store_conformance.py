@@ -16,7 +16,9 @@ def check_id(check: Check) -> str:
 
 @pytest.mark.parametrize("check", CHECKS, ids=check_id)
 async def test_backend_conforms(check: Check, store_url: str) -> None:
-    ran = await run_check(check, lambda limits: create_async_store(store_url, limits=limits), {TAMPER})
+    ran = await run_check(
+        check, lambda limits: create_async_store(store_url, limits=limits), {TAMPER}
+    )
     assert ran
 
 

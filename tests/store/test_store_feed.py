@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 from store_helpers import needs_sql
 
 from planfence.shared_memory import AsyncStore, Change, create_async_store

@@ -11,8 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from planfence.plugins.gate import Gate, Policy, create_plan
-from planfence.plugins.gate import Decision
+from planfence.plugins.gate import Decision, Gate, Policy, create_plan
 from planfence.shared_memory import StoreUnavailableError, open_async_store
 
 pytestmark = pytest.mark.postgres

@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.shared_memory import (
-    AsyncStore,
     InvalidKeyError,
     InvalidValueError,
     is_record_id,

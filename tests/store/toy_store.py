@@ -48,7 +48,8 @@ class ToyStore(AsyncStore):
             at, refs = utc_now(), batch.referenced_ids()
             record_keys = {i: self.records[i][1] for i in refs if i in self.records}
             record_keys.update({rec.id: rec.key for rec in batch.records})
-            states = {k: self.keys_[k] for k in batch.keys() if k in self.keys_}
+            touched = batch.keys()
+            states = {k: self.keys_[k] for k in touched if k in self.keys_}
             planned = plan_batch(batch, states, refs & self.records.keys(), record_keys, at)
             for rec in batch.records:
                 self.records.setdefault(rec.id, tuple(getattr(rec, f) for f in FIELDS))
@@ -64,6 +65,6 @@ class ToyStore(AsyncStore):
 
     async def _tamper_record(self, record_id: str, fields: Mapping[str, Any] | None) -> None:
         with self.lock:
-            row = dict(zip(FIELDS, self.records.pop(record_id)))
+            row = dict(zip(FIELDS, self.records.pop(record_id), strict=True))
             if fields is not None:
                 self.records[record_id] = tuple({**row, **fields}[f] for f in FIELDS)
