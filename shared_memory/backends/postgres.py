@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import select
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..errors import ConfigError, StoreUnavailableError
@@ -60,165 +57,15 @@ with extra_imports("postgres", "the PostgreSQL store"):
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-T = TypeVar("T")
+from .postgres_conn import _has_input, _one_line, connect_cause, split_schema
+from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
+
 CHANNEL = "planfence_changes"
 _MIGRATION_LOCK = 0x706C616F  # advisory lock id held while migrating any schema
 
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE IF NOT EXISTS pf_records (
-        id TEXT PRIMARY KEY,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        author TEXT NOT NULL,
-        value TEXT NOT NULL,
-        parents TEXT[] NOT NULL,
-        supersedes TEXT,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS pf_records_key ON pf_records (key);
-    CREATE INDEX IF NOT EXISTS pf_records_supersedes ON pf_records (supersedes)
-        WHERE supersedes IS NOT NULL;
-    CREATE TABLE IF NOT EXISTS pf_keys (
-        key TEXT PRIMARY KEY,
-        owner TEXT NOT NULL,
-        head TEXT,
-        version BIGINT NOT NULL DEFAULT 0
-    );
-    CREATE TABLE IF NOT EXISTS pf_changes (
-        seq BIGSERIAL PRIMARY KEY,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        head TEXT,
-        previous TEXT,
-        owner TEXT NOT NULL,
-        by TEXT NOT NULL,
-        at TEXT NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS pf_decisions (
-        id BIGSERIAL PRIMARY KEY,
-        at TEXT NOT NULL,
-        source TEXT NOT NULL,
-        agent TEXT,
-        tool TEXT,
-        plan TEXT,
-        verdict TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        payload TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS pf_decisions_tool ON pf_decisions (tool);
-    CREATE INDEX IF NOT EXISTS pf_decisions_plan ON pf_decisions (plan);
-    """,
-    # 2: the decision log becomes the audit journal; its gate columns become indexed labels.
-    """
-    CREATE TABLE pf_journal (
-        id BIGSERIAL PRIMARY KEY,
-        at TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        subject TEXT,
-        verdict TEXT NOT NULL,
-        labels TEXT NOT NULL,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX pf_journal_subject ON pf_journal (subject);
-    CREATE TABLE pf_journal_labels (
-        name TEXT NOT NULL,
-        value TEXT NOT NULL,
-        entry BIGINT NOT NULL,
-        PRIMARY KEY (name, value, entry)
-    );
-    INSERT INTO pf_journal (id, at, kind, subject, verdict, labels, detail)
-        SELECT id, at, source, plan, verdict,
-            jsonb_strip_nulls(jsonb_build_object(
-                'agent', agent, 'reason', NULLIF(reason, ''), 'tool', tool))::text,
-            payload
-        FROM pf_decisions ORDER BY id;
-    INSERT INTO pf_journal_labels (entry, name, value)
-        SELECT id, 'agent', agent FROM pf_decisions WHERE agent IS NOT NULL
-        UNION ALL SELECT id, 'reason', reason FROM pf_decisions WHERE reason <> ''
-        UNION ALL SELECT id, 'tool', tool FROM pf_decisions WHERE tool IS NOT NULL;
-    SELECT setval(pg_get_serial_sequence('pf_journal', 'id'),
-        COALESCE((SELECT max(id) FROM pf_journal), 0) + 1, false);
-    DROP TABLE pf_decisions;
-    """,
-)
 
-_APPEND_SQL = """
-    WITH e AS (
-        INSERT INTO pf_journal (at, kind, subject, verdict, labels, detail)
-        VALUES (%s, %s, %s, %s, %s, %s) RETURNING id
-    ), l AS (
-        INSERT INTO pf_journal_labels (entry, name, value)
-        SELECT e.id, t.name, t.value FROM e, unnest(%s::text[], %s::text[]) AS t(name, value)
-    )
-    SELECT id FROM e
-"""
-_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-
-_PREFETCH_SQL = f"""
-    WITH RECURSIVE walk(id) AS (
-        SELECT unnest(%s::text[])
-        UNION
-        -- A scalar subquery per walked id: always one primary-key probe. As a join, the
-        -- planner chose a scan of the whole table at every level of the walk.
-        SELECT unnest((
-            SELECT r.parents FROM pf_records r
-            WHERE r.id = w.id AND NOT (r.key = ANY(%s::text[]))
-        )) FROM walk w
-    )
-    SELECT {RECORD_COLS} FROM pf_records
-    WHERE id IN (SELECT id FROM walk LIMIT %s)
-"""
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """Remove `schema=` from the URL's query; return (conninfo, schema).
-
-    Raises:
-        ConfigError: a URL that does not parse (e.g. a broken IPv6 host) or a bad schema name.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise ConfigError(f"malformed PostgreSQL URL {redact_url(url)!r}: {exc}") from None
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), None)
-    if schema is not None and not _SCHEMA_RE.fullmatch(schema):
-        raise ConfigError(f"invalid schema name {schema!r} in store URL")
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def connect_cause(exc: BaseException) -> str:
-    """The reason in a libpq connection error, without its framing: 'connection refused',
-    'role "x" does not exist', 'database "y" does not exist', ..."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    cause = first.rpartition(" failed: ")[2] if " failed: " in first else first
-    cause = cause.removeprefix("connection failed: ")
-    cause = re.sub(r"^(FATAL|ERROR):\s*", "", cause).strip()
-    if len(cause) > 1 and cause[0].isupper() and cause[1].islower():
-        cause = cause[0].lower() + cause[1:]  # "Connection refused" reads as part of a sentence
-    return _one_line(cause)
-
-
-def _has_input(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Whether an idle connection's socket has something to read, without blocking: on an idle
-    connection that is the server saying goodbye (terminated, restarted) or closing it."""
-    try:
-        fd = conn.pgconn.socket
-    except psycopg.OperationalError:
-        return True
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        return bool(poller.poll(0))
-    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - Windows
-    return bool(readable)
+T = TypeVar("T")
+__all__ = ["MIGRATIONS", "PostgresStore", "connect_cause", "split_schema"]
 
 
 class _Progress:

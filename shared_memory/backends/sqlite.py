@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import sqlite3
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from ..batches import WriteBatch, WriteResult, plan_batch
+from ..core import Decide
 from ..errors import ConfigError, IntegrityError, StoreNotFoundError, StoreUnavailableError
 from ..model import Change, KeyState
 from ..reads import (
@@ -36,8 +34,7 @@ from ..reads import (
     drive,
 )
 from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
-from ..store import AsyncStore, Decide
-from ..urls import redact_url
+from ..store import AsyncStore
 from .sql import (
     JOURNAL_COLS,
     RECORD_COLS,
@@ -48,172 +45,17 @@ from .sql import (
     label_rows,
     record_row,
 )
+from .sqlite_files import (
+    _SYNC_MODES,
+    _file_uri,
+    _until_not_busy,
+    sqlite_options_from_url,
+    sqlite_path_from_url,
+)
+from .sqlite_schema import _PREFETCH_SQL, MIGRATIONS
 
 T = TypeVar("T")
-
-# Ordered; index + 1 is the schema version stored in PRAGMA user_version. Append, never edit.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE records (
-        id TEXT PRIMARY KEY,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        author TEXT NOT NULL,
-        value TEXT NOT NULL,
-        parents TEXT NOT NULL,
-        supersedes TEXT,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX records_key ON records (key);
-    CREATE INDEX records_supersedes ON records (supersedes) WHERE supersedes IS NOT NULL;
-    CREATE TABLE edges (
-        child TEXT NOT NULL,
-        parent TEXT NOT NULL,
-        PRIMARY KEY (child, parent)
-    ) WITHOUT ROWID;
-    CREATE TABLE keys (
-        key TEXT PRIMARY KEY,
-        owner TEXT NOT NULL,
-        head TEXT,
-        version INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE TABLE changes (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        head TEXT,
-        previous TEXT,
-        owner TEXT NOT NULL,
-        by TEXT NOT NULL,
-        at TEXT NOT NULL
-    );
-    CREATE TABLE decisions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at TEXT NOT NULL,
-        source TEXT NOT NULL,
-        agent TEXT,
-        tool TEXT,
-        plan TEXT,
-        verdict TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        payload TEXT NOT NULL
-    );
-    CREATE INDEX decisions_tool ON decisions (tool);
-    CREATE INDEX decisions_plan ON decisions (plan);
-    """,
-    # 2: the decision log becomes the audit journal; its gate columns become indexed labels.
-    """
-    CREATE TABLE journal (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        subject TEXT,
-        verdict TEXT NOT NULL,
-        labels TEXT NOT NULL,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX journal_subject ON journal (subject);
-    CREATE TABLE journal_labels (
-        name TEXT NOT NULL,
-        value TEXT NOT NULL,
-        entry INTEGER NOT NULL,
-        PRIMARY KEY (name, value, entry)
-    ) WITHOUT ROWID;
-    INSERT INTO journal (id, at, kind, subject, verdict, labels, detail)
-        SELECT id, at, source, plan, verdict,
-            json_patch('{}', json_object('agent', agent, 'reason', NULLIF(reason, ''),
-                'tool', tool)),
-            payload
-        FROM decisions ORDER BY id;
-    INSERT INTO journal_labels (name, value, entry)
-        SELECT 'agent', agent, id FROM decisions WHERE agent IS NOT NULL
-        UNION ALL SELECT 'reason', reason, id FROM decisions WHERE reason != ''
-        UNION ALL SELECT 'tool', tool, id FROM decisions WHERE tool IS NOT NULL;
-    DROP TABLE decisions;
-    """,
-)
-
-_PREFETCH_SQL = f"""
-    WITH RECURSIVE walk(id) AS (
-        SELECT value FROM json_each(?1)
-        UNION
-        SELECT e.parent FROM walk w
-        JOIN records r ON r.id = w.id
-        JOIN edges e ON e.child = w.id
-        WHERE r.key NOT IN (SELECT value FROM json_each(?2))
-    )
-    SELECT {RECORD_COLS} FROM records WHERE id IN (SELECT id FROM walk LIMIT ?3)
-"""
-
-
-_SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-
-def sqlite_options_from_url(url: str) -> dict[str, str]:
-    """Options in the URL's query: `synchronous=normal|full` (default normal: durable across
-    process crashes; full also across power loss, at the cost of an fsync per write), and
-    `create=1|0` (whether a missing file may be created; see `create_async_store`)."""
-    from urllib.parse import parse_qsl
-
-    query = url.partition("?")[2]
-    opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"synchronous", "create"}
-    if unknown:
-        raise ConfigError(
-            f"unknown SQLite store option {sorted(unknown)[0]!r} in {redact_url(url)!r}"
-        )
-    if "synchronous" in opts and opts["synchronous"].upper() not in _SYNC_MODES:
-        raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
-    return opts
-
-
-def sqlite_path_from_url(url: str) -> str:
-    """The file path in a SQLite URL, taken literally: `sqlite:///file:x.db` names a file called
-    `file:x.db` (relative to the working directory), never an SQLite URI."""
-    if not url.startswith("sqlite://"):
-        raise ConfigError(f"not a sqlite URL: {redact_url(url)!r}")
-    rest = url[len("sqlite://") :].partition("?")[0]
-    if rest in ("", "/", "/:memory:"):
-        return ":memory:"
-    if not rest.startswith("/"):
-        raise ConfigError(
-            "sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: "
-            f"{redact_url(url)!r}"
-        )
-    return rest[1:]
-
-
-def _file_uri(path: str, mode: str) -> str:
-    """An SQLite URI for an absolute path: every character with a meaning in URIs is escaped,
-    so the path is read exactly as written."""
-    return f"file://{quote(path, safe='/')}?mode={mode}"
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (and their extended codes)
-    text = str(exc)
-    return "locked" in text or "busy" in text
-
-
-def _until_not_busy(fn: Callable[[], T], timeout: float) -> T:
-    """Run `fn` again while SQLite refuses with busy/locked, until `timeout` seconds have passed.
-
-    The busy timeout does not cover every lock: switching a new file to WAL needs an exclusive
-    lock that SQLite refuses at once (to avoid a deadlock) when another connection is making the
-    same switch, so several processes opening one new store would fail after a few milliseconds.
-    """
-    deadline = time.monotonic() + timeout
-    pause = 0.005
-    while True:
-        try:
-            return fn()
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() + pause > deadline:
-                raise
-        time.sleep(pause * random.uniform(0.5, 1.5))  # jitter: racing openers fall out of step
-        pause = min(pause * 2, 0.1)
+__all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_from_url"]
 
 
 class SQLiteStore(AsyncStore):
