@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from .journal import JournalQuery
 from .lineage import DEFAULT_MAX_RECORDS, Frontier, walk_frontier
+from .lineage_memo import FrontierMemo, memo_walk
 from .records import Record
 
 T = TypeVar("T")
@@ -115,6 +116,35 @@ def walk_flow(
                 [found] = yield [GetRecords(rest)]
                 got.update(found)
             ids = walk.send(got)
+    except StopIteration as stop:
+        result: Frontier = stop.value
+        return result
+
+
+def memo_walk_flow(
+    roots: Iterable[str],
+    scope: Iterable[str],
+    max_records: int,
+    memo: FrontierMemo,
+    prefetched: Mapping[str, Record],
+) -> ReadFlow[Frontier]:
+    """`memo_walk` as reads: records below a remembered frontier are never read, so a plan on an
+    already-walked lineage costs one row per parent; the first walk of a lineage prefetches it."""
+    known = dict(prefetched)
+    keys = tuple(sorted(set(scope)))
+    walk = memo_walk(roots, keys, memo, max_records=max_records)
+    try:
+        ids = next(walk)
+        while True:
+            rest = tuple(i for i in ids if i not in known)
+            if rest:
+                [ancestry] = yield [Lineage(rest, keys, max_records)]
+                known.update(ancestry or {})
+                missing = tuple(i for i in rest if i not in known)
+                if missing:
+                    [found] = yield [GetRecords(missing)]
+                    known.update(found)
+            ids = walk.send({i: known[i] for i in ids if i in known})
     except StopIteration as stop:
         result: Frontier = stop.value
         return result

@@ -54,7 +54,7 @@ from .executor import (
 )
 from .heads import HeadSource
 from .policy import Policy
-from .snapshot import Flag, PlanSnapshot, snapshot, snapshot_and_log
+from .snapshot import Flag, PlanSnapshot, frontier_memo, snapshot, snapshot_and_log
 
 T = TypeVar("T")
 BUDGET_REASONS = (STALE, STALE_AFTER_REPLAN)
@@ -93,6 +93,9 @@ class Gate(GuardedExecutor):
         self.max_records = max_records
         self.audit = audit
         self.agent = agent
+        # Records are immutable: the frontiers of lineages already walked are remembered (per
+        # store), so checking a plan costs one row per parent whatever the lineage's depth.
+        self.frontier_memo = frontier_memo(store)
 
     async def check(
         self,
@@ -186,6 +189,7 @@ class Gate(GuardedExecutor):
                 decide,
                 max_records=request.max_records,
                 flag=REFUSED_AS_STALE,
+                memo=self.frontier_memo,
             )
         except Exception as exc:
             if "verdict" in outcome:  # decided, but the audit record did not commit
@@ -212,6 +216,7 @@ class Gate(GuardedExecutor):
                     request.scope,
                     max_records=request.max_records,
                     flag=REFUSED_AS_STALE,
+                    memo=self.frontier_memo,
                 )
                 return self._view(snap)
             if isinstance(request, AskOwners):
