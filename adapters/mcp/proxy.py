@@ -50,9 +50,9 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import LOG_LEVEL_META_KEY
 
-from planfence.plugins.gate import BLOCK, Gate, Policy, Verdict
+from planfence.plugins.gate import BLOCK, Decision, Gate, Policy, Verdict
 from planfence.plugins.gate.gate import AUDIT_SOURCE
-from planfence.shared_memory import AsyncStore, Decision, PlanFenceError, validate_agent
+from planfence.shared_memory import AsyncStore, PlanFenceError, validate_agent
 
 from .meta import (
     META_AGENT,
