@@ -43,9 +43,11 @@ def stdio_target(world: World) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def http_target(world: World, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+async def http_target(world: World, tmp_path: Path, *options: str) -> AsyncIterator[dict[str, Any]]:
     port = free_port()
-    args = world.proxy_args("--transport", "http", "--port", str(port), upstream=upstream(world))
+    args = world.proxy_args(
+        "--transport", "http", "--port", str(port), *options, upstream=upstream(world)
+    )
     async with background([sys.executable, *args], tmp_path / "proxy.log"):
         await wait_for_port(port)
         yield {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp"}
@@ -133,3 +135,16 @@ async def test_typescript_client_over_http(world: World, node: str, tmp_path: Pa
     async with http_target(world, tmp_path) as target:
         report = await run_client(node, {**target, "calls": calls(plans)})
     check_report(report, world)
+
+
+async def test_typescript_client_with_a_bearer_token(
+    world: World, node: str, tmp_path: Path
+) -> None:
+    world.policy.write_text(POLICY + EXTRA_POLICY)
+    token = tmp_path / "token"
+    token.write_text("ts-client-token\n")
+    call = {"name": "note", "arguments": {"text": "with a token"}}
+    async with http_target(world, tmp_path, "--auth-token-file", str(token)) as target:
+        headers = {"Authorization": "Bearer ts-client-token"}
+        report = await run_client(node, {**target, "headers": headers, "calls": [call]})
+    assert report["results"][0]["result"]["content"][0]["text"] == "with a token"
