@@ -17,6 +17,7 @@ from planfence.plugins.gate import Gate, Policy
 from planfence.shared_memory import open_async_store
 
 from .http_guard import TOKEN_ENV, HttpGuard, is_loopback
+from .policy_fit import warn_about_policy
 from .proxy import UpstreamMode, UpstreamTarget, open_proxy, stdio_upstream
 from .stdio import native_stdio
 
@@ -52,7 +53,7 @@ async def serve(
             call_timeout=call_timeout,
             request_timeout=request_timeout,
         ) as (proxy, server):
-            await _warn_uncovered(proxy)
+            await warn_about_policy(policy, proxy.catalog)
             if transport == "http":
                 await _serve_http(server, host, port, auth_token, allowed_origins)
             else:
@@ -60,21 +61,6 @@ async def serve(
                     await server.run(read, write, server.create_initialization_options())
     finally:
         await store.aclose()
-
-
-async def _warn_uncovered(proxy: Any) -> None:
-    try:
-        listing = await proxy.upstream.request("tools/list", None)
-    except Exception:
-        return
-    names = [t.get("name") for t in listing.get("tools", []) if isinstance(t, dict)]
-    uncovered = proxy.uncovered_tools([n for n in names if isinstance(n, str)])
-    if uncovered:
-        logger.warning(
-            "the policy declares nothing for %s: every call to them will be blocked "
-            "(undeclared_tool); declare depends_on or ungated = true",
-            ", ".join(uncovered),
-        )
 
 
 async def _serve_http(
