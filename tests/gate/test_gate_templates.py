@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from planfence.plugins.gate import Gate, KeyTemplate, Policy, PolicyError, ScopeError, create_plan
 from planfence.plugins.gate.policy import decode_segment, encode_segment
-from planfence.shared_memory import open_async_store, validate_key
+from planfence.shared_memory import StoreLimits, open_async_store, validate_key
 
+UNBOUNDED = StoreLimits(max_key_length=1 << 30)
 POLICY = """
 [tools.convert_time]
 depends_on = ["clock/{source_timezone:path}"]
@@ -104,7 +105,8 @@ async def test_the_gate_allows_a_path_argument_and_explains_a_refused_one() -> N
 @example("é")
 def test_enc_round_trips_any_text_into_one_valid_segment(text: str) -> None:
     segment = encode_segment(text)
-    validate_key(segment)
+    # Any length: a key too long for the store is refused when it is filled, as any other.
+    validate_key(segment, UNBOUNDED)
     assert "/" not in segment
     assert decode_segment(segment) == text
 
@@ -156,3 +158,9 @@ def test_control_a_fill_without_convertors_lets_values_escape() -> None:
 
     found = find(st.tuples(VALUES, VALUES, VALUES), lambda v: not stays_in_place(naive(v), v[1]))
     assert not stays_in_place(naive(found), found[1])
+
+
+def test_an_encoded_value_too_long_for_a_key_is_refused() -> None:
+    with pytest.raises(ScopeError, match="over 256") as info:
+        KeyTemplate.parse("site/{url:enc}").fill({"url": "é" * 60})
+    assert ":enc}" not in str(info.value)  # no convertor would take it: none is named
