@@ -73,7 +73,8 @@ def encode_segment(text: str) -> str:
     `Europe=2FLisbon`, `ana@example.com` stays as it is, and `""` is `_`.
     """
     out: list[str] = []
-    for i, byte in enumerate(text.encode("utf-8")):
+    # surrogatepass: JSON can carry a lone surrogate ("\ud800"), and it must encode too.
+    for i, byte in enumerate(text.encode("utf-8", "surrogatepass")):
         kept = byte in _ALNUM if i == 0 else byte in _KEPT
         out.append(chr(byte) if kept else f"={byte:02X}")
     body = "".join(out)
@@ -95,7 +96,7 @@ def decode_segment(segment: str) -> str:
         pos = m.end()
     raw += body[pos:].encode("ascii", "replace")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
         raise ValueError(f"{segment!r} is not an encoded segment") from None
     if encode_segment(text) != segment:  # only the one canonical spelling decodes

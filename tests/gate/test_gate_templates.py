@@ -97,8 +97,9 @@ async def test_the_gate_allows_a_path_argument_and_explains_a_refused_one() -> N
         await store.aclose()
 
 
-@given(st.text())
+@given(st.text() | st.text(st.characters(codec=None, categories=["Cs", "Lu"])))
 @example("")
+@example("\ud800")
 @example("_")
 @example("=")
 @example("Europe/Lisbon")
