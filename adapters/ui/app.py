@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from planfence.plugins.gate.audit import Decision
 from planfence.plugins.gate.graph import PlanGraph, load_plan_graph
 from planfence.shared_memory import (
     AmbiguousIdError,
@@ -54,7 +55,7 @@ def decisions(store: Store, **filters: Any) -> list[dict[str, Any]]:
     """Decision-log entries as JSON, newest first (`source` "all" or empty means every source)."""
     if filters.get("source") in ("all", ""):
         filters["source"] = None
-    return [d.to_dict() for d in store.decisions(**filters)]
+    return [Decision.from_entry(e).to_dict() for e in store.decisions(**filters)]
 
 
 def plan_data(store: Store, ref: str) -> tuple[PlanGraph, list[dict[str, Any]]]:

@@ -276,6 +276,7 @@ class Gate(GuardedExecutor):
     def _decision(self, v: Verdict) -> Decision:
         payload = {
             "args_digest": v.args_digest,
+            "values": dict(v.value_digests),
             "scope": list(v.scope),
             "frontier": {k: list(ids) for k, ids in v.frontier.items()},
             "heads": dict(v.heads),
