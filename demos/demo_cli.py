@@ -21,7 +21,7 @@ from planfence.adapters.cli.common import (
 )
 from planfence.shared_memory import create_async_store
 
-from ._support import STORE_HELP, DemoStore, Progress, demo_store
+from .support import STORE_HELP, DemoStore, Progress, demo_store
 from .workflows import EXECUTORS, WORKFLOWS, Cost, WorkflowResult, describe_change, run_workflow
 
 DEFAULT_RUNS = 10

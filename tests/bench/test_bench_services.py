@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from planfence.demos._support import Progress
+from planfence.demos.support import Progress
 from planfence.demos.bench import services
 
 HEALTH_APP = f"{__name__}:health_app"
