@@ -24,14 +24,7 @@ and `Progress` (from `planfence.demos.support`).
 
 from planfence.demos.support import Progress
 
-from .options import (
-    add_bench_store,
-    add_quick,
-    add_repeat,
-    add_warmup,
-    non_negative_float,
-    pick,
-)
+from .options import add_bench_store, add_quick, add_repeat, add_warmup, non_negative_float, pick
 from .output import new_results, print_context, run_bench
 from .stats import percentile, rotate, summary_ms
 from .stores import BENCH_PG_ENV, DEFAULT_PG_URL, BenchStore, bench_store, check_store
