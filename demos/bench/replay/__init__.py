@@ -47,7 +47,7 @@ Measured per executor and rate:
   reason is an executor failing closed, e.g. an owner that did not answer in time); invalid
   actions: an executed action is invalid when, by the store's change feed at the moment the tool
   ran, some key of D(a) had a head other than the version its plan used (walked from the plan's
-  parents apart from the gate's own code, by `demos.workflows.used_versions`).
+  parents apart from the gate's own code, by `demos.judging.used_versions`).
 - the crossover: the lowest rate from which planfence's mean stall stays below eager's, on the
   grid, and interpolated linearly between the two grid rates around it.
 
