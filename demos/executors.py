@@ -1,5 +1,6 @@
 """The executors the demos and benchmarks compare, by name: one registry, used by
-`planfence demo workflows` and `planfence bench replay`.
+`planfence demo workflows`, `planfence bench replay`, and the planfence vs all-key comparisons
+of `bench gate` and `bench link`.
 
 Each entry builds a `GuardedExecutor` from a `Wiring`: the store and policy, the agent, and the
 parts a baseline needs (where owner heads come from, the shared key space, the eager update

@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
-from planfence.demos.baselines import AllKeysHeads, store_key_space
-from planfence.plugins.gate import ALLOW, Gate, HeadSource, Policy
+from planfence.demos.baselines import store_key_space
+from planfence.demos.executors import Wiring, build_executor
+from planfence.plugins.gate import ALLOW, Gate, Policy
 from planfence.shared_memory import AsyncStore
 
 from ..harness import Progress, percentile
@@ -147,17 +148,16 @@ async def traffic(
         per: dict[str, int] = {}
         for label in ("planfence", "allkeys"):
             http = CountedOwnerHeads(directory, keyring, agent=REQUESTER, timeout=10.0)
-            source: HeadSource = http
-            if label == "allkeys":
-                source = AllKeysHeads(http, store_key_space(store, f"t{n}/"))
-            gate = Gate(store, policy, heads=source, agent=REQUESTER)
+            space = store_key_space(store, f"t{n}/")
+            wiring = Wiring(store, policy, REQUESTER, heads=http, key_space=space)
+            executor = build_executor(label, wiring)
             try:
                 for _ in range(repeat):
-                    verdict = await gate.check(case.tool, {}, case.plan)
+                    verdict = await executor.check(case.tool, {}, case.plan)
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"traffic plan not allowed: {verdict.message}")
             finally:
-                await gate.aclose()
+                await http.aclose()
             per[label] = round(http.stats.total_bytes / repeat)
         rows.append(
             {

@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 
 from planfence.adapters.owner_service import Keyring
-from planfence.demos.baselines import AllKeysHeads, store_key_space
-from planfence.plugins.gate import ALLOW, Gate, HeadSource, Policy
+from planfence.demos.baselines import store_key_space
+from planfence.demos.executors import Wiring, build_executor
+from planfence.plugins.gate import ALLOW, Policy
 from planfence.shared_memory import AsyncStore
 
 from ..harness import Progress, percentile, rotate
@@ -76,11 +77,13 @@ async def gate_rows(
         for combo in combos
     }
     spaces = {n: store_key_space(store, f"t{n}/") for n in KEY_SPACES}
-    gates: dict[tuple[str, str, int], Gate] = {}
-    for (path, method), http in https.items():
-        for n in KEY_SPACES:
-            source: HeadSource = http if method == "planfence" else AllKeysHeads(http, spaces[n])
-            gates[(path, method, n)] = Gate(store, policy, heads=source, agent=REQUESTER)
+    gates = {
+        (path, method, n): build_executor(
+            method, Wiring(store, policy, REQUESTER, heads=http, key_space=spaces[n])
+        )
+        for (path, method), http in https.items()
+        for n in KEY_SPACES
+    }
     samples = {(c.keys, c.deps, p, m): Samples() for c in cases for p, m in combos}
     try:
         for i in range(GATE_WARMUP + repeat):
