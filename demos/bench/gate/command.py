@@ -25,6 +25,7 @@ from ..harness import (
     bench_store,
     check_store,
     new_results,
+    open_bench_store,
     pick,
     run_bench,
 )
@@ -95,12 +96,8 @@ async def _bench(
     keyring = Keyring(keyring_text, source="<bench>")
     rows, traffic_rows = results["rows"], results["traffic"]
     async with AsyncExitStack() as stack:
-        target = bench_store(main_url, shared=True)
-        stack.callback(target.cleanup)
-        results["stores"].append(target.describe())
+        target, store = await open_bench_store(stack, main_url, results)
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-bench-")))
-        store = await open_async_store(target.url)
-        stack.push_async_callback(store.aclose)
         policy, cases = await seed_latency(store)
         policy, traffic_cases = await seed_traffic(store, policy)
         directory = stack.enter_context(owner_services(target.url, keyring_text, logs))

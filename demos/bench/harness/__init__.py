@@ -27,7 +27,14 @@ from planfence.demos.support import Progress
 from .options import add_bench_store, add_quick, add_repeat, add_warmup, non_negative_float, pick
 from .output import new_results, print_context, run_bench
 from .stats import percentile, rotate, summary_ms
-from .stores import BENCH_PG_ENV, DEFAULT_PG_URL, BenchStore, bench_store, check_store
+from .stores import (
+    BENCH_PG_ENV,
+    DEFAULT_PG_URL,
+    BenchStore,
+    bench_store,
+    check_store,
+    open_bench_store,
+)
 from .tasks import together
 
 __all__ = [
@@ -43,6 +50,7 @@ __all__ = [
     "check_store",
     "new_results",
     "non_negative_float",
+    "open_bench_store",
     "percentile",
     "pick",
     "print_context",

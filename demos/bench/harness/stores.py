@@ -7,12 +7,13 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from planfence.adapters.cli.common import UsageError
-from planfence.shared_memory import redact_url
+from planfence.shared_memory import AsyncStore, open_async_store, redact_url
 
 BENCH_PG_ENV = "PLANFENCE_BENCH_POSTGRES_URL"
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -112,3 +113,16 @@ def bench_store(url: str | None, *, shared: bool) -> BenchStore:
     if url.startswith(("postgresql://", "postgres://")):
         return _postgres_store(url)
     return BenchStore("memory", url, "gone when the run ends", lambda: None)
+
+
+async def open_bench_store(
+    stack: AsyncExitStack, url: str | None, results: dict[str, Any]
+) -> tuple[BenchStore, AsyncStore]:
+    """The throwaway store for `--store URL` (shared with other processes), open and named in
+    `results["stores"]`; closed and removed when `stack` closes."""
+    target = bench_store(url, shared=True)
+    stack.callback(target.cleanup)
+    results["stores"].append(target.describe())
+    store = await open_async_store(target.url)
+    stack.push_async_callback(store.aclose)
+    return target, store

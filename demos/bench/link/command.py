@@ -13,17 +13,16 @@ from typing import Any
 
 from planfence.adapters.cli.common import add_output
 from planfence.adapters.owner_service import Keyring
-from planfence.shared_memory import open_async_store
 
 from ..harness import (
     Progress,
     add_bench_store,
     add_quick,
     add_repeat,
-    bench_store,
     check_store,
     new_results,
     non_negative_float,
+    open_bench_store,
     percentile,
     pick,
     run_bench,
@@ -160,12 +159,8 @@ async def _bench(settings: Settings, store_url: str | None, results: dict[str, A
     link, lossy = settings.link(), settings.link(settings.loss)
     relays: list[LinkRelay] = []
     async with AsyncExitStack() as stack:
-        target = bench_store(store_url, shared=True)
-        stack.callback(target.cleanup)
-        results["stores"].append(target.describe())
+        target, store = await open_bench_store(stack, store_url, results)
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-link-")))
-        store = await open_async_store(target.url)
-        stack.push_async_callback(store.aclose)
         policy, cases = await seed_gate_cases(store)
         sync_keys = await seed_sync_keys(store, sync_keys_needed)
         direct = stack.enter_context(owner_services(target.url, keyring_text, logs))

@@ -13,9 +13,16 @@ from typing import Any
 
 from planfence.adapters.owner_service import KEYRING_ENV
 from planfence.plugins.gate import Policy
-from planfence.shared_memory import AsyncStore, open_async_store
+from planfence.shared_memory import AsyncStore
 
-from ..harness import Progress, bench_store, percentile, rotate, services, together
+from ..harness import (
+    Progress,
+    open_bench_store,
+    percentile,
+    rotate,
+    services,
+    together,
+)
 from ..harness.services import port_of
 from ..netem import Link, LinkRelay, drained
 from . import push
@@ -122,12 +129,8 @@ async def replay_all(config: Config, store_url: str | None, results: dict[str, A
     links: list[Link] = []
     relays: list[LinkRelay] = []
     async with AsyncExitStack() as stack:
-        target = bench_store(store_url, shared=True)
-        stack.callback(target.cleanup)
-        results["stores"].append(target.describe())
+        target, store = await open_bench_store(stack, store_url, results)
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-replay-")))
-        store = await open_async_store(target.url)
-        stack.push_async_callback(store.aclose)
         direct = stack.enter_context(services.running(replay_services(team, target.url), logs))
         owner_urls = {o: direct[o] for o in owners}
         replica_urls = {r: direct[r] for r in replicas}
