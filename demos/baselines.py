@@ -57,14 +57,39 @@ def _precheck(
 
 
 class FreshnessOnly(GuardedExecutor):
-    """Brings the local replica up to date before every action; never checks the plan."""
+    """Brings the local replica up to date before every action; never checks the plan.
+
+    With `heads` and `owner_of` (key -> owner) it takes the owner-head form: it first asks the
+    owners of D(a) for their heads, as an executor that trusts fresh heads would, then catches
+    its replica up.
+    """
 
     name = "freshness"
 
-    def __init__(self, store: AsyncStore, policy: Policy) -> None:
+    def __init__(
+        self,
+        store: AsyncStore,
+        policy: Policy,
+        *,
+        replica: Replica | None = None,
+        heads: HeadSource | None = None,
+        owner_of: Mapping[str, str] | None = None,
+    ) -> None:
         self.store = store
         self.policy = policy
-        self.replica = Replica(store)
+        self.replica = replica if replica is not None else Replica(store)
+        self.heads = heads
+        self.owner_of: Mapping[str, str] = owner_of or {}
+
+    async def _ask_owners(self, scope: tuple[str, ...]) -> None:
+        if self.heads is None:
+            return
+        owners: dict[str, list[str]] = {}
+        for key in scope:
+            if key in self.owner_of:
+                owners.setdefault(self.owner_of[key], []).append(key)
+        if owners:
+            await self.heads.heads({o: tuple(ks) for o, ks in owners.items()})
 
     async def check(
         self,
@@ -78,6 +103,7 @@ class FreshnessOnly(GuardedExecutor):
         pre = _precheck(self.policy, tool, args, plan_id, agent)
         if isinstance(pre, Verdict):
             return pre
+        await self._ask_owners(pre)
         await self.replica.sync()
         heads = {k: self.replica.head(k) for k in pre}
         return Verdict(

@@ -21,8 +21,11 @@ from planfence.adapters.cli.common import (
 )
 from planfence.shared_memory import create_async_store
 
-from ._support import STORE_HELP, DemoStore, Progress, demo_store
-from .workflows import EXECUTORS, WORKFLOWS, Cost, WorkflowResult, describe_change, run_workflow
+from .executors import EXECUTORS
+from .judging import describe_change
+from .metering import Cost
+from .support import STORE_HELP, DemoStore, Progress, demo_store
+from .workflows import WORKFLOWS, WorkflowResult, run_workflow
 
 DEFAULT_RUNS = 10
 QUICK_RUNS = 2

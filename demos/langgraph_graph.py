@@ -36,7 +36,7 @@ from planfence.demos.baselines import freshness_checker
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import PlanFenceError, Store, open_store
 
-from ._support import STORE_HELP, demo_store
+from .support import STORE_HELP, demo_store
 
 REQ = "trip/42/requirements"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])

@@ -2,58 +2,32 @@
 
 Each workflow has owners publishing facts, a planner deriving a plan from what it read, a reviser
 committing a new version after planning, and an executor calling a tool with the plan's arguments
-through one of the executors (planfence, freshness, eager, allkeys). Whether an action was valid is
-judged afterwards from the store's history (the heads at the moment the tool ran versus the plan's
-frontier), never from the executor's own verdict.
+through one of the executors of the registry in `executors` (planfence, freshness, eager,
+allkeys). Whether an action was valid is judged afterwards from the store's history (`judging`:
+the heads at the moment the tool ran versus the plan's frontier), never from the executor's own
+verdict.
 
 A run reads only what it needs: its own keys are new, so the judge replays the change feed from
 the run's start, never the whole feed, and the time per run does not grow with the store's
-history. Each run also measures what its executor spent on coordination (`Cost`): synchronous
-waits on the action path (owner head requests, the replica catch-up, eager pushes awaited) and the
-messages and bytes exchanged.
+history. Each run also measures what its executor spent on coordination (`metering.Cost`):
+synchronous waits on the action path (owner head requests, the replica catch-up, eager pushes
+awaited) and the messages and bytes exchanged.
 """
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.demos.baselines import (
-    AllKeysHeads,
-    EagerExecutor,
-    EagerReplica,
-    EagerSync,
-    FreshnessOnly,
-)
-from planfence.plugins.gate import (
-    REPLAN,
-    Gate,
-    GuardedExecutor,
-    HeadAnswer,
-    HeadSource,
-    Policy,
-    Replanned,
-    StoreHeads,
-    Verdict,
-    create_plan,
-)
-from planfence.shared_memory import (
-    JSON,
-    AdvanceHead,
-    AssignOwner,
-    AsyncStore,
-    Change,
-    Record,
-    Replica,
-    UnknownRecordError,
-    WriteBatch,
-)
+from planfence.plugins.gate import REPLAN, Policy, Replanned, StoreHeads, Verdict, create_plan
+from planfence.shared_memory import AdvanceHead, AssignOwner, AsyncStore, Record, WriteBatch
 
-EXECUTORS = ("planfence", "freshness", "eager", "allkeys")
+from .baselines import EagerSync
+from .executors import EXECUTORS, Wiring, build_executor
+from .judging import ActionLog, changes_since_plan, feed_end, judge
+from .metering import Cost, MeteredHeads, MeteredReplica, eager_push
 
 
 @dataclass(frozen=True)
@@ -134,277 +108,6 @@ WORKFLOWS: dict[str, Workflow] = {
 
 def key_prefix(wf: Workflow, run: str) -> str:
     return wf.depends_on[0].split("/", 1)[0] + "/" + run
-
-
-# --- coordination cost ------------------------------------------------------------------------
-
-
-def _size(payload: JSON) -> int:
-    return len(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
-
-
-@dataclass
-class Cost:
-    """What an executor spent on coordination in one run.
-
-    `stalls` counts the synchronous waits on a run's path and `stall_ms` their total: the gate's
-    owner head requests (one wait per check, the owners asked in parallel), the freshness replica's
-    catch-up before each action, and every eager write held until all replicas acknowledged it.
-    `messages` and `bytes` count what crossed between agents: head requests and answers, feed
-    entries and records delivered to a replica, eager pushes and their acknowledgements, as
-    compact JSON.
-    """
-
-    stalls: int = 0
-    stall_ms: float = 0.0
-    messages: int = 0
-    bytes: int = 0
-
-    def stall(self, seconds: float) -> None:
-        self.stalls += 1
-        self.stall_ms += seconds * 1000
-
-    def send(self, payload: JSON) -> None:
-        self.messages += 1
-        self.bytes += _size(payload)
-
-    def add(self, other: Cost) -> None:
-        self.stalls += other.stalls
-        self.stall_ms += other.stall_ms
-        self.messages += other.messages
-        self.bytes += other.bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stalls": self.stalls,
-            "stall_ms": round(self.stall_ms, 3),
-            "messages": self.messages,
-            "bytes": self.bytes,
-        }
-
-
-class MeteredHeads:
-    """A head source that counts each request as one wait, and each owner's request and answer
-    as two messages."""
-
-    def __init__(self, inner: HeadSource, cost: Cost) -> None:
-        self.inner = inner
-        self.cost = cost
-
-    async def heads(self, owners: Mapping[str, tuple[str, ...]]) -> Mapping[str, HeadAnswer]:
-        start = time.perf_counter()
-        try:
-            answers = await self.inner.heads(owners)
-        finally:
-            self.cost.stall(time.perf_counter() - start)
-        for owner, keys in owners.items():
-            self.cost.send({"owner": owner, "keys": list(keys)})
-            answer: dict[str, JSON] = {}
-            for key in keys:
-                got = answers.get(key)
-                answer[key] = None if got is None else (got.error or got.head)
-            self.cost.send(answer)
-        return answers
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class MeteredReplica(Replica):
-    """The freshness executor's replica: current up to the run's start (a run's keys are new), it
-    catches up from there; each catch-up is a wait, each feed entry and record a message."""
-
-    def __init__(self, store: AsyncStore, cost: Cost, *, since: int) -> None:
-        super().__init__(store)
-        self.cost = cost
-        self.seq = since
-
-    async def sync(self) -> list[Change]:
-        start = time.perf_counter()
-        held = set(self.records)
-        try:
-            applied = await super().sync()
-        finally:
-            self.cost.stall(time.perf_counter() - start)
-        for change in applied:
-            self.cost.send(change.to_dict())
-        for rid, record in self.records.items():
-            if rid not in held:
-                self.cost.send(record.to_dict())
-        return applied
-
-
-def _eager_push(cost: Cost) -> Callable[[EagerReplica, Change, Record], Any]:
-    async def push(replica: EagerReplica, change: Change, record: Record) -> None:
-        cost.send({"change": change.to_dict(), "record": record.to_dict()})
-        cost.send({"ack": change.seq})
-
-    return push
-
-
-# --- judging ----------------------------------------------------------------------------------
-
-
-@dataclass
-class ActionLog:
-    tool: str
-    args: dict[str, Any]
-    plan_id: str | None
-    seq: int  # the last feed entry when the tool ran
-    verdict: str
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """Whether an action was valid, and for each key in its scope the versions its plan used and
-    the head when the tool ran."""
-
-    valid: bool
-    used: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    heads: Mapping[str, str | None] = field(default_factory=dict)
-
-    @property
-    def stale(self) -> list[str]:
-        return [k for k, ids in self.used.items() if ids != {self.heads.get(k)}]
-
-
-_FEED_BATCH = 1000
-
-
-def heads_as_of(changes: Iterable[Change], seq: int) -> dict[str, str | None]:
-    """Every key's head right after feed entry `seq`, replayed from the change feed (the entries
-    before the first one given are taken as already applied)."""
-    heads: dict[str, str | None] = {}
-    for ch in changes:
-        if ch.seq > seq:
-            break
-        if ch.kind == "head":
-            heads[ch.key] = ch.head
-    return heads
-
-
-async def feed_between(store: AsyncStore, since: int, until: int | None = None) -> list[Change]:
-    """The feed entries after `since` (up to `until`, inclusive): bounded by the entries in that
-    window, whatever the store's history before it."""
-    out: list[Change] = []
-    while batch := await store.changes(since, _FEED_BATCH):
-        for ch in batch:
-            if until is not None and ch.seq > until:
-                return out
-            out.append(ch)
-        since = batch[-1].seq
-        if len(batch) < _FEED_BATCH or since == until:  # the end of the feed, or of the window
-            break
-    return out
-
-
-async def feed_end(store: AsyncStore, since: int) -> int:
-    """The last feed entry, reading forward from `since` (a recent entry) rather than from 0."""
-    changes = await feed_between(store, since)
-    return changes[-1].seq if changes else since
-
-
-async def used_versions(
-    store: AsyncStore, root: str, scope: tuple[str, ...]
-) -> dict[str, set[str]]:
-    """Which versions of each scope key the plan `root` used, by walking its parents one level
-    at a time: written apart from the gate's own walk, so the judge does not share its bugs.
-
-    Raises:
-        UnknownRecordError: a record of the lineage that the store does not hold.
-    """
-    used: dict[str, set[str]] = {k: set() for k in scope}
-    seen: set[str] = set()
-    level = [root]
-    while level:
-        wanted = [rid for rid in dict.fromkeys(level) if rid not in seen]
-        seen.update(wanted)
-        found = await store.get_many(wanted)
-        missing = [rid for rid in wanted if rid not in found]
-        if missing:
-            raise UnknownRecordError(missing)
-        level = []
-        for rid in wanted:
-            rec = found[rid]
-            if rec.key in used:
-                used[rec.key].add(rid)
-            else:
-                level.extend(rec.parents)
-    return used
-
-
-async def judge(
-    store: AsyncStore, policy: Policy, action: ActionLog, *, since: int = 0
-) -> Judgement:
-    """Valid iff the plan behind the arguments had F(x) == {H(x)} for every x in D(a) when the
-    tool ran, by the store's history: the feed after `since` replayed up to the action.
-
-    `since` must precede every change to the action's scope keys (the start of the run that
-    created them); the judge reads the records the plan used and the feed after `since` only.
-    """
-    if action.plan_id is None:
-        return Judgement(False)
-    tool = policy.get(action.tool)
-    if tool is None or tool.ungated:
-        return Judgement(False)
-    scope = tool.scope(action.args)
-    if not scope:
-        return Judgement(False)
-    used = await used_versions(store, action.plan_id, scope)
-    all_heads = heads_as_of(await feed_between(store, since, action.seq), action.seq)
-    heads = {k: all_heads.get(k) for k in scope}
-    valid = all(used[k] == {heads[k]} for k in scope)
-    return Judgement(valid, {k: frozenset(v) for k, v in used.items()}, heads)
-
-
-# --- what changed, in values ------------------------------------------------------------------
-
-
-def value_changes(old: JSON, new: JSON) -> dict[str, list[JSON]]:
-    """Field -> [old, new] for the fields that differ (`""` for a value that is not an object)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return {
-            k: [old.get(k), new.get(k)]
-            for k in sorted(old.keys() | new.keys())
-            if old.get(k) != new.get(k)
-        }
-    return {} if old == new else {"": [old, new]}
-
-
-def _show(value: JSON) -> str:
-    if value is None:
-        return "(none)"
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def describe_change(change: Mapping[str, Any]) -> str:
-    """`trip/42/requirements: destination Lisbon -> Porto`."""
-    fields = change.get("changed") or {}
-    parts = [
-        f"{name + ' ' if name else ''}{_show(old)} -> {_show(new)}"
-        for name, (old, new) in fields.items()
-    ]
-    if not parts:  # same content, or a record the store no longer answers for
-        used = (change.get("used") or ["none"])[0][:10]
-        parts = [f"{used} -> {(change.get('current') or 'none')[:10]}"]
-    return f"{change['key']}: {', '.join(parts)}"
-
-
-async def changes_since_plan(
-    store: AsyncStore, stale: Iterable[tuple[str, Iterable[str], str | None]]
-) -> list[dict[str, Any]]:
-    """For each (key, versions the plan used, current head): the record ids and the changed
-    field values of the version the plan used against the current one."""
-    rows = [(k, sorted(used), cur) for k, used, cur in stale]
-    ids = {i for _, used, cur in rows for i in [*used[:1], cur] if i}
-    records = await store.get_many(ids)
-    out = []
-    for key, used, cur in rows:
-        old = records.get(used[0]) if used else None
-        new = records.get(cur) if cur else None
-        changed = value_changes(old.value, new.value) if old and new else {}
-        out.append({"key": key, "used": used, "current": cur, "changed": changed})
-    return out
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -488,24 +191,17 @@ async def run_workflow(
         lists, known here without a scan of the store's key table."""
         return {all_keys[suffix]: owner for suffix, (owner, _) in owners.items()}
 
-    eager = EagerSync(store, push=_eager_push(cost)) if executor == "eager" else None
-    ex: GuardedExecutor
-    if executor == "planfence":
-        ex = Gate(store, policy, agent="executor", heads=MeteredHeads(StoreHeads(store), cost))
-    elif executor == "allkeys":
-        ex = Gate(
-            store,
-            policy,
-            agent="executor",
-            heads=AllKeysHeads(MeteredHeads(StoreHeads(store), cost), key_space),
-        )
-    elif executor == "freshness":
-        fresh = FreshnessOnly(store, policy)
-        fresh.replica = MeteredReplica(store, cost, since=start)
-        ex = fresh
-    else:
-        assert eager is not None
-        ex = EagerExecutor(store, policy, eager)
+    eager = EagerSync(store, push=eager_push(cost)) if executor == "eager" else None
+    wiring = Wiring(
+        store,
+        policy,
+        agent="executor",
+        heads=MeteredHeads(StoreHeads(store), cost),
+        key_space=key_space,
+        eager=eager,
+        replica=MeteredReplica(store, cost, since=start),
+    )
+    ex = build_executor(executor, wiring)
 
     # Each owner's last version of its key (it is the only writer).
     written: dict[str, str] = {suffix: rec.id for suffix, rec in first.items()}

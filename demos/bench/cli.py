@@ -1,6 +1,6 @@
 """`planfence bench ...`: benchmarks that print numbers (and JSON / plots on request).
 
-Every benchmark follows the conventions in `common`: `--quick`, `--repeat N`, `--store URL`,
+Every benchmark follows the conventions in `harness`: `--quick`, `--repeat N`, `--store URL`,
 `--json` / `--out FILE`, progress on stderr, and partial results after Ctrl-C.
 """
 

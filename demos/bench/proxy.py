@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from planfence.adapters.cli.common import add_output
 
-from .._support import Progress
-from .common import (
+from .harness import (
+    Progress,
     add_bench_store,
     add_quick,
     add_repeat,

@@ -32,11 +32,11 @@ from planfence.shared_memory import (
     create_async_store,
 )
 
-from .._support import Progress
-from .common import (
+from .harness import (
     BENCH_PG_ENV,
     DEFAULT_PG_URL,
     BenchStore,
+    Progress,
     add_bench_store,
     add_quick,
     add_repeat,

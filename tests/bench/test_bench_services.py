@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from planfence.demos._support import Progress
-from planfence.demos.bench import services
+from planfence.demos.bench.harness import services
+from planfence.demos.support import Progress
 
 HEALTH_APP = f"{__name__}:health_app"
 
@@ -75,8 +75,8 @@ def test_services_stop_when_the_block_ends(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_no_benchmark_picks_a_port_to_bind_it_later() -> None:
-    bench = Path(services.__file__).parent
-    for source in bench.glob("*.py"):
+    bench = Path(services.__file__).parent.parent
+    for source in bench.rglob("*.py"):
         text = source.read_text()
         assert "_free_port" not in text, source.name
         assert '"--port"' not in text, f"{source.name} passes a port number to a process"

@@ -107,7 +107,7 @@ def test_demo_json_says_which_store(
 
 
 def test_store_urls_are_shown_without_password(capsys: pytest.CaptureFixture[str]) -> None:
-    from planfence.demos._support import DemoStore
+    from planfence.demos.support import DemoStore
 
     line = DemoStore("postgresql://alice:s3cret@db.example:5432/team", False).line()
     assert "s3cret" not in line

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from planfence.adapters.cli.main import main
-from planfence.demos.workflows import EXECUTORS, WORKFLOWS, run_workflow
+from planfence.demos.executors import EXECUTORS
+from planfence.demos.workflows import WORKFLOWS, run_workflow
 from planfence.shared_memory import AsyncStore, create_async_store
 
 # The primitives every backend implements, and the one-hop read-and-write SQLite adds: every

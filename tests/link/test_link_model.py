@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planfence.demos.bench.link import (
+from planfence.demos.bench.netem import (
     Direction,
     Flow,
     Trace,

@@ -17,8 +17,8 @@ import pytest
 import uvicorn
 
 from planfence.adapters.owner_service import Keyring, create_app
-from planfence.demos.bench.link import Link, LinkRelay, Trace
-from planfence.demos.bench.wire import CountedOwnerHeads
+from planfence.demos.bench.harness.wire import CountedOwnerHeads
+from planfence.demos.bench.netem import Link, LinkRelay, Trace
 from planfence.shared_memory import create_async_store
 
 FAST = "1\n"

@@ -17,7 +17,7 @@ from fault_owner import EXPECTED_BLOCK
 from owner_helpers import BUDGET, POLICY, REQ, Owners, free_port
 
 from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyring
-from planfence.demos.bench.wire import CountedOwnerHeads
+from planfence.demos.bench.harness.wire import CountedOwnerHeads
 from planfence.plugins.gate import Gate, Replanned, Verdict, create_plan, refreshed_parents
 from planfence.shared_memory import AsyncStore, open_async_store
 

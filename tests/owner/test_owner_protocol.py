@@ -34,7 +34,7 @@ from planfence.adapters.owner_service.wire import (
     signature,
     verify,
 )
-from planfence.demos.bench.wire import CountingTransport
+from planfence.demos.bench.harness.wire import CountingTransport
 from planfence.plugins.gate import Gate, create_plan
 from planfence.shared_memory import AsyncStore, open_async_store
 

@@ -8,7 +8,7 @@ anything else on the machine) cannot race for one port.
 Each child runs in its own session: a Ctrl-C at the terminal reaches the benchmark only, which
 then stops its children itself, after it has reported what it measured.
 
-Run as a module, this file is the child: `python -m planfence.demos.bench.services --fd N
+Run as a module, this file is the child: `python -m planfence.demos.bench.harness.services --fd N
 [--keep-alive S] module:factory`.
 """
 
@@ -58,6 +58,11 @@ def owner_service(owner: str, store_url: str, keyring: Mapping[str, str], **kw: 
 
     env = {OWNER_ENV: owner, STORE_URL_ENV: store_url, KEYRING_ENV: json.dumps(dict(keyring))}
     return Service(f"{__name__}:owner_app", env, **kw)
+
+
+def port_of(url: str) -> int:
+    """The port of a service's base URL (`http://127.0.0.1:PORT`)."""
+    return int(url.rsplit(":", 1)[1])
 
 
 def listening_socket(host: str = "127.0.0.1") -> socket.socket:

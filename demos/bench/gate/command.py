@@ -1,0 +1,116 @@
+"""`planfence bench gate`: options and the run (see the package docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import tempfile
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from planfence.adapters.cli.common import add_output
+from planfence.adapters.owner_service import Keyring
+from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
+
+from ..harness import (
+    BENCH_PG_ENV,
+    DEFAULT_PG_URL,
+    Progress,
+    add_bench_store,
+    add_quick,
+    add_repeat,
+    bench_store,
+    check_store,
+    new_results,
+    open_bench_store,
+    pick,
+    run_bench,
+)
+from ..harness.owners import OWNERS, REQUESTER, owner_services
+from .cases import seed_latency, seed_traffic
+from .measure import http_rows, store_rows, traffic
+from .report import print_tables
+
+HELP = "gate allow-path latency vs a bare head read, and head traffic vs the all-key check"
+
+REPEAT, QUICK_REPEAT = 150, 5
+TRAFFIC_REPEAT, QUICK_TRAFFIC_REPEAT = 10, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_quick(parser, f"{QUICK_REPEAT} timed checks per row")
+    add_repeat(parser, REPEAT, QUICK_REPEAT, "timed checks per latency row")
+    add_bench_store(
+        parser, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
+    )
+    add_output(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    repeat = pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT)
+    traffic_repeat = QUICK_TRAFFIC_REPEAT if args.quick else TRAFFIC_REPEAT
+    main_url = args.store
+    extra_pg = None if args.store is not None else os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
+    check_store(main_url, shared=True)
+    results = new_results(
+        repeat=repeat, traffic_repeat=traffic_repeat, stores=[], notes=[], rows=[], traffic=[]
+    )
+
+    def measure() -> None:
+        asyncio.run(_bench(results, repeat, traffic_repeat, main_url, extra_pg))
+
+    return run_bench(args, results, measure, print_tables)
+
+
+async def _extra_postgres(
+    url: str, results: dict[str, Any], stack: AsyncExitStack
+) -> AsyncStore | None:
+    """The default run's PostgreSQL store in a throwaway schema (removed when `stack` closes),
+    or None and a note when no server answers."""
+    target = bench_store(url, shared=False)
+    stack.callback(target.cleanup)
+    try:
+        store = await asyncio.wait_for(open_async_store(target.url), 15)
+    except (PlanFenceError, OSError, asyncio.TimeoutError) as exc:
+        why = f"{type(exc).__name__}: {exc}".strip()
+        results["notes"].append(f"PostgreSQL rows skipped, no server at {url} ({why})")
+        return None
+    stack.push_async_callback(store.aclose)
+    results["stores"].append(target.describe())
+    return store
+
+
+async def _bench(
+    results: dict[str, Any],
+    repeat: int,
+    traffic_repeat: int,
+    main_url: str | None,
+    extra_pg: str | None,
+) -> None:
+    """Fill `results` in as rows are measured. Every store, folder and process is released on
+    the way out, also when the run is cancelled by Ctrl-C."""
+    keyring_text = {a: secrets.token_hex(24) for a in (*OWNERS, REQUESTER)}
+    keyring = Keyring(keyring_text, source="<bench>")
+    rows, traffic_rows = results["rows"], results["traffic"]
+    async with AsyncExitStack() as stack:
+        target, store = await open_bench_store(stack, main_url, results)
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-bench-")))
+        policy, cases = await seed_latency(store)
+        policy, traffic_cases = await seed_traffic(store, policy)
+        directory = stack.enter_context(owner_services(target.url, keyring_text, logs))
+        pg = None if extra_pg is None else await _extra_postgres(extra_pg, results, stack)
+        sources = 2 + (pg is not None)
+        progress = stack.enter_context(
+            Progress("bench gate", sources * len(cases) + len(traffic_cases))
+        )
+        await store_rows(target.backend, store, policy, cases, repeat, rows, progress)
+        if pg is not None:
+            pg_policy, pg_cases = await seed_latency(pg)
+            await store_rows("postgres", pg, pg_policy, pg_cases, repeat, rows, progress)
+        await http_rows(store, policy, cases, repeat, directory, keyring, rows, progress)
+        await traffic(
+            store, policy, traffic_cases, traffic_repeat, directory, keyring, traffic_rows, progress
+        )

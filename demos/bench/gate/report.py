@@ -1,0 +1,41 @@
+"""The tables `bench gate` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..harness import print_context
+
+
+def print_tables(result: Mapping[str, Any]) -> None:
+    print_context(result)
+    print(f"{result['repeat']} timed checks per latency row")
+    print("Allow-path latency of Gate.check vs a bare read of the same heads")
+    print("(audited = as shipped, the decision durably recorded before the call may run;")
+    print(" no audit = Gate(audit=False), the lineage check alone)")
+    print(
+        f"{'heads from':<10} {'|D(a)|':>6} {'depth':>5} {'allow p50':>10} {'allow p99':>10} "
+        f"{'bare p50':>9} {'ratio':>6} {'no-audit p50':>12} {'ratio':>6}"
+    )
+    for r in result["rows"]:
+        ratio = f"{r['ratio_p50']:.2f}x" if r["ratio_p50"] is not None else "-"
+        quiet = r.get("no_audit_ratio_p50")
+        quiet_ratio = f"{quiet:.2f}x" if quiet is not None else "-"
+        print(
+            f"{r['heads_from']:<10} {r['deps']:>6} {r['depth']:>5} "
+            f"{r['allow_p50_ms']:>7.3f} ms {r['allow_p99_ms']:>7.3f} ms "
+            f"{r['bare_read_p50_ms']:>6.3f} ms {ratio:>6} "
+            f"{r['no_audit_p50_ms']:>9.3f} ms {quiet_ratio:>6}"
+        )
+    if not result["traffic"]:
+        return
+    print()
+    print("Head traffic per validation (HTTP/1.1 bytes, both directions)")
+    print(f"{'keys':>5} {'|D(a)|':>6} {'planfence':>10} {'all-key':>10} {'saving':>7}")
+    for t in result["traffic"]:
+        saving = t["allkeys_bytes"] / t["planfence_bytes"] if t["planfence_bytes"] else 0.0
+        print(
+            f"{t['keys']:>5} {t['deps']:>6} {t['planfence_bytes']:>8} B "
+            f"{t['allkeys_bytes']:>8} B {saving:>6.1f}x"
+        )

@@ -1,0 +1,62 @@
+"""The options every `planfence bench ...` command spells the same way, and their counts."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from planfence.adapters.cli.common import non_negative_int, positive_int
+
+
+def add_quick(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--quick", action="store_true", help=f"smoke run: {what}")
+
+
+def add_repeat(parser: argparse.ArgumentParser, default: int, quick: int, what: str) -> None:
+    """`--repeat N`: how many timed repetitions stand behind each row."""
+    parser.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"{what} (default: {default}; {quick} with --quick)",
+    )
+
+
+def add_warmup(parser: argparse.ArgumentParser, default: int, quick: int) -> None:
+    parser.add_argument(
+        "--warmup",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help=f"untimed calls before the timed ones (default: {default}; {quick} with --quick)",
+    )
+
+
+def pick(value: int | None, quick: bool, default: int, quick_default: int) -> int:
+    """The count given on the command line, else the default for this kind of run."""
+    if value is not None:
+        return value
+    return quick_default if quick else default
+
+
+def add_bench_store(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help="backend and place to benchmark (sqlite:///path.db or postgresql://...): the "
+        "benchmark works in a throwaway file or schema there and removes it afterwards "
+        f"(default: {default or 'a temporary SQLite file'}; never the default store)",
+    )
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0.0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text}")
+    return value

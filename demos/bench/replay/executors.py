@@ -1,0 +1,69 @@
+"""The executors the replay runs, from the shared registry in `planfence.demos.executors`, in
+the replay's order; each replica's executor is timed (the action path's stall)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from planfence.demos.baselines import EagerSync, store_key_space
+from planfence.demos.executors import Wiring, build_executor
+from planfence.plugins.gate import GuardedExecutor, HeadSource, Policy, Verdict
+from planfence.shared_memory import AsyncStore, Replica
+
+EXECUTORS = ("planfence", "eager", "allkeys", "freshness")
+SAFE = ("planfence", "eager", "allkeys")
+
+
+def replica_executor(
+    executor: str,
+    agent: str,
+    store: AsyncStore,
+    policy: Policy,
+    *,
+    heads: HeadSource | None,
+    space: str,
+    owner_of: Mapping[str, str],
+    sync: EagerSync | None,
+) -> GuardedExecutor:
+    """One replica's executor, built by the registry and wired to the replay: owner heads over
+    HTTP, the key space under `space`, the eager update path `sync`, and (freshness) a replica of
+    that key space that asks the owners of D(a) for their heads before it catches up."""
+    wiring = Wiring(
+        store,
+        policy,
+        agent,
+        heads=heads,
+        key_space=store_key_space(store, space + "/"),
+        eager=sync,
+        replica=Replica(store, prefix=space + "/"),
+        owner_of=owner_of,
+    )
+    return build_executor(executor, wiring)
+
+
+class Timed(GuardedExecutor):
+    """Wraps an executor; adds up the wall time of its checks (the action path's stall)."""
+
+    def __init__(self, inner: GuardedExecutor) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.spent = 0.0
+
+    async def check(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: Any,
+        *,
+        agent: str | None = None,
+        replan_spent: bool = False,
+    ) -> Verdict:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.check(
+                tool, args, plan_id, agent=agent, replan_spent=replan_spent
+            )
+        finally:
+            self.spent += time.perf_counter() - t0
