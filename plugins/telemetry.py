@@ -7,7 +7,8 @@ under a framework's `execute_tool` span), and every Janus decision a span
 
 Only the OpenTelemetry API is used (`pip install 'planfence[otel]'`). With the API absent, or with
 no tracer or meter provider configured, nothing is created: each decision pays one check of the
-global providers.
+global providers. `use(tracer_provider, meter_provider)` reports to given providers instead of
+the global ones (as OpenTelemetry instrumentors take `tracer_provider=`).
 """
 
 from __future__ import annotations
@@ -50,19 +51,33 @@ class _Nothing:
 
 
 NOTHING = _Nothing()
+_chosen: dict[str, Any] = {"tracer": None, "meter": None}
+
+
+def use(tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Report to these providers instead of the global ones; `use()` goes back to the globals."""
+    _chosen["tracer"], _chosen["meter"] = tracer_provider, meter_provider
+
+
+def _tracer_provider() -> Any:
+    return _chosen["tracer"] or otel_trace.get_tracer_provider()
+
+
+def _meter_provider() -> Any:
+    return _chosen["meter"] or otel_metrics.get_meter_provider()
 
 
 def _tracing() -> bool:
     if otel_trace is None:
         return False
-    provider = otel_trace.get_tracer_provider()
+    provider = _tracer_provider()
     return not isinstance(provider, otel_trace.ProxyTracerProvider | otel_trace.NoOpTracerProvider)
 
 
 def _metering() -> bool:
     if otel_metrics is None:
         return False
-    provider = otel_metrics.get_meter_provider()
+    provider = _meter_provider()
     # The API's stand-in before a provider is set is private; it and the no-op record nothing.
     return not isinstance(provider, otel_metrics.NoOpMeterProvider) and not type(
         provider
@@ -96,7 +111,7 @@ class _Recorder:
             if verdict.verdict == BLOCK:
                 self.span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, verdict.reason))
         if self.metered:
-            decisions, duration, _ = _instruments(otel_metrics.get_meter_provider())
+            decisions, duration, _ = _instruments(_meter_provider())
             labels = {"verdict": str(verdict.verdict), "reason": str(verdict.reason)}
             decisions.add(1, {**labels, "tool": verdict.tool})
             duration.record(seconds, {"verdict": labels["verdict"], "tool": verdict.tool})
@@ -108,7 +123,7 @@ class _Recorder:
                 | {"planfence.janus.deployed": deployed, "planfence.janus.triggered": triggered}
             )
         if self.metered:
-            _, _, janus = _instruments(otel_metrics.get_meter_provider())
+            _, _, janus = _instruments(_meter_provider())
             janus.add(1, {"deployed": deployed, "triggered": triggered})
 
 
@@ -139,7 +154,7 @@ def _traced(name: str, attributes: Mapping[str, Any]) -> Iterator[Recorder]:
     if not tracing:
         yield _Recorder(None, metered)
         return
-    tracer = otel_trace.get_tracer(SCOPE)
+    tracer = _tracer_provider().get_tracer(SCOPE)
     with tracer.start_as_current_span(name, attributes=dict(attributes)) as span:
         yield _Recorder(span, metered)
 

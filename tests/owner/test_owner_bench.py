@@ -40,6 +40,7 @@ def test_bench_gate_quick_writes_the_documented_json(
         "repeat",
         "traffic_repeat",
         "interrupted",
+        "telemetry",
     }
     assert data["repeat"] == 3 and data["interrupted"] is False
     assert data["stores"][0]["backend"] == "sqlite"
@@ -58,6 +59,12 @@ def test_bench_gate_quick_writes_the_documented_json(
         assert "PostgreSQL rows skipped" in capsys.readouterr().out
     else:
         assert [s["backend"] for s in data["stores"]] == ["sqlite", "postgres"]
+
+    # the instrumentation's cost, side by side: no provider vs an OpenTelemetry SDK
+    assert [(t["deps"], t["depth"]) for t in data["telemetry"]] == [(4, 1), (4, 10), (4, 100)]
+    for t in data["telemetry"]:
+        assert t["no_provider_p50_ms"] > 0 and t["sdk_provider_p50_ms"] > 0
+        assert t["ratio_p50"] > 0
 
     sizes = {(t["keys"], t["deps"]) for t in data["traffic"]}
     assert {k for k, _ in sizes} == {8, 32, 128}

@@ -32,6 +32,7 @@ from ..harness import (
 from ..harness.owners import OWNERS, REQUESTER, owner_services
 from .cases import seed_latency, seed_traffic
 from .measure import http_rows, store_rows, traffic
+from .otel import otel_rows
 from .report import print_tables
 
 HELP = "gate allow-path latency vs a bare head read, and head traffic vs the all-key check"
@@ -56,7 +57,13 @@ def run(args: argparse.Namespace) -> int:
     extra_pg = None if args.store is not None else os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
     check_store(main_url, shared=True)
     results = new_results(
-        repeat=repeat, traffic_repeat=traffic_repeat, stores=[], notes=[], rows=[], traffic=[]
+        repeat=repeat,
+        traffic_repeat=traffic_repeat,
+        stores=[],
+        notes=[],
+        rows=[],
+        traffic=[],
+        telemetry=[],
     )
 
     def measure() -> None:
@@ -103,10 +110,14 @@ async def _bench(
         directory = stack.enter_context(owner_services(target.url, keyring_text, logs))
         pg = None if extra_pg is None else await _extra_postgres(extra_pg, results, stack)
         sources = 2 + (pg is not None)
+        otel_cases = [c for c in cases if c.deps == 4]
         progress = stack.enter_context(
-            Progress("bench gate", sources * len(cases) + len(traffic_cases))
+            Progress("bench gate", sources * len(cases) + len(traffic_cases) + len(otel_cases))
         )
         await store_rows(target.backend, store, policy, cases, repeat, rows, progress)
+        await otel_rows(
+            store, policy, otel_cases, repeat, results["telemetry"], results["notes"], progress
+        )
         if pg is not None:
             pg_policy, pg_cases = await seed_latency(pg)
             await store_rows("postgres", pg, pg_policy, pg_cases, repeat, rows, progress)

@@ -28,6 +28,18 @@ def print_tables(result: Mapping[str, Any]) -> None:
             f"{r['bare_read_p50_ms']:>6.3f} ms {ratio:>6} "
             f"{r['no_audit_p50_ms']:>9.3f} ms {quiet_ratio:>6}"
         )
+    if result.get("telemetry"):
+        print()
+        print("OpenTelemetry cost on the allow path (audited; SQLite): no provider vs an SDK")
+        print(
+            f"{'|D(a)|':>6} {'depth':>5} {'no provider':>12} {'SDK':>10} {'added':>9} {'ratio':>6}"
+        )
+        for t in result["telemetry"]:
+            ratio = f"{t['ratio_p50']:.2f}x" if t["ratio_p50"] is not None else "-"
+            print(
+                f"{t['deps']:>6} {t['depth']:>5} {t['no_provider_p50_ms']:>9.3f} ms "
+                f"{t['sdk_provider_p50_ms']:>7.3f} ms {t['overhead_p50_ms']:>6.3f} ms {ratio:>6}"
+            )
     if not result["traffic"]:
         return
     print()
