@@ -41,6 +41,7 @@ def test_bench_gate_quick_writes_the_documented_json(
         "traffic_repeat",
         "interrupted",
         "telemetry",
+        "signing",
     }
     assert data["repeat"] == 3 and data["interrupted"] is False
     assert data["stores"][0]["backend"] == "sqlite"
@@ -65,6 +66,9 @@ def test_bench_gate_quick_writes_the_documented_json(
     for t in data["telemetry"]:
         assert t["no_provider_p50_ms"] > 0 and t["sdk_provider_p50_ms"] > 0
         assert t["ratio_p50"] > 0
+
+    [signing] = data["signing"]
+    assert signing["hmac_p50_us"] > 0 and signing["ed25519_p50_us"] > 0
 
     sizes = {(t["keys"], t["deps"]) for t in data["traffic"]}
     assert {k for k, _ in sizes} == {8, 32, 128}

@@ -34,6 +34,7 @@ from .cases import seed_latency, seed_traffic
 from .measure import http_rows, store_rows, traffic
 from .otel import otel_rows
 from .report import print_tables
+from .signing import signing_rows
 
 HELP = "gate allow-path latency vs a bare head read, and head traffic vs the all-key check"
 
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         rows=[],
         traffic=[],
         telemetry=[],
+        signing=[],
     )
 
     def measure() -> None:
@@ -118,6 +120,7 @@ async def _bench(
         await otel_rows(
             store, policy, otel_cases, repeat, results["telemetry"], results["notes"], progress
         )
+        results["signing"] = signing_rows(repeat)
         if pg is not None:
             pg_policy, pg_cases = await seed_latency(pg)
             await store_rows("postgres", pg, pg_policy, pg_cases, repeat, rows, progress)

@@ -40,6 +40,13 @@ def print_tables(result: Mapping[str, Any]) -> None:
                 f"{t['deps']:>6} {t['depth']:>5} {t['no_provider_p50_ms']:>9.3f} ms "
                 f"{t['sdk_provider_p50_ms']:>7.3f} ms {t['overhead_p50_ms']:>6.3f} ms {ratio:>6}"
             )
+    for t in result.get("signing", ()):
+        print()
+        print("Signing per check (request + answer, each signed and verified; 4 keys)")
+        print(
+            f"HMAC (shared secrets) {t['hmac_p50_us']:.1f} us, Ed25519 JWS "
+            f"{t['ed25519_p50_us']:.1f} us: +{t['added_us']:.1f} us ({t['ratio_p50']:.2f}x)"
+        )
     if not result["traffic"]:
         return
     print()
