@@ -51,7 +51,12 @@ before any Janus run):
     base_mean 0.727 (paper, memory-free)        rule_gain 0.5, rule_step 0.35, max_rules 4
     wrong_factor 0.7 (a misleading rule)        specific_penalty 0.05, bias_penalty 0.01
     learn_on_failure 0.6, learn_on_success 0.2  prune 0.5
-    truncate_keep 0.5..0.8, replace_drop 0.5    harm (see `StreamConfig`)
+    truncate_keep 0.5..0.8, replace_drop 0.5    harm 0.04
+
+The calibration pass (plain updater and harm-free ceiling only, 20 seeds, no controller) tried
+harm 0.10, 0.06, 0.05, 0.04; 0.04 gave plain 0.797 at rho 0.5 (0.808 at 0.2, 0.785 at 0.8),
+memory-free 0.729 and ceiling 0.839. Abrupt harm costs more than incremental harm (it drops
+several rules at once), so the plain updater is worse at high rho.
 
 What it cannot show: that a real LLM curator's harmful edits have this geometry (rho is the
 question, not an answer), that an encoder sees an LLM's text as it sees these templates, or
@@ -106,7 +111,7 @@ class StreamConfig:
     wrong_factor: float = 0.7
     specific_penalty: float = 0.05
     bias_penalty: float = 0.01
-    harm: float = 0.1
+    harm: float = 0.04
     learn_on_failure: float = 0.6
     learn_on_success: float = 0.2
     prune: float = 0.5
