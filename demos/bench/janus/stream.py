@@ -206,6 +206,10 @@ class Stream:
         kinds = np.array([task.meta["kind"]])
         return float(self._p(memory, kinds, np.array([task.meta["base"]]))[0])
 
+    def p_many(self, memory: Cheatsheet, tasks: Sequence[Task]) -> np.ndarray:
+        kinds = np.array([t.meta["kind"] for t in tasks], dtype=np.int64)
+        return self._p(memory, kinds, np.array([t.meta["base"] for t in tasks]))
+
     def expected_accuracy(self, memory: Cheatsheet) -> float:
         """Mean solve probability over the held-out tasks: the final score, without test noise."""
         return float(self._p(memory, self._hold_kind, self._hold_base).mean())
