@@ -138,9 +138,7 @@ def plan_step(
     boundary = list(state.boundary) if cfg.use_boundary else []
     state.since_trigger = []
     state.last_trigger_step = t
-    return Plan(
-        t, True, info.reason, info, tuple(coverage), tuple(boundary), tuple(fresh), z=z
-    )
+    return Plan(t, True, info.reason, info, tuple(coverage), tuple(boundary), tuple(fresh), z=z)
 
 
 def _seed_sets(state: JanusState, vectors_of: VectorsOf) -> None:

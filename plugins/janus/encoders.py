@@ -16,9 +16,9 @@ import importlib.util
 import itertools
 import os
 import re
-from pathlib import Path
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -42,6 +42,7 @@ def _needs(extra: str, feature: str) -> Iterator[None]:
         if isinstance(exc, MissingExtraError) or name not in _EXTRA_MODULES[extra]:
             raise
         raise MissingExtraError(feature, extra) from exc
+
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 

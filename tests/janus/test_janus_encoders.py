@@ -19,10 +19,10 @@ from planfence.plugins.janus import (
     WordLlamaEncoder,
     cosine,
     default_encoder,
+    encoders,
     render_memory,
     wordllama_available,
 )
-from planfence.plugins.janus import encoders
 from planfence.shared_memory import MissingExtraError
 
 

@@ -58,36 +58,85 @@ def holdout_share(text: str) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_quick(p, f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps")
-    p.add_argument("--seeds", type=positive_int, default=None, metavar="N",
-                   help=f"seeds per rho (default: {SEEDS}; {QUICK_SEEDS} with --quick)")  # fmt: skip
-    p.add_argument("--steps", type=positive_int, default=None, metavar="N",
-                   help=f"stream tasks per seed (default: {STEPS}; {QUICK_STEPS} with --quick)")  # fmt: skip
-    p.add_argument("--rho", type=unit_interval, nargs="+", default=None, metavar="R",
-                   help="share of harmful edits that are abrupt rewrites; several values sweep "
-                   f"(default: {' '.join(map(str, RHOS))})")  # fmt: skip
-    p.add_argument("--encoder", choices=("auto", "wordllama", "hashing"), default="auto",
-                   help="phi: wordllama (the embeddings extra) or the hashing encoder; auto "
-                   "takes wordllama when installed")  # fmt: skip
-    p.add_argument("--momentum-source", choices=MOMENTUM_SOURCES, default=None,
-                   help="Janus's momentum source (default: the controller's default, "
-                   f"{JanusConfig().momentum_source}); the other one also runs, as "
-                   "janus-momentum-<source>")  # fmt: skip
-    p.add_argument("--order", choices=("shuffled", "dwell"), default="shuffled",
-                   help="stream order: a seeded shuffle, or blocks of one kind (an ablation)")  # fmt: skip
-    p.add_argument("--curve-every", type=positive_int, default=25, metavar="N",
-                   help="held-out accuracy every N steps")  # fmt: skip
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"seeds per rho (default: {SEEDS}; {QUICK_SEEDS} with --quick)",
+    )
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"stream tasks per seed (default: {STEPS}; {QUICK_STEPS} with --quick)",
+    )
+    p.add_argument(
+        "--rho",
+        type=unit_interval,
+        nargs="+",
+        default=None,
+        metavar="R",
+        help="share of harmful edits that are abrupt rewrites; several values sweep "
+        f"(default: {' '.join(map(str, RHOS))})",
+    )
+    p.add_argument(
+        "--encoder",
+        choices=("auto", "wordllama", "hashing"),
+        default="auto",
+        help="phi: wordllama (the embeddings extra) or the hashing encoder; auto "
+        "takes wordllama when installed",
+    )
+    p.add_argument(
+        "--momentum-source",
+        choices=MOMENTUM_SOURCES,
+        default=None,
+        help="Janus's momentum source (default: the controller's default, "
+        f"{JanusConfig().momentum_source}); the other one also runs, as "
+        "janus-momentum-<source>",
+    )
+    p.add_argument(
+        "--order",
+        choices=("shuffled", "dwell"),
+        default="shuffled",
+        help="stream order: a seeded shuffle, or blocks of one kind (an ablation)",
+    )
+    p.add_argument(
+        "--curve-every",
+        type=positive_int,
+        default=25,
+        metavar="N",
+        help="held-out accuracy every N steps",
+    )
     add_output(p)
     p.add_argument("--plot", metavar="FILE", help="also save a figure (needs planfence[bench])")
-    p.add_argument("--tasks", metavar="FILE",
-                   help="JSONL tasks ({'question', 'answer'} per line): run DC-RS and ExpeL with "
-                   "an LLM instead of the simulation (needs PLANFENCE_LLM_BASE_URL and "
-                   "PLANFENCE_LLM_MODEL)")  # fmt: skip
-    p.add_argument("--updater", choices=("dc-rs", "expel", "both"), default="both",
-                   help="with --tasks: which base updater(s) to run")  # fmt: skip
-    p.add_argument("--holdout", type=holdout_share, default=0.3,
-                   help="with --tasks: fraction kept for the final test")  # fmt: skip
-    p.add_argument("--llm-budget", type=positive_int, default=None, metavar="N",
-                   help="with --tasks: stop after this many LLM calls (default: no limit)")  # fmt: skip
+    p.add_argument(
+        "--tasks",
+        metavar="FILE",
+        help="JSONL tasks ({'question', 'answer'} per line): run DC-RS and ExpeL with "
+        "an LLM instead of the simulation (needs PLANFENCE_LLM_BASE_URL and "
+        "PLANFENCE_LLM_MODEL)",
+    )
+    p.add_argument(
+        "--updater",
+        choices=("dc-rs", "expel", "both"),
+        default="both",
+        help="with --tasks: which base updater(s) to run",
+    )
+    p.add_argument(
+        "--holdout",
+        type=holdout_share,
+        default=0.3,
+        help="with --tasks: fraction kept for the final test",
+    )
+    p.add_argument(
+        "--llm-budget",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="with --tasks: stop after this many LLM calls (default: no limit)",
+    )
 
 
 def encoder_factory(name: str) -> tuple[str, Callable[[], Encoder]]:

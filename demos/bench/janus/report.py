@@ -95,7 +95,9 @@ def targets(
     ]
 
 
-def verdict_lines(rows: Sequence[Mapping[str, Any]], paired: Sequence[Mapping[str, Any]]) -> list[str]:
+def verdict_lines(
+    rows: Sequence[Mapping[str, Any]], paired: Sequence[Mapping[str, Any]]
+) -> list[str]:
     lines = []
     for rho in sorted({r["rho"] for r in rows}):
         checks = targets(rows, paired, rho)

@@ -23,14 +23,14 @@ benchmark run; see "Parameters" below, and do not tune them against Janus's resu
   *abrupt rewrite*, a deviation from the recent direction of change; otherwise it is an
   *incremental* one-line append that looks like a benign edit:
 
-  | mode                      | incremental form (1 - rho)        | abrupt form (rho)                   |
-  |---------------------------|-----------------------------------|-------------------------------------|
-  | overwrite useful content  | a misleading rule for the kind is | the rewrite loses the cheatsheet's  |
-  |                           | appended; it masks correct ones   | tail (truncation)                   |
-  | over-specific rules       | a rule memorising this one task   | the kind's rules are rewritten into |
-  |                           | (distracts its kind)              | this task's worked answer           |
-  | drift to recent tasks     | "always try <this kind>" (hurts   | topic replacement: half of the      |
-  |                           | every other kind a little)        | other kinds' rules are dropped      |
+  - overwriting useful content: a misleading rule for the kind is appended and masks the
+    correct ones (incremental), or the rewrite loses the cheatsheet's tail (abrupt:
+    truncation);
+  - over-specific rules: a rule memorising this one task is appended, distracting its kind
+    (incremental), or the kind's rules are rewritten into this task's worked answer (abrupt);
+  - drift to recent tasks: "always try <this kind>" is appended, hurting every other kind a
+    little (incremental), or half of the other kinds' rules are dropped around it (abrupt:
+    topic replacement).
 
   `rho` is swept (0.2, 0.5, 0.8). The paper's premise (harm shows as an abrupt deviation) is
   high rho; a world where harm mostly arrives as ordinary-looking appends is low rho.
