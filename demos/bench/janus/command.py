@@ -32,6 +32,7 @@ from .report import BANNER, plot, print_calibration, print_paired, print_tables,
 from .run import Plan, Run, run_all
 from .stats import calibration, paired
 from .stream import StreamConfig
+from .tasks import DEFAULT_FAMILY, write_tasks
 
 HELP = "Janus memory-update gating on a calibrated simulated stream (or your tasks with an LLM)"
 SEEDS, QUICK_SEEDS = 20, 2
@@ -119,6 +120,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "PLANFENCE_LLM_MODEL)",
     )
     p.add_argument(
+        "--make-tasks",
+        metavar="FILE",
+        help="write a JSONL task file for --tasks from a reasoning-gym family and exit "
+        "(needs planfence[tasks])",
+    )
+    p.add_argument(
+        "--family",
+        default=DEFAULT_FAMILY,
+        help=f"with --make-tasks: the reasoning-gym family (default: {DEFAULT_FAMILY})",
+    )
+    p.add_argument(
+        "--count",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="with --make-tasks: how many tasks (default: 100)",
+    )
+    p.add_argument(
         "--updater",
         choices=("dc-rs", "expel", "both"),
         default="both",
@@ -195,6 +214,10 @@ def show(doc: Mapping[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.make_tasks:
+        n = write_tasks(args.make_tasks, args.family, args.count, seed=0)
+        print(f"wrote {n} {args.family} tasks to {args.make_tasks}")
+        return 0
     if args.tasks:
         from .llm import run_tasks
 
