@@ -37,7 +37,7 @@ from .tasks import DEFAULT_FAMILY, write_tasks
 HELP = "Janus memory-update gating on a calibrated simulated stream (or your tasks with an LLM)"
 SEEDS, QUICK_SEEDS = 20, 2
 STEPS, QUICK_STEPS = 500, 120
-RHOS = (0.2, 0.5, 0.8)
+RHOS, QUICK_RHOS = (0.2, 0.5, 0.8), (0.8,)
 
 
 def unit_interval(text: str) -> float:
@@ -58,7 +58,7 @@ def holdout_share(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_quick(p, f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps")
+    add_quick(p, f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps at rho {QUICK_RHOS[0]}")
     p.add_argument(
         "--seeds",
         type=positive_int,
@@ -80,14 +80,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="R",
         help="share of harmful edits that are abrupt rewrites; several values sweep "
-        f"(default: {' '.join(map(str, RHOS))})",
+        f"(default: {' '.join(map(str, RHOS))}; {QUICK_RHOS[0]} with --quick)",
     )
     p.add_argument(
         "--encoder",
         choices=("auto", "wordllama", "hashing"),
         default="auto",
         help="phi: wordllama (the embeddings extra) or the hashing encoder; auto "
-        "takes wordllama when installed",
+        "takes wordllama when installed (default: %(default)s)",
     )
     p.add_argument(
         "--momentum-source",
@@ -101,14 +101,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--order",
         choices=("shuffled", "dwell"),
         default="shuffled",
-        help="stream order: a seeded shuffle, or blocks of one kind (an ablation)",
+        help="stream order: a seeded shuffle, or blocks of one kind, an ablation "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--curve-every",
         type=positive_int,
         default=25,
         metavar="N",
-        help="held-out accuracy every N steps",
+        help="held-out accuracy every N steps (default: %(default)s)",
     )
     add_output(p)
     p.add_argument("--plot", metavar="FILE", help="also save a figure (needs planfence[bench])")
@@ -117,13 +118,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="JSONL tasks ({'question', 'answer'} per line): run DC-RS and ExpeL with "
         "an LLM instead of the simulation (needs PLANFENCE_LLM_BASE_URL and "
-        "PLANFENCE_LLM_MODEL)",
+        "PLANFENCE_LLM_MODEL; default: the simulated stream)",
     )
     p.add_argument(
         "--make-tasks",
         metavar="FILE",
         help="write a JSONL task file for --tasks from a reasoning-gym family and exit "
-        "(needs planfence[tasks])",
+        "(needs planfence[tasks]; default: run the benchmark)",
     )
     p.add_argument(
         "--family",
@@ -141,13 +142,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--updater",
         choices=("dc-rs", "expel", "both"),
         default="both",
-        help="with --tasks: which base updater(s) to run",
+        help="with --tasks: which base updater(s) to run (default: %(default)s)",
     )
     p.add_argument(
         "--holdout",
         type=holdout_share,
         default=0.3,
-        help="with --tasks: fraction kept for the final test",
+        help="with --tasks: fraction kept for the final test (default: %(default)s)",
     )
     p.add_argument(
         "--llm-budget",
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     steps = pick(args.steps, args.quick, STEPS, QUICK_STEPS)
     if steps <= JanusConfig().support_size:
         raise UsageError(f"--steps must be more than {JanusConfig().support_size} (the warm-up)")
-    rhos = tuple(args.rho) if args.rho else RHOS
+    rhos = tuple(args.rho) if args.rho else (QUICK_RHOS if args.quick else RHOS)
     encoder, factory = encoder_factory(args.encoder)
     source: MomentumSource = args.momentum_source or JanusConfig().momentum_source
     stream = replace(StreamConfig(), stream_tasks=steps, order=args.order)
