@@ -3,6 +3,17 @@
 The controller drives these two functions around its encoder and evaluator calls, the way a
 generator-based auth flow is driven by sync and async shells. Both mutate only the `JanusState`
 they are given and draw randomness only from its generator, so a step is reproducible.
+
+Where this differs from the authors' code, on purpose:
+- `momentum_source="deployed"` is the default (a rejected candidate only decays the momentum);
+  `"all"` is their rule.
+- The evaluation set is de-duplicated: a task that is both a coverage and a fresh task is
+  solved once per memory and counts once (concatenating the sets would weigh it twice).
+- k-means is our own numpy Lloyd iteration: k-means++ from the controller's generator, warm
+  starts from the previous centroids, at most `kmeans_iters` rounds, an emptied cluster
+  re-seeded at the farthest point, and distinct representatives (the next nearest task when
+  two centroids pick the same one). Initialisation and tie-breaking may pick other coverage
+  tasks than another k-means implementation would on the same data.
 """
 
 from __future__ import annotations
