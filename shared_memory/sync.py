@@ -12,18 +12,12 @@ from collections.abc import Coroutine, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from .base import (
-    CURRENT,
-    AsyncStore,
-    Change,
-    Decision,
-    KeyState,
-    PlanSnapshot,
-    WriteBatch,
-    _Current,
-)
+from .batches import WriteBatch
+from .journal import Entry as Decision
 from .lineage import DEFAULT_MAX_RECORDS, Frontier
+from .model import CURRENT, Change, KeyState, _Current
 from .records import JSON, KIND_FACT, Record
+from .store import AsyncStore
 
 T = TypeVar("T")
 
@@ -186,11 +180,6 @@ class Store:
         self, roots: Iterable[str], scope: Iterable[str], *, max_records: int = DEFAULT_MAX_RECORDS
     ) -> Frontier:
         return self._run(self.aio.frontier(roots, scope, max_records=max_records))
-
-    def snapshot(
-        self, root_id: str, scope: Iterable[str], *, max_records: int = DEFAULT_MAX_RECORDS
-    ) -> PlanSnapshot:
-        return self._run(self.aio.snapshot(root_id, scope, max_records=max_records))
 
     def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
         return self._run(self.aio.lineage(record_id, max_records=max_records))

@@ -50,10 +50,11 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import LOG_LEVEL_META_KEY
 
-from planfence.plugins.gate import BLOCK, Gate, Policy, Verdict
+from planfence.plugins.gate import BLOCK, Decision, Gate, Policy, Verdict
 from planfence.plugins.gate.gate import AUDIT_SOURCE
-from planfence.shared_memory import AsyncStore, Decision, PlanFenceError, validate_agent
+from planfence.shared_memory import AsyncStore, PlanFenceError, validate_agent
 
+from .catalog import ToolCatalog
 from .meta import (
     META_AGENT,
     META_DECISION,
@@ -69,6 +70,7 @@ from .results import (
     UPSTREAM_ERROR,
     ProxyFailure,
     decision_meta,
+    fit_to_tool,
     to_wire_result,
 )
 from .upstream import (
@@ -117,6 +119,7 @@ class PlanFenceProxy:
         self.name = name
         self.relay = relay or upstream.relay or Relay()
         self._subscribers: dict[str, int] = {}
+        self.catalog = ToolCatalog(upstream)
         self.relay.on_forget = self._release
         upstream.on_reconnect = self._resubscribe
 
@@ -271,17 +274,20 @@ class PlanFenceProxy:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> dict[str, Any]:
-        return await self._passthrough("tools/list")(ctx, params)
+        listing = await self._passthrough("tools/list")(ctx, params)
+        self.catalog.observe(listing)
+        return listing
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> dict[str, Any]:
         tool = params.name
         try:
-            return await self._gated_call(ctx, tool, params)
+            result = await self._gated_call(ctx, tool, params)
         except Exception as exc:  # a handler exception would become a protocol error
             logger.exception("proxy failure on %s", tool)
-            return to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
+            result = to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
+        return await fit_to_tool(result, tool, self.catalog)
 
     async def _gated_call(
         self, ctx: ServerRequestContext[Any], tool: str, params: types.CallToolRequestParams

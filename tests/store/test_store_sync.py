@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from planfence.plugins.gate import Decision
 from planfence.shared_memory import (
     AdvanceHead,
-    Decision,
     HeadConflictError,
     NotOwnerError,
     Record,
