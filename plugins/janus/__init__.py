@@ -9,10 +9,19 @@ Janus (momentum trigger + hybrid coverage/boundary/fresh evaluation set) wraps a
 updater; `JanusStoreHook` puts it on the write path of a shared-memory key.
 """
 
-from .config import TRIGGER_KINDS, JanusConfig, TriggerKind
+from .config import MOMENTUM_SOURCES, TRIGGER_KINDS, JanusConfig, MomentumSource, TriggerKind
 from .controller import JanusController, JanusUpdater, StepResult
 from .decision import Plan, Verdict, accept, finish_step, plan_step
-from .encoders import CachedEncoder, Encoder, HashingEncoder, SentenceEncoder, default_encoder
+from .encoders import (
+    CachedEncoder,
+    ChunkPooledEncoder,
+    Encoder,
+    HashingEncoder,
+    SentenceEncoder,
+    WordLlamaEncoder,
+    default_encoder,
+    wordllama_available,
+)
 from .errors import (
     JanusConfigError,
     JanusConflictError,
@@ -37,10 +46,12 @@ __all__ = [
     "ENV_API_KEY",
     "ENV_BASE_URL",
     "ENV_MODEL",
+    "MOMENTUM_SOURCES",
     "TRIGGER_KINDS",
     "Attempt",
     "CachedEncoder",
     "ChatClient",
+    "ChunkPooledEncoder",
     "DCRSUpdater",
     "Encoder",
     "Evaluator",
@@ -65,6 +76,7 @@ __all__ = [
     "LLMUnavailableError",
     "Memory",
     "MemoryUpdater",
+    "MomentumSource",
     "Plan",
     "SentenceEncoder",
     "Solver",
@@ -75,6 +87,7 @@ __all__ = [
     "TriggerKind",
     "UpdaterOutputError",
     "Verdict",
+    "WordLlamaEncoder",
     "accept",
     "check_answer",
     "cosine",
@@ -85,5 +98,6 @@ __all__ = [
     "plan_step",
     "read_state_file",
     "render_memory",
+    "wordllama_available",
     "write_state_file",
 ]

@@ -9,6 +9,8 @@ from .errors import JanusConfigError
 
 TriggerKind = Literal["momentum", "always", "random", "periodic", "never"]
 TRIGGER_KINDS: tuple[str, ...] = get_args(TriggerKind)
+MomentumSource = Literal["deployed", "all"]
+MOMENTUM_SOURCES: tuple[str, ...] = get_args(MomentumSource)
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,15 @@ class JanusConfig:
         beta: momentum decay (0.9).
         trigger: "momentum" (Janus), or an ablation: "always", "random", "periodic", "never"
             (never compares: the plain updater).
-        random_rate: trigger probability per step for "random".
-        period: compare every `period` post-warm-up steps for "periodic".
+        momentum_source: which changes feed the momentum. "deployed" (default): only the
+            change actually made to the memory, so a rejected candidate decays the momentum
+            (its z counts as zero). "all": every candidate's z, rejected ones included, as the
+            authors' code does (kept for reproduction). A rejected rewrite moves the embedding
+            far; under "all" its direction then dominates the momentum and a second similar
+            rewrite soon after looks aligned and is deployed unchecked.
+        random_rate: trigger probability per post-warm-up step for "random" (each step's
+            draw comes from its own generator seeded by (seed, step)).
+        period: for "periodic", compare on post-warm-up steps 0, period, 2 * period, ...
         use_coverage, use_boundary, use_fresh: evaluation-set ablations.
         seed: seeds every random choice (fresh sampling, k-means++, boundary sampling).
         kmeans_iters: Lloyd iterations at most per clustering.
@@ -40,6 +49,7 @@ class JanusConfig:
     tau: float = 0.0
     beta: float = 0.9
     trigger: TriggerKind = "momentum"
+    momentum_source: MomentumSource = "deployed"
     random_rate: float = 0.2
     period: int = 5
     use_coverage: bool = True
@@ -67,6 +77,11 @@ class JanusConfig:
         if self.trigger not in TRIGGER_KINDS:
             raise JanusConfigError(
                 f"unknown trigger {self.trigger!r}: use one of {', '.join(TRIGGER_KINDS)}"
+            )
+        if self.momentum_source not in MOMENTUM_SOURCES:
+            raise JanusConfigError(
+                f"unknown momentum_source {self.momentum_source!r}: use one of "
+                f"{', '.join(MOMENTUM_SOURCES)}"
             )
         if not 0.0 <= self.random_rate <= 1.0:
             raise JanusConfigError(f"random_rate must be in [0, 1], got {self.random_rate}")

@@ -3,6 +3,17 @@
 The controller drives these two functions around its encoder and evaluator calls, the way a
 generator-based auth flow is driven by sync and async shells. Both mutate only the `JanusState`
 they are given and draw randomness only from its generator, so a step is reproducible.
+
+Where this differs from the authors' code, on purpose:
+- `momentum_source="deployed"` is the default (a rejected candidate only decays the momentum);
+  `"all"` is their rule.
+- The evaluation set is de-duplicated: a task that is both a coverage and a fresh task is
+  solved once per memory and counts once (concatenating the sets would weigh it twice).
+- k-means is our own numpy Lloyd iteration: k-means++ from the controller's generator, warm
+  starts from the previous centroids, at most `kmeans_iters` rounds, an emptied cluster
+  re-seeded at the farthest point, and distinct representatives (the next nearest task when
+  two centroids pick the same one). Initialisation and tie-breaking may pick other coverage
+  tasks than another k-means implementation would on the same data.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ import numpy as np
 from .evalset import assemble, build_coverage, refill_boundary, sample
 from .state import JanusState
 from .tasks import Task
-from .trigger import TriggerInfo, decide_trigger, momentum_update
+from .trigger import TriggerInfo, decide_trigger, momentum_update, step_draw
 
 VectorsOf = Callable[[Sequence[str]], np.ndarray]
 """Embeddings (one row per id) of seen tasks."""
@@ -33,6 +44,7 @@ class Plan:
     coverage: tuple[str, ...] = ()
     boundary: tuple[str, ...] = ()
     fresh: tuple[str, ...] = ()
+    z: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def eval_ids(self) -> list[str]:
@@ -87,11 +99,15 @@ def plan_step(
 ) -> Plan:
     """Advance the state by one candidate and say whether it must be compared.
 
+    Every post-warm-up step goes through the trigger, an unchanged candidate included (its z
+    is zero, so the momentum trigger never fires on it at tau <= 0; always, random and periodic
+    act on it as the reference code does). With `momentum_source="all"` the momentum takes z
+    here; with "deployed" it is updated by the verdict (`accept` / `finish_step`).
+
     Args:
         z: phi(candidate) - phi(current memory).
         vectors_of: embeddings of seen tasks (for k-means).
-        unchanged: the candidate renders exactly as the current memory; deploying it is a no-op,
-            so no strategy spends a draw or a comparison on it (the momentum still decays).
+        unchanged: the candidate renders exactly as the current memory (counted apart).
     """
     cfg = state.config
     state.step += 1
@@ -105,16 +121,14 @@ def plan_step(
             _seed_sets(state, vectors_of)
         return Plan(t, False, f"warm-up step {t} of {cfg.support_size}: deploy")
 
-    if unchanged:
-        # Deploying an identical memory is a no-op: no strategy draws, counts or compares.
+    if not unchanged:
+        state.counters.candidates += 1
+    index = t - cfg.support_size - 1
+    info = decide_trigger(cfg, z, state.momentum, index, step_draw(cfg.seed, t))
+    if cfg.momentum_source == "all":
         state.momentum = momentum_update(state.momentum, z, cfg.beta)
-        return Plan(t, False, "candidate equals the current memory")
-    state.counters.candidates += 1
-    draw = float(state.rng.random())
-    info = decide_trigger(cfg, z, state.momentum, state.counters.candidates, draw)
-    state.momentum = momentum_update(state.momentum, z, cfg.beta)
     if not info.fired:
-        return Plan(t, False, f"no trigger ({info.reason}): deploy", info)
+        return Plan(t, False, f"no trigger ({info.reason}): deploy", info, z=z)
 
     fresh: list[str] = []
     if cfg.use_fresh:
@@ -135,7 +149,7 @@ def plan_step(
     boundary = list(state.boundary) if cfg.use_boundary else []
     state.since_trigger = []
     state.last_trigger_step = t
-    return Plan(t, True, info.reason, info, tuple(coverage), tuple(boundary), tuple(fresh))
+    return Plan(t, True, info.reason, info, tuple(coverage), tuple(boundary), tuple(fresh), z=z)
 
 
 def _seed_sets(state: JanusState, vectors_of: VectorsOf) -> None:
@@ -151,8 +165,18 @@ def _seed_sets(state: JanusState, vectors_of: VectorsOf) -> None:
     state.since_trigger = []
 
 
+def _feed_momentum(state: JanusState, plan: Plan, *, deployed: bool) -> None:
+    """Under momentum_source="deployed": the memory's actual change (zero when kept)."""
+    cfg = state.config
+    if cfg.momentum_source != "deployed" or plan.z is None:
+        return
+    z = plan.z if deployed else np.zeros_like(plan.z)
+    state.momentum = momentum_update(state.momentum, z, cfg.beta)
+
+
 def accept(state: JanusState, plan: Plan) -> Verdict:
     """Verdict for a step that needed no comparison: the candidate is deployed."""
+    _feed_momentum(state, plan, deployed=True)
     state.counters.deployed += 1
     return Verdict(True, plan.step, plan.reason, trigger=plan.trigger)
 
@@ -183,6 +207,7 @@ def finish_step(
         state.boundary = refill_boundary(
             flips, state.boundary, cfg.boundary_size, state.rng, coverage=plan.coverage
         )
+    _feed_momentum(state, plan, deployed=deploy)
     state.counters.comparisons += 1
     state.counters.evaluations += 2 * len(ids)
     if deploy:

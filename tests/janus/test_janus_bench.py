@@ -1,19 +1,30 @@
-"""`planfence bench janus` end to end: a short simulation, JSON shape, plot, and the LLM path."""
+"""`planfence bench janus` end to end: the calibrated stream, counting, JSON contract, the
+statistics, the plot and the LLM path."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from janus_scripted_llm import ScriptedLLM
 
 from planfence.demos.bench import janus as bench
-from planfence.demos.bench.janus_llm import run_tasks
-from planfence.demos.bench.janus_sim import World, WorldConfig, WorldEncoder, empty_memory
-from planfence.plugins.janus import cosine
+from planfence.demos.bench.janus.llm import run_tasks
+from planfence.demos.bench.janus.run import (
+    STRATEGIES,
+    NoisyEvaluator,
+    Plan,
+    run_all,
+)
+from planfence.demos.bench.janus.stats import mean_ci, paired, t_quantile
+from planfence.demos.bench.janus.stream import Rule, Stream, StreamConfig
+from planfence.plugins.janus import HashingEncoder
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -22,67 +33,120 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def test_bench_runs_end_to_end_and_writes_valid_json(
+ROW_KEYS = {
+    "rho", "strategy", "seed", "final_accuracy", "comparisons", "comparisons_per_step",
+    "cost_proxy", "deployed", "rejected",
+}  # fmt: skip
+
+
+def test_bench_runs_end_to_end_and_writes_the_json_contract(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "janus.json"
-    assert bench.run(parse("--seeds", "2", "--steps", "60", "--out", str(out))) == 0
+    argv = ("--quick", "--steps", "60", "--rho", "0.2", "0.8", "--encoder", "hashing")
+    assert bench.run(parse(*argv, "--out", str(out))) == 0
     printed = capsys.readouterr().out
-    assert "CONTROLLED SIMULATION" in printed and "target" in printed
+    assert "CONTROLLED SIMULATION" in printed and "Targets at rho = 0.8" in printed
     doc = json.loads(out.read_text())
-    assert set(doc) >= {"rows", "curves"}
+    assert {"rows", "paired", "calibration"} <= set(doc)
+    assert set(doc["calibration"]) >= {"memory_free", "plain", "ceiling"}
     rows = doc["rows"]
-    assert len(rows) == 2 * len(bench.STRATEGIES)
-    assert {r["strategy"] for r in rows} == set(bench.STRATEGIES)
+    names = {r["strategy"] for r in rows}
+    assert set(STRATEGIES) <= names and "janus-momentum-all" in names
+    assert {r["rho"] for r in rows} == {0.2, 0.8} and {r["seed"] for r in rows} == {0, 1}
     for r in rows:
-        assert set(r) == {
-            "strategy",
-            "seed",
-            "final_accuracy",
-            "comparisons",
-            "deployed",
-            "rejected",
-        }
+        assert set(r) >= ROW_KEYS
         assert 0.0 <= r["final_accuracy"] <= 1.0
+        if r["strategy"] in ("memory-free", "ceiling"):
+            continue
+        # every step is deployed or rejected; unchanged candidates count as steps
         assert r["deployed"] + r["rejected"] == 60
-    plain = [r for r in rows if r["strategy"] == "plain"]
-    assert all(r["comparisons"] == 0 and r["rejected"] == 0 for r in plain)
-    assert doc["curves"]["steps"] == list(range(10, 61, 10))
-    assert all(len(v) == 6 for v in doc["curves"]["accuracy"].values())
+        assert r["comparisons_per_step"] == pytest.approx(r["comparisons"] / 40, abs=1e-4)
+        assert r["cost_proxy"] == r["comparisons"] * 25  # triggers x (K + L)
+    by = {(r["rho"], r["strategy"], r["seed"]): r for r in rows}
+    assert all(by[rho, "always", s]["comparisons"] == 40 for rho in (0.2, 0.8) for s in (0, 1))
+    assert all(by[rho, "plain", s]["comparisons"] == 0 for rho in (0.2, 0.8) for s in (0, 1))
+    for p in doc["paired"]:
+        assert {"rho", "a", "b", "mean_diff", "ci_low", "ci_high"} <= set(p)
+        assert p["ci_low"] <= p["mean_diff"] <= p["ci_high"]
+    assert ("janus", "plain") in {(p["a"], p["b"]) for p in doc["paired"]}
+
+
+def test_json_flag_prints_the_same_document(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("--quick", "--seeds", "1", "--steps", "40", "--rho", "0.5", "--encoder", "hashing")
+    assert bench.run(parse(*argv, "--json")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["config"]["encoder"] == "hashing" and len(doc["rows"]) == len(STRATEGIES) + 3
 
 
 def test_bench_is_deterministic() -> None:
-    import asyncio
-
-    a = asyncio.run(bench.run_simulation(1, 50, 10))
-    b = asyncio.run(bench.run_simulation(1, 50, 10))
+    plan = Plan(1, (0.5,), StreamConfig(stream_tasks=50), HashingEncoder, curve_every=10)
+    a = [r.row() for r in run_all(plan)]
+    b = [r.row() for r in run_all(plan)]
     assert a == b
 
 
 def test_bench_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "janus.png"
-    assert bench.run(parse("--seeds", "1", "--steps", "40", "--plot", str(png))) == 0
+    argv = ("--quick", "--seeds", "1", "--steps", "40", "--encoder", "hashing")
+    assert bench.run(parse(*argv, "--plot", str(png))) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_world_solver_and_updater_behave_as_documented() -> None:
-    world = World(WorldConfig(stream_length=30), seed=0)
-    task = world.holdout[0]
-    topic, skill = task.meta["topic"], task.meta["skill"]
-    right = {"rules": [world.general_rule(topic, skill)]}
-    wrong = {"rules": [world.wrong_rule(topic, skill)]}
-    assert world.p_correct(right, task) > world.p_correct(empty_memory(), task)
-    assert world.p_correct(wrong, task) < world.p_correct(empty_memory(), task)
-    memory = empty_memory()
-    candidate = world.propose(memory, world.stream[0], 1, solved=False)
-    assert memory == empty_memory()  # proposing never mutates the current memory
-    assert candidate == world.propose(memory, world.stream[0], 1, solved=False)
-    enc = WorldEncoder(world)
-    same, other = (
-        enc.encode([t.question for t in world.holdout if t.meta["topic"] == k][:2]) for k in (0, 1)
-    )
-    assert cosine(same[0], same[1]) > cosine(same[0], other[0])
+def test_stream_is_calibrated_and_its_edits_behave_as_documented() -> None:
+    stream = Stream(StreamConfig(rho=0.5), seed=0)
+    assert len(stream.tasks) == 500 and len(stream.holdout) == 500
+    assert stream.expected_accuracy(()) == pytest.approx(0.727, abs=0.02)
+    task = stream.holdout[0]
+    k = task.meta["kind"]
+    good = (Rule("good", k, "a correct rule"),)
+    wrong = (*good, Rule("wrong", k, "a misleading rule"))
+    assert stream.p_correct(good, task) > stream.p_correct((), task) > stream.p_correct(wrong, task)
+    memory: tuple[Rule, ...] = ()
+    for step in range(200):  # memory accumulates like a cheatsheet
+        proposal = stream.propose(memory, step, stream.attempt(memory, step))
+        if not proposal.harmful:
+            memory = proposal.memory
+    assert len(memory) > 20 and stream.expected_accuracy(memory) > stream.expected_accuracy(())
+    assert stream.propose(memory, 7, True) == stream.propose(memory, 7, True)  # seeded
+
+
+@pytest.mark.parametrize(("rho", "abrupt"), [(0.0, False), (1.0, True)])
+def test_rho_decides_the_form_of_harm(rho: float, abrupt: bool) -> None:
+    stream = Stream(StreamConfig(rho=rho, harm=1.0), seed=1)
+    memory = tuple(Rule("good", i % 20, f"rule {i}") for i in range(30))
+    proposals = [stream.propose(memory, step, False) for step in range(30)]
+    assert all(p.harmful and p.abrupt == abrupt for p in proposals)
+    if abrupt:  # rewrites: content removed
+        assert all(not set(memory) <= set(p.memory) for p in proposals)
+    else:  # one appended line that looks like any other
+        assert all(p.memory[:-1] == memory and len(p.memory) == 31 for p in proposals)
+
+
+def test_evaluations_are_independent_draws() -> None:
+    stream = Stream(StreamConfig(), seed=2)
+    evaluator = NoisyEvaluator(stream, np.random.default_rng(0))
+    tasks = stream.holdout[:200]
+    a = asyncio.run(evaluator.evaluate((), tasks))
+    b = asyncio.run(evaluator.evaluate((), tasks))
+    assert a != b
+    assert abs(sum(a) / len(a) - stream.expected_accuracy(())) < 0.1
+
+
+def test_paired_differences_and_intervals() -> None:
+    assert t_quantile(19) == pytest.approx(2.093, abs=0.002)
+    assert t_quantile(4) == pytest.approx(2.776, abs=0.01)
+    m, lo, hi = mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0 and lo == pytest.approx(2 - 4.303 / math.sqrt(3), abs=0.01) and hi > m
+    rows = [
+        {"rho": 0.8, "strategy": s, "seed": seed, "final_accuracy": acc + 0.01 * seed}
+        for seed in range(5)
+        for s, acc in (("janus", 0.80), ("plain", 0.77))
+    ]
+    (diff,) = paired(rows)
+    assert (diff["a"], diff["b"]) == ("janus", "plain")
+    assert diff["mean_diff"] == pytest.approx(0.03) and diff["ci_low"] == pytest.approx(0.03)
 
 
 def test_llm_path_on_a_task_file(
@@ -127,35 +191,3 @@ def test_llm_path_without_an_endpoint_explains(
     monkeypatch.delenv("PLANFENCE_LLM_BASE_URL", raising=False)
     assert run_tasks(parse("--tasks", str(tasks))) == 2
     assert "PLANFENCE_LLM_BASE_URL" in capsys.readouterr().out
-
-
-def test_elaborating_a_rule_changes_its_text_but_not_the_solver() -> None:
-    world = World(WorldConfig(stream_length=30, elaborate=1.0, rephrase=0.0), seed=1)
-    task = world.stream[0]
-    topic, skill = task.meta["topic"], task.meta["skill"]
-    memory = {"rules": [world.general_rule(topic, skill)]}
-    candidate = world.propose(memory, task, 1, solved=True)
-    assert world.last_event == "elaborate"
-    (rule,) = candidate["rules"]
-    assert rule["text"] != memory["rules"][0]["text"] and rule["examples"]
-    on_topic = set(world.vocab.topic_words[topic]) | set(world.vocab.skill_words[topic][skill])
-    assert set(rule["examples"]) <= on_topic  # the task's own topic vocabulary, no incidentals
-    assert all(world.p_correct(candidate, t) == world.p_correct(memory, t) for t in world.holdout)
-
-
-def test_diagnose_reports_trigger_quality_without_changing_the_rows(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    import asyncio
-
-    plain = asyncio.run(bench.run_simulation(1, 80, 10))
-    traced = asyncio.run(bench.run_simulation(1, 80, 10, diagnose=True))
-    assert traced["rows"] == plain["rows"] and traced["curves"] == plain["curves"]
-    diag = traced["diagnostics"]
-    assert set(diag) == set(bench.DIAGNOSED)
-    assert diag["always"]["recall"] == 1.0 or diag["always"]["harmful"] == 0
-    for d in diag.values():
-        assert 0.0 <= d["precision"] <= 1.0 and 0.0 <= d["recall"] <= 1.0
-        assert sum(e["n"] for e in d["events"].values()) == d["candidates"]
-    assert bench.run(parse("--seeds", "1", "--steps", "60", "--diagnose")) == 0
-    assert "Trigger diagnostics" in capsys.readouterr().out

@@ -10,7 +10,9 @@ import pytest
 
 from planfence.plugins.janus import JanusConfig, JanusState, Task, accept, finish_step, plan_step
 
-SMALL = JanusConfig(support_size=4, coverage_size=2, fresh_size=2, seed=3)
+# The reference momentum rule (every candidate feeds the momentum as soon as it is planned);
+# the `deployed` source has its own tests below.
+SMALL = JanusConfig(support_size=4, coverage_size=2, fresh_size=2, seed=3, momentum_source="all")
 VECS = {
     "t0": [0.0, 0.0],
     "t1": [0.1, 0.0],
@@ -122,12 +124,62 @@ def test_coverage_flips_do_not_enter_the_boundary() -> None:
     assert state.boundary == before
 
 
-def test_unchanged_candidate_is_never_compared() -> None:
-    state = warmed(replace(SMALL, trigger="always"))
-    plan = plan_step(state, TASKS["t4"], z(0, 0), vectors_of, unchanged=True)
-    assert not plan.compare and state.counters.candidates == 0
-    plan = plan_step(state, TASKS["t5"], z(1, 0), vectors_of)
-    assert plan.compare and state.counters.candidates == 1
+def test_unchanged_candidates_count_as_steps_as_in_the_reference_code() -> None:
+    always = warmed(replace(SMALL, trigger="always"))
+    plan = plan_step(always, TASKS["t4"], z(0, 0), vectors_of, unchanged=True)
+    assert plan.compare and always.counters.candidates == 0
+    plan = plan_step(always, TASKS["t5"], z(1, 0), vectors_of)
+    assert plan.compare and always.counters.candidates == 1
+    # the momentum trigger never fires on an unchanged candidate (z = 0, cos = 0, tau = 0)
+    janus = warmed()
+    plan_step(janus, TASKS["t4"], z(1, 0), vectors_of)
+    assert not plan_step(janus, TASKS["t5"], z(0, 0), vectors_of, unchanged=True).compare
+
+
+def test_periodic_fires_at_step_zero_of_its_cycle() -> None:
+    state = warmed(replace(SMALL, trigger="periodic", period=3))
+    fired = [plan_step(state, TASKS["t4"], z(1, 0), vectors_of).compare for _ in range(7)]
+    assert fired == [True, False, False, True, False, False, True]
+
+
+def test_random_trigger_draws_from_a_per_step_seed() -> None:
+    config = replace(SMALL, trigger="random", random_rate=0.5)
+    a, b = warmed(config), warmed(config)
+    b.rng.random(17)  # other consumers of the controller's generator do not shift the draws
+    fired_a = [plan_step(a, TASKS["t4"], z(1, 0), vectors_of).compare for _ in range(40)]
+    fired_b = [plan_step(b, TASKS["t4"], z(1, 0), vectors_of).compare for _ in range(40)]
+    assert fired_a == fired_b and 5 < sum(fired_a) < 35
+
+
+DEPLOYED = replace(SMALL, momentum_source="deployed")
+
+
+def test_deployed_source_feeds_the_momentum_only_with_deployed_changes() -> None:
+    state = warmed(DEPLOYED)
+    first = plan_step(state, TASKS["t4"], z(1, 0), vectors_of)
+    assert state.momentum is None  # not before the verdict
+    accept(state, first)
+    assert state.momentum.tolist() == [1.0, 0.0]
+    plan = plan_step(state, TASKS["t5"], z(-3, 0), vectors_of)
+    assert plan.compare and state.momentum.tolist() == [1.0, 0.0]
+    n = len(plan.eval_ids)
+    assert not finish_step(state, plan, [True] * n, [False] * n).deploy
+    # rejected: the memory did not change, so the momentum only decays
+    assert state.momentum.tolist() == pytest.approx([0.9, 0.0])
+    # a second rewrite in the same direction still looks like a deviation
+    again = plan_step(state, TASKS["t6"], z(-3, 0), vectors_of)
+    m = len(again.eval_ids)
+    assert again.compare and finish_step(state, again, [True] * m, [True] * m).deploy
+    assert state.momentum.tolist() == pytest.approx([0.81 - 0.3, 0.0])
+
+
+def test_all_source_lets_a_rejected_rewrite_hide_the_next_one() -> None:
+    state = warmed()  # momentum_source="all", the reference rule
+    accept(state, plan_step(state, TASKS["t4"], z(1, 0), vectors_of))
+    plan = plan_step(state, TASKS["t5"], z(-30, 0), vectors_of)
+    n = len(plan.eval_ids)
+    assert not finish_step(state, plan, [True] * n, [False] * n).deploy
+    assert not plan_step(state, TASKS["t6"], z(-30, 0), vectors_of).compare
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,229 @@
+"""One pass over the stream per strategy, and every strategy over seeds and rho.
+
+Counting follows the authors' code: every post-warm-up step is a step for every strategy
+(unchanged candidates included), so comparisons per step = comparisons / (steps - K), and the
+cost proxy is comparisons x (K + L). Random and periodic are matched to Janus's comparisons
+per step on the same seed and rho.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from planfence.plugins.janus import (
+    CachedEncoder,
+    Encoder,
+    JanusConfig,
+    JanusController,
+    MomentumSource,
+    Task,
+)
+
+from .stream import Cheatsheet, Stream, StreamConfig, render
+
+STRATEGIES = (
+    "plain",
+    "janus",
+    "always",
+    "random",
+    "periodic",
+    "janus-no-coverage",
+    "janus-no-boundary",
+    "janus-no-fresh",
+)
+REFERENCE = ("memory-free", "ceiling")
+"""Calibration runs without a controller: no memory, and only harmless candidates deployed."""
+
+
+def other_source(source: MomentumSource) -> MomentumSource:
+    return "all" if source == "deployed" else "deployed"
+
+
+def source_strategy(source: MomentumSource) -> str:
+    """The extra strategy that runs Janus with the other momentum source."""
+    return f"janus-momentum-{other_source(source)}"
+
+
+@dataclass
+class Run:
+    rho: float
+    strategy: str
+    seed: int
+    final_accuracy: float
+    comparisons: int = 0
+    post_warmup_steps: int = 0
+    deployed: int = 0
+    rejected: int = 0
+    cost_proxy: int = 0
+    harmful: int = 0
+    harmful_compared: int = 0
+    harmful_deployed: int = 0
+    benign: int = 0
+    benign_compared: int = 0
+    benign_rejected: int = 0
+    curve: list[float] = field(default_factory=list)
+
+    @property
+    def comparisons_per_step(self) -> float:
+        return self.comparisons / self.post_warmup_steps if self.post_warmup_steps else 0.0
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "rho": self.rho,
+            "strategy": self.strategy,
+            "seed": self.seed,
+            "final_accuracy": round(self.final_accuracy, 5),
+            "comparisons": self.comparisons,
+            "comparisons_per_step": round(self.comparisons_per_step, 5),
+            "cost_proxy": self.cost_proxy,
+            "deployed": self.deployed,
+            "rejected": self.rejected,
+            "harmful": self.harmful,
+            "harmful_compared": self.harmful_compared,
+            "harmful_deployed": self.harmful_deployed,
+            "benign": self.benign,
+            "benign_compared": self.benign_compared,
+            "benign_rejected": self.benign_rejected,
+        }
+
+
+class NoisyEvaluator:
+    """Each evaluation is an independent draw of the task's solve probability (temperature)."""
+
+    def __init__(self, stream: Stream, rng: np.random.Generator) -> None:
+        self.stream = stream
+        self.rng = rng
+
+    async def evaluate(self, memory: Cheatsheet, tasks: Sequence[Task]) -> list[bool]:
+        if not tasks:
+            return []
+        hits = self.rng.random(len(tasks)) < self.stream.p_many(memory, tasks)
+        return [bool(h) for h in hits]
+
+
+def strategy_config(name: str, base: JanusConfig, rate: float) -> JanusConfig:
+    """Controller settings of one strategy; `rate` is Janus's comparisons per step."""
+    rate = min(1.0, max(rate, 1e-6))
+    table: dict[str, dict[str, Any]] = {
+        "plain": {"trigger": "never"},
+        "janus": {},
+        "always": {"trigger": "always"},
+        "random": {"trigger": "random", "random_rate": rate},
+        "periodic": {"trigger": "periodic", "period": max(1, round(1 / rate))},
+        "janus-no-coverage": {"use_coverage": False},
+        "janus-no-boundary": {"use_boundary": False},
+        "janus-no-fresh": {"use_fresh": False},
+    }
+    if name.startswith("janus-momentum-"):
+        return replace(base, momentum_source=other_source(base.momentum_source))
+    return replace(base, **table[name])
+
+
+async def run_strategy(
+    stream: Stream,
+    name: str,
+    config: JanusConfig,
+    encoder: Encoder,
+    *,
+    rho: float,
+    curve_every: int,
+    eval_seed: int,
+) -> Run:
+    """One pass over the stream under one strategy."""
+    evaluator = NoisyEvaluator(stream, np.random.default_rng([stream.seed, 6, eval_seed]))
+    controller = JanusController(evaluator, config=config, encoder=encoder, render=render)
+    memory: Cheatsheet = ()
+    out = Run(rho, name, stream.seed, 0.0)
+    for step in range(len(stream.tasks)):
+        proposal = stream.propose(memory, step, stream.attempt(memory, step))
+        verdict = await controller.consider(memory, proposal.memory, stream.tasks[step])
+        if step >= config.support_size:
+            if proposal.harmful:
+                out.harmful += 1
+                out.harmful_compared += verdict.compared
+                out.harmful_deployed += verdict.deploy
+            elif proposal.label != "none":
+                out.benign += 1
+                out.benign_compared += verdict.compared
+                out.benign_rejected += not verdict.deploy
+        if verdict.deploy:
+            memory = proposal.memory
+        if (step + 1) % curve_every == 0:
+            out.curve.append(stream.expected_accuracy(memory))
+    c = controller.state.counters
+    out.final_accuracy = stream.expected_accuracy(memory)
+    out.comparisons, out.deployed, out.rejected = c.comparisons, c.deployed, c.rejected
+    out.post_warmup_steps = max(0, c.steps - config.support_size)
+    out.cost_proxy = c.comparisons * (config.support_size + config.fresh_size)
+    return out
+
+
+def run_reference(stream: Stream, name: str, *, rho: float, curve_every: int) -> Run:
+    """Memory-free, or the harm-free ceiling (every harmless candidate, no harmful one)."""
+    memory: Cheatsheet = ()
+    out = Run(rho, name, stream.seed, 0.0)
+    for step in range(len(stream.tasks)):
+        if name == "ceiling":
+            proposal = stream.propose(memory, step, stream.attempt(memory, step))
+            if not proposal.harmful:
+                memory = proposal.memory
+        if (step + 1) % curve_every == 0:
+            out.curve.append(stream.expected_accuracy(memory))
+    out.final_accuracy = stream.expected_accuracy(memory)
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to run: seeds x rhos, every strategy, with one encoder and momentum source."""
+
+    seeds: int
+    rhos: tuple[float, ...]
+    stream: StreamConfig
+    encoder: Callable[[], Encoder]
+    momentum_source: MomentumSource = "deployed"
+    curve_every: int = 25
+
+
+async def run_seed(plan: Plan, rho: float, seed: int) -> list[Run]:
+    """Every strategy (and the two references) on one stream."""
+    stream = Stream(replace(plan.stream, rho=rho), seed)
+    encoder = CachedEncoder(plan.encoder())
+    base = JanusConfig(seed=seed, momentum_source=plan.momentum_source)
+    every = plan.curve_every
+    runs = [run_reference(stream, n, rho=rho, curve_every=every) for n in REFERENCE]
+    names = [*STRATEGIES, source_strategy(plan.momentum_source)]
+    janus = await run_strategy(
+        stream, "janus", base, encoder, rho=rho, curve_every=every, eval_seed=1
+    )
+    for i, name in enumerate(names):
+        if name == "janus":
+            runs.append(janus)
+            continue
+        cfg = strategy_config(name, base, janus.comparisons_per_step)
+        runs.append(
+            await run_strategy(
+                stream, name, cfg, encoder, rho=rho, curve_every=every, eval_seed=i + 2
+            )
+        )
+    return runs
+
+
+def run_all(
+    plan: Plan,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+    runs: list[Run] | None = None,
+) -> list[Run]:
+    """Every (rho, seed); `runs` receives each stream's runs as soon as they are done."""
+    runs = [] if runs is None else runs
+    for rho in plan.rhos:
+        for seed in range(plan.seeds):
+            runs.extend(asyncio.run(run_seed(plan, rho, seed)))
+            progress(f"rho {rho} seed {seed}")
+    return runs

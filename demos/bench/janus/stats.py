@@ -1,0 +1,142 @@
+"""Paired differences between strategies over seeds, with 95% confidence intervals.
+
+Every strategy meets the same stream and curator luck on a seed, so the honest comparison is
+the per-seed difference; its mean and a Student-t interval over seeds are reported.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from statistics import NormalDist
+from typing import Any
+
+ABLATIONS = ("janus-no-coverage", "janus-no-boundary", "janus-no-fresh")
+
+
+def pairs(strategies: Iterable[str]) -> list[tuple[str, str]]:
+    """(a, b) pairs reported as a - b: the issue's list, plus the other momentum source."""
+    present = set(strategies)
+    wanted = [
+        ("janus", "plain"),
+        ("janus", "random"),
+        ("janus", "periodic"),
+        ("always", "janus"),
+        *((a, "janus") for a in ABLATIONS),
+        *((s, "janus") for s in sorted(present) if s.startswith("janus-momentum-")),
+        ("ceiling", "janus"),
+    ]
+    return [(a, b) for a, b in wanted if a in present and b in present]
+
+
+def t_quantile(df: int, p: float = 0.975) -> float:
+    """Student-t quantile (Cornish-Fisher expansion around the normal; exact enough for df >= 3)."""
+    z = NormalDist().inv_cdf(p)
+    if df <= 0:
+        return math.inf
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        a = 4 * p * (1 - p)
+        return 2 * (p - 0.5) * math.sqrt(2 / a)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    return z + g1 / df + g2 / df**2 + g3 / df**3
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and its 95% interval (low, high); a single value has an infinite interval."""
+    m = statistics.fmean(values)
+    if len(values) < 2:
+        return m, -math.inf, math.inf
+    half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return m, m - half, m + half
+
+
+def by_key(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[float, str], dict[int, Any]]:
+    out: dict[tuple[float, str], dict[int, Any]] = {}
+    for r in rows:
+        out.setdefault((r["rho"], r["strategy"]), {})[r["seed"]] = r
+    return out
+
+
+def paired(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """a - b in final accuracy per seed, for every rho and every pair in `pairs`."""
+    table = by_key(rows)
+    out = []
+    for rho in sorted({r["rho"] for r in rows}):
+        names = [s for (h, s) in table if h == rho]
+        for a, b in pairs(names):
+            seeds = sorted(set(table[rho, a]) & set(table[rho, b]))
+            if not seeds:
+                continue
+            diffs = [
+                table[rho, a][s]["final_accuracy"] - table[rho, b][s]["final_accuracy"]
+                for s in seeds
+            ]
+            m, lo, hi = mean_ci(diffs)
+            out.append(
+                {
+                    "rho": rho,
+                    "a": a,
+                    "b": b,
+                    "mean_diff": round(m, 5),
+                    "ci_low": round(lo, 5),
+                    "ci_high": round(hi, 5),
+                    "seeds": len(seeds),
+                }
+            )
+    return out
+
+
+def summary(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[float, str], dict[str, float]]:
+    """Per (rho, strategy): accuracy mean and CI half-width, comparisons, harm caught."""
+    out: dict[tuple[float, str], dict[str, float]] = {}
+    for key, per_seed in by_key(rows).items():
+        mine = list(per_seed.values())
+        m, lo, _ = mean_ci([r["final_accuracy"] for r in mine])
+        harmful = sum(r.get("harmful", 0) for r in mine)
+        benign = sum(r.get("benign", 0) for r in mine)
+        out[key] = {
+            "accuracy": m,
+            "ci_half": m - lo,
+            "comparisons_per_step": statistics.fmean(r["comparisons_per_step"] for r in mine),
+            "cost_proxy": statistics.fmean(r["cost_proxy"] for r in mine),
+            "deployed": statistics.fmean(r["deployed"] for r in mine),
+            "rejected": statistics.fmean(r["rejected"] for r in mine),
+            "harm_compared": (
+                sum(r.get("harmful_compared", 0) for r in mine) / harmful if harmful else math.nan
+            ),
+            "harm_deployed": (
+                sum(r.get("harmful_deployed", 0) for r in mine) / harmful if harmful else math.nan
+            ),
+            "benign_compared": (
+                sum(r.get("benign_compared", 0) for r in mine) / benign if benign else math.nan
+            ),
+            "benign_rejected": (
+                sum(r.get("benign_rejected", 0) for r in mine) / benign if benign else math.nan
+            ),
+        }
+    return out
+
+
+def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Memory-free, plain and harm-free ceiling accuracy: over every rho, and per rho."""
+
+    def mean_of(strategy: str, rho: float | None = None) -> float | None:
+        acc = [
+            r["final_accuracy"]
+            for r in rows
+            if r["strategy"] == strategy and (rho is None or r["rho"] == rho)
+        ]
+        return round(statistics.fmean(acc), 4) if acc else None
+
+    names = {"memory_free": "memory-free", "plain": "plain", "ceiling": "ceiling"}
+    out: dict[str, Any] = {k: mean_of(v) for k, v in names.items()}
+    out["by_rho"] = {
+        str(rho): {k: mean_of(v, rho) for k, v in names.items()}
+        for rho in sorted({r["rho"] for r in rows})
+    }
+    return out
