@@ -59,7 +59,7 @@ from .records import (
     validate_key,
 )
 from .replica import Replica
-from .sync import LoopThread, Store
+from .sync import Portal, Store, StoreBridge
 from .urls import redact_url
 
 __all__ = [
@@ -84,15 +84,16 @@ __all__ = [
     "InvalidKeyError",
     "InvalidValueError",
     "KeyState",
-    "LoopThread",
     "MissingExtraError",
     "NotOwnerError",
     "OwnershipError",
     "PlanFenceError",
     "PlanSnapshot",
+    "Portal",
     "Record",
     "Replica",
     "Store",
+    "StoreBridge",
     "StoreError",
     "StoreLimits",
     "StoreNotFoundError",

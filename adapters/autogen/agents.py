@@ -145,7 +145,7 @@ class PlanningAgent(AssistantAgent):
                 store, author=author, parents=parents, value=value, supersedes=supersedes
             )
 
-        plan = await self._shared[0].store.run(store_plan)
+        plan = await self._shared[0].store.acall(store_plan)
         self.plans.append(plan)
         self._last_plan = plan.id
         self._read_set = tuple(parents)

@@ -44,7 +44,7 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel
 from typing_extensions import Self
 
-from ._store import StoreRef
+from ._store import store_bridge
 
 
 class ConcurrentTurnError(PlanFenceError):
@@ -125,7 +125,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         checker: CheckerFactory | str | None = None,
     ) -> None:
         self.inner = workbench
-        self.store = StoreRef(store)
+        self.store = store_bridge(store)
         self.policy = Policy.coerce(policy)
         self.agent = agent
         self.checker_factory = checker_factory(checker)
@@ -211,7 +211,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             return await self._checker_for(store).check(name, args, plan_id, agent=self.agent)
 
         try:
-            return await self.store.run(judge)
+            return await self.store.acall(judge)
         except Exception as exc:  # fail closed: a store that cannot be reached blocks
             return fail_closed(name, plan_id, self.agent, exc)
 

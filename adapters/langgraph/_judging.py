@@ -3,10 +3,8 @@ checkers, refusal text, and the verdict summaries a fenced graph keeps in its st
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from planfence.plugins.gate import (
     ALLOW,
@@ -20,55 +18,7 @@ from planfence.plugins.gate import (
     fail_closed,
 )
 from planfence.plugins.gate.decision import CURRENT
-from planfence.shared_memory import AsyncStore, ConfigError, LoopThread, Store
-
-T = TypeVar("T")
-
-_shared_loop: LoopThread | None = None
-_shared_lock = threading.Lock()
-
-
-def _loop_thread() -> LoopThread:
-    global _shared_loop
-    with _shared_lock:
-        if _shared_loop is None:
-            _shared_loop = LoopThread("planfence-langgraph")
-        return _shared_loop
-
-
-class StoreBridge:
-    """Runs store work from sync or async LangGraph code, where the store lives.
-
-    A sync `Store` works from both (its own loop thread). An `AsyncStore` is awaited directly from
-    async code; sync code drives it on a shared background loop, which suits the memory and
-    SQLite backends; give sync agents a sync `Store` for PostgreSQL.
-    """
-
-    def __init__(self, store: AsyncStore | Store) -> None:
-        if not isinstance(store, AsyncStore | Store):
-            raise ConfigError(f"expected a planfence store, got {type(store).__name__}")
-        self.store = store
-
-    @property
-    def aio(self) -> AsyncStore:
-        return self.store.aio if isinstance(self.store, Store) else self.store
-
-    def call(self, fn: Callable[[AsyncStore], Awaitable[T]]) -> T:
-        store = self.store
-        if isinstance(store, Store):
-            return store._run(_bound(fn, store.aio))
-        return _loop_thread().run(_bound(fn, store))
-
-    async def acall(self, fn: Callable[[AsyncStore], Awaitable[T]]) -> T:
-        store = self.store
-        if isinstance(store, Store):
-            sync = store
-            return await asyncio.to_thread(lambda: sync._run(_bound(fn, sync.aio)))
-        return await fn(store)
-
-
-async def _bound(fn: Callable[[AsyncStore], Awaitable[T]], store: AsyncStore) -> T:
-    return await fn(store)
+from planfence.shared_memory import AsyncStore, StoreBridge
 
 
 class Checkers:

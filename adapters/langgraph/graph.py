@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import CheckerFactory, Policy, create_plan
-from planfence.shared_memory import JSON, AsyncStore, Record, Store
+from planfence.shared_memory import JSON, AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
@@ -39,7 +39,6 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
 from .._records import ReadSet, merge_reads, parents_of, refreshed
 from ._judging import (
     Checkers,
-    StoreBridge,
     ajudge_call,
     gated_done,
     judge_call,
@@ -193,7 +192,7 @@ class GraphFence:
             return refusal(request, verdict)
         with track_reads() as log:
             result = handler(request)
-        return with_verdict(result, verdict, log.get(self.bridge.store))
+        return with_verdict(result, verdict, log.get(self.bridge.aio))
 
     async def awrap_tool_call(
         self,
@@ -205,7 +204,7 @@ class GraphFence:
             return refusal(request, verdict)
         with track_reads() as log:
             result = await handler(request)
-        return with_verdict(result, verdict, log.get(self.bridge.store))
+        return with_verdict(result, verdict, log.get(self.bridge.aio))
 
     def route_step(self, state: Any, output: Any) -> Any:
         """Fold the verdicts of one tool step and send the graph on exactly once.

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import CheckerFactory, Policy, Verdict, create_plan, explain
-from planfence.shared_memory import AsyncStore, Record, Store
+from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
@@ -55,7 +55,6 @@ from .._records import (
 )
 from ._judging import (
     Checkers,
-    StoreBridge,
     ajudge_call,
     gated_done,
     judge_call,
@@ -201,7 +200,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         return merge_reads(tool_reads, self._tracked(log), reads_of(records))
 
     def _tracked(self, log: ReadLog) -> ReadSet:
-        return log.get(self.reads.bridge.store) if self.reads is not None else {}
+        return log.get(self.reads.bridge.aio) if self.reads is not None else {}
 
     def _show(self, request: ModelRequest[Any], records: list[Record]) -> ModelRequest[Any]:
         if not records:
