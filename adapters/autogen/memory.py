@@ -34,7 +34,9 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from .._records import DEFAULT_HEADER, read_heads, records_text
+from planfence.plugins.gate import read_heads
+
+from .._records import DEFAULT_HEADER, records_text
 from ._store import store_bridge
 
 # Marks the memory results that are public records, as opposed to other memories' results.
@@ -86,7 +88,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
     async def read(self) -> list[Record]:
         """The current record of every configured key that has a version, ordered by key."""
         keys, prefixes = self.keys, self.prefixes
-        return await self.store.acall(lambda store: read_heads(store, keys, prefixes))
+        return await self.store.acall(read_heads, keys, prefixes)
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         """Show the current records; the result (this turn's read set) names their ids."""

@@ -19,36 +19,35 @@ request that should start afresh passes `GraphFence.NEW_REQUEST` in its input.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import CheckerFactory, Policy, create_plan
+from planfence.plugins.gate import (
+    CheckerFactory,
+    GateMiddleware,
+    PlanStamper,
+    Policy,
+    ReadSet,
+    action_done,
+    fold_step,
+    merge_reads,
+    refreshed,
+)
 from planfence.shared_memory import JSON, AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
-    from langchain_core.messages import ToolMessage
     from langchain_core.runnables import RunnableConfig, RunnableLambda
     from langchain_core.tools import BaseTool
     from langgraph.constants import END
     from langgraph.prebuilt import ToolNode
-    from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command, Overwrite
 
-from .._records import ReadSet, merge_reads, parents_of, refreshed
-from ._judging import (
-    Checkers,
-    ajudge_call,
-    gated_done,
-    judge_call,
-    outcome_of,
-)
-from .middleware import refusal, with_verdict
-from .store import track_reads
+from ._gating import ToolGating
 
 
-class GraphFence:
+class GraphFence(ToolGating):
     """The gate for a hand-written graph's tool node, and plan stamping for its planner node.
 
     Args:
@@ -72,12 +71,13 @@ class GraphFence:
         agent: str = "executor",
         checker: CheckerFactory | str | None = None,
     ) -> None:
-        self.bridge = StoreBridge(store)
-        self.policy = Policy.coerce(policy)
+        bridge = StoreBridge(store)
+        self.gate = GateMiddleware(bridge, policy, checker=checker, agent=agent)
+        self.stamper = PlanStamper(bridge, planner)
+        self.policy = self.gate.policy
         self.planner = planner
         self.proceed = proceed
         self.agent = agent
-        self.checkers = Checkers(checker, self.policy, agent)
 
     NEW_REQUEST: Mapping[str, Any] = {
         "planfence_plan": None,
@@ -105,7 +105,8 @@ class GraphFence:
         """Store a plan derived from `reads` (key -> record id or ids, e.g. a `PlanfenceStore`'s
         `take_reads()`) and what tools read in this run; returns the state update."""
         cited = self._cited(state, reads)
-        record = self.bridge.call(self._plan_fn(state, cited, author, value))
+        supersedes = _previous_plan(state)
+        record = self.stamper.stamp_sync(cited, value=value, supersedes=supersedes, author=author)
         return self._stamped(state, cited, record)
 
     async def astamp(
@@ -117,29 +118,13 @@ class GraphFence:
         value: JSON = None,
     ) -> dict[str, Any]:
         cited = self._cited(state, reads)
-        record = await self.bridge.acall(self._plan_fn(state, cited, author, value))
+        supersedes = _previous_plan(state)
+        record = await self.stamper.stamp(cited, value=value, supersedes=supersedes, author=author)
         return self._stamped(state, cited, record)
 
     @staticmethod
     def _cited(state: Mapping[str, Any], reads: Mapping[str, str | Sequence[str]]) -> ReadSet:
         return merge_reads(_tool_reads(state), reads)
-
-    def _plan_fn(
-        self, state: Mapping[str, Any], cited: ReadSet, author: str | None, value: JSON
-    ) -> Callable[[AsyncStore], Awaitable[Record]]:
-        supersedes = _previous_plan(state)
-        parents = parents_of(cited)
-
-        async def run(store: AsyncStore) -> Record:
-            return await create_plan(
-                store,
-                author=author or self.planner,
-                parents=parents,
-                value=value,
-                supersedes=supersedes,
-            )
-
-        return run
 
     @staticmethod
     def _stamped(state: Mapping[str, Any], cited: ReadSet, record: Record) -> dict[str, Any]:
@@ -149,7 +134,7 @@ class GraphFence:
             "planfence_plan": record.id,
             "planfence_reads": cited,
             # Only a gated allow ends the action; ungated calls leave the count where it was.
-            "planfence_replans": 0 if gated_done(state.get("planfence_outcome")) else spent,
+            "planfence_replans": 0 if action_done(state.get("planfence_outcome")) else spent,
             "planfence_outcome": None,
             "planfence_verdicts": None,
         }
@@ -181,31 +166,6 @@ class GraphFence:
 
         return RunnableLambda(step, afunc=astep, name=inner.name)
 
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        """Gate one call; the answer carries its verdict, and a refused call never runs."""
-        verdict = judge_call(self.bridge, self.checkers, request)
-        if not verdict.allowed:
-            return refusal(request, verdict)
-        with track_reads() as log:
-            result = handler(request)
-        return with_verdict(result, verdict, log.get(self.bridge.aio))
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        verdict = await ajudge_call(self.bridge, self.checkers, request)
-        if not verdict.allowed:
-            return refusal(request, verdict)
-        with track_reads() as log:
-            result = await handler(request)
-        return with_verdict(result, verdict, log.get(self.bridge.aio))
-
     def route_step(self, state: Any, output: Any) -> Any:
         """Fold the verdicts of one tool step and send the graph on exactly once.
 
@@ -219,13 +179,11 @@ class GraphFence:
             if isinstance(o, Command) and isinstance(o.update, dict)
             for note in o.update.get("planfence_verdicts", [])
         ]
-        outcome = outcome_of(notes)
-        if outcome is None:
-            return output  # no gated call answered in this graph: nothing to route
         fields = state if isinstance(state, Mapping) else {}
         replans = int(fields.get("planfence_replans", 0) or 0)
-        if outcome["status"] == "replan" and replans >= 1:
-            outcome = {**outcome, "status": "blocked"}
+        outcome = fold_step(notes, replans)
+        if outcome is None:
+            return output  # no gated call answered in this graph: nothing to route
         update: dict[str, Any] = {"planfence_outcome": outcome}
         if outcome["status"] == "done":
             if any(_routes_itself(o) for o in outputs):

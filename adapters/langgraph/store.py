@@ -57,9 +57,8 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
         SearchOp,
     )
 
+from planfence.plugins.gate import ReadSet, add_reads
 from planfence.shared_memory import StoreBridge
-
-from .._records import ReadSet, add_reads
 
 RECORD_ID = "_record_id"
 

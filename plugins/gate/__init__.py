@@ -3,6 +3,9 @@
 gate = Gate(store, Policy.load("policy.toml"))
 verdict = await gate.check("ship_order", {"order_id": "7"}, plan_id)
 outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_once)
+
+Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
+`GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`.
 """
 
 from .checkers import CheckerFactory, checker_factory, checker_path, gate_checker
@@ -22,42 +25,76 @@ from .decision import (
 from .explain import explain
 from .gate import Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
 from .heads import HeadSource
-from .plans import create_plan, create_plan_sync, plan_key, refreshed_parents
+from .middleware import (
+    Allowed,
+    CallNext,
+    GateMiddleware,
+    Judgement,
+    Middleware,
+    Refused,
+    ToolCall,
+    action_done,
+    fold_step,
+    run_middleware,
+    summary,
+)
+from .plans import CHAIN, PlanStamper, create_plan, create_plan_sync, plan_key, refreshed_parents
 from .policy import KeyTemplate, Policy, PolicyError, ScopeError, ToolPolicy
+from .reads import ReadSet, add_reads, merge_reads, parents_of, read_heads, reads_of, refreshed
 from .store_heads import StoreHeads
 
 __all__ = [
     "ALLOW",
     "BLOCK",
     "BLOCK_REASONS",
+    "CHAIN",
     "REPLAN",
+    "Allowed",
+    "CallNext",
     "CheckRequest",
     "Checker",
     "CheckerFactory",
     "Gate",
+    "GateMiddleware",
     "GuardedExecutor",
     "HeadAnswer",
     "HeadSource",
+    "Judgement",
     "KeyTemplate",
+    "Middleware",
     "Outcome",
+    "PlanStamper",
     "Policy",
     "PolicyError",
+    "ReadSet",
     "Reason",
+    "Refused",
     "Replanned",
     "ScopeError",
     "StaleKey",
     "StoreHeads",
     "SyncGate",
+    "ToolCall",
     "ToolPolicy",
     "Verdict",
+    "action_done",
+    "add_reads",
     "checker_factory",
     "checker_path",
     "create_plan",
     "create_plan_sync",
     "explain",
     "fail_closed",
+    "fold_step",
     "gate_checker",
     "gate_flow",
+    "merge_reads",
+    "parents_of",
     "plan_key",
+    "read_heads",
+    "reads_of",
+    "refreshed",
     "refreshed_parents",
+    "run_middleware",
+    "summary",
 ]
