@@ -15,8 +15,9 @@ from mcp.server.stdio import stdio_server
 from planfence.plugins.gate import Gate, Policy
 from planfence.shared_memory import open_async_store
 
-from .proxy import UpstreamMode, UpstreamTarget, open_proxy, stdio_upstream
+from .proxy import open_proxy
 from .stdio import native_stdio
+from .upstream import UpstreamMode, UpstreamTarget, stdio_upstream
 
 logger = logging.getLogger("planfence.mcp")
 

@@ -22,18 +22,21 @@ judgements fold into one outcome with `fold_step`, which also keeps the one-repl
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
-from planfence.shared_memory import AsyncStore, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, Decision, PlanFenceError, Store, StoreBridge
 
 from .checkers import CheckerFactory, checker_factory
 from .decision import ALLOW, BLOCK, CURRENT, REPLAN, UNGATED, Verdict, fail_closed
 from .explain import explain
-from .gate import Checker
+from .gate import AUDIT_SOURCE, Checker
 from .policy import Policy
+
+logger = logging.getLogger("planfence.gate")
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,29 @@ class GateMiddleware(Middleware):
             return self.bridge.call(_judge_on, self, call)
         except Exception as exc:
             return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
+
+    async def refuse(self, call: ToolCall, reason: str, message: str, *, by: str) -> Refused:
+        """Refuse a call no checker could judge (its request was malformed), on the record
+        when the store can take it; `by` names who refused, for the audit log."""
+        plan = call.plan if isinstance(call.plan, str) else None
+        verdict = Verdict(BLOCK, reason, call.tool, plan, message=message)
+        decision = Decision(
+            source=AUDIT_SOURCE,
+            verdict=BLOCK,
+            reason=reason,
+            tool=call.tool,
+            plan=plan,
+            payload={"message": message, "executor": by},
+        )
+        try:
+            verdict = replace(verdict, decision_id=await self.bridge.acall(_log, decision))
+        except PlanFenceError:
+            logger.warning("could not record the refusal of %s", call.tool, exc_info=True)
+        return Refused(verdict)
+
+
+async def _log(store: AsyncStore, decision: Decision) -> int:
+    return await store.log(decision)
 
 
 async def _judge_on(_store: AsyncStore, gate: GateMiddleware, call: ToolCall) -> Judgement:
