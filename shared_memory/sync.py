@@ -291,6 +291,13 @@ class StoreBridge:
             return store.portal.call(fn, store.aio, *args, **kwargs)
         return Portal.shared().call(self._on_async, fn, *args, **kwargs)
 
+    def run(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run an async function that reaches the store through this bridge, from sync code,
+        on the loop the store lives on (so its own `acall`s go straight to the store)."""
+        store = self.store
+        portal = store.portal if isinstance(store, Store) else Portal.shared()
+        return portal.call(fn, *args, **kwargs)
+
     async def acall(
         self,
         fn: Callable[Concatenate[AsyncStore, P], Awaitable[T]],

@@ -9,15 +9,21 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import (
+    REPLANNING,
+    CheckerFactory,
     GateMiddleware,
     Judgement,
+    PlanStamper,
+    Policy,
     ReadSet,
     ToolCall,
     Verdict,
     explain,
+    fold_step,
     merge_reads,
     summary,
 )
+from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
@@ -39,10 +45,26 @@ def tool_call(request: ToolCallRequest, agent: str | None) -> ToolCall:
 
 
 class ToolGating:
-    """`wrap_tool_call` / `awrap_tool_call` for a class holding a `GateMiddleware` (`gate`): gate
-    each call; the answer carries its verdict and what the tool read, a refused call never runs."""
+    """The seam for a LangGraph class: `gate` judges tool calls, `stamper` stamps plans, over one
+    store. Its `wrap_tool_call` / `awrap_tool_call` gate each call: the answer carries the
+    verdict and what the tool read, and a refused call never runs."""
 
     gate: GateMiddleware
+    stamper: PlanStamper
+    policy: Policy
+
+    def _join_seam(
+        self,
+        store: AsyncStore | Store,
+        policy: Policy | Mapping[str, Any] | str,
+        checker: CheckerFactory | str | None,
+        agent: str,
+        author: str,
+    ) -> None:
+        bridge = StoreBridge(store)
+        self.gate = GateMiddleware(bridge, policy, checker=checker, agent=agent)
+        self.stamper = PlanStamper(bridge, author)
+        self.policy = self.gate.policy
 
     def _tool_reads(self, log: ReadLog) -> ReadSet:
         """What the tool read, from the stores whose reads plans cite."""
@@ -71,6 +93,20 @@ class ToolGating:
         with track_reads() as log:
             result = await handler(request)
         return with_verdict(result, judged, self._tool_reads(log))
+
+
+def fold_into_state(
+    state: object, notes: list[dict[str, Any]]
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """One tool step's verdicts folded into its outcome (see `fold_step`), and the state update
+    that records it: the outcome, and one more replan spent when the step was refused for one."""
+    fields = state if isinstance(state, Mapping) else {}
+    spent = int(fields.get("planfence_replans", 0) or 0)
+    outcome = fold_step(notes, spent)
+    update: dict[str, Any] = {"planfence_outcome": outcome}
+    if outcome is not None and outcome["status"] == REPLANNING:
+        update["planfence_replans"] = spent + 1
+    return outcome, update
 
 
 def refusal_message(request: ToolCallRequest, verdict: Verdict) -> ToolMessage:

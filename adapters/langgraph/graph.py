@@ -25,16 +25,13 @@ from typing import Any
 
 from planfence.plugins.gate import (
     CheckerFactory,
-    GateMiddleware,
-    PlanStamper,
     Policy,
     ReadSet,
     action_done,
-    fold_step,
     merge_reads,
     refreshed,
 )
-from planfence.shared_memory import JSON, AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory import JSON, AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
@@ -44,7 +41,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.prebuilt import ToolNode
     from langgraph.types import Command, Overwrite
 
-from ._gating import ToolGating
+from ._gating import ToolGating, fold_into_state
 
 
 class GraphFence(ToolGating):
@@ -71,10 +68,7 @@ class GraphFence(ToolGating):
         agent: str = "executor",
         checker: CheckerFactory | str | None = None,
     ) -> None:
-        bridge = StoreBridge(store)
-        self.gate = GateMiddleware(bridge, policy, checker=checker, agent=agent)
-        self.stamper = PlanStamper(bridge, planner)
-        self.policy = self.gate.policy
+        self._join_seam(store, policy, checker, agent, author=planner)
         self.planner = planner
         self.proceed = proceed
         self.agent = agent
@@ -104,10 +98,7 @@ class GraphFence(ToolGating):
     ) -> dict[str, Any]:
         """Store a plan derived from `reads` (key -> record id or ids, e.g. a `PlanfenceStore`'s
         `take_reads()`) and what tools read in this run; returns the state update."""
-        cited = self._cited(state, reads)
-        supersedes = _previous_plan(state)
-        record = self.stamper.stamp_sync(cited, value=value, supersedes=supersedes, author=author)
-        return self._stamped(state, cited, record)
+        return self.stamper.bridge.run(self.astamp, state, reads, author=author, value=value)
 
     async def astamp(
         self,
@@ -179,12 +170,9 @@ class GraphFence(ToolGating):
             if isinstance(o, Command) and isinstance(o.update, dict)
             for note in o.update.get("planfence_verdicts", [])
         ]
-        fields = state if isinstance(state, Mapping) else {}
-        replans = int(fields.get("planfence_replans", 0) or 0)
-        outcome = fold_step(notes, replans)
+        outcome, update = fold_into_state(state, notes)
         if outcome is None:
             return output  # no gated call answered in this graph: nothing to route
-        update: dict[str, Any] = {"planfence_outcome": outcome}
         if outcome["status"] == "done":
             if any(_routes_itself(o) for o in outputs):
                 return [*outputs, Command(update=update)]
@@ -192,7 +180,6 @@ class GraphFence(ToolGating):
         # Refused: no call of this step may send the graph anywhere else.
         outputs = [replace(o, goto=()) if _routes_itself(o) else o for o in outputs]
         if outcome["status"] == "replan":
-            update["planfence_replans"] = replans + 1
             return [*outputs, Command(goto=self.planner, update=update)]
         return [*outputs, Command(goto=END, update=update)]
 

@@ -28,17 +28,14 @@ from typing import Any
 
 from planfence.plugins.gate import (
     CheckerFactory,
-    GateMiddleware,
-    PlanStamper,
     Policy,
     ReadSet,
     action_done,
-    fold_step,
     merge_reads,
     reads_of,
     refreshed,
 )
-from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
@@ -53,7 +50,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.types import Command, Overwrite
 
 from .._records import DEFAULT_HEADER, records_text
-from ._gating import ToolGating
+from ._gating import ToolGating, fold_into_state
 from .state import PlanfenceState
 from .store import PlanfenceStore, ReadLog, track_reads
 
@@ -95,10 +92,7 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__()
-        bridge = StoreBridge(store)
-        self.gate = GateMiddleware(bridge, policy, checker=checker, agent=agent)
-        self.stamper = PlanStamper(bridge, agent)
-        self.policy = self.gate.policy
+        self._join_seam(store, policy, checker, agent, author=agent)
         self.keys = list(keys)
         self.prefixes = list(prefixes)
         self.reads = reads
@@ -130,11 +124,9 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         verdicts = state.get("planfence_verdicts") or []
         if not verdicts:
             return None
-        spent = int(state.get("planfence_replans", 0) or 0)
-        outcome = fold_step(verdicts, spent)
-        update: dict[str, Any] = {"planfence_outcome": outcome, "planfence_verdicts": None}
+        outcome, update = fold_into_state(state, verdicts)
+        update["planfence_verdicts"] = None
         if outcome is not None and outcome["status"] == "replan":
-            update["planfence_replans"] = spent + 1
             # The refusal showed what changed: the replan cites those versions, not older ones.
             tool_reads = state.get("planfence_tool_reads")
             current = outcome.get("current") or {}
@@ -156,14 +148,15 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResult:
-        records = self.stamper.current_sync(self.keys, self.prefixes)
+        records = self.stamper.bridge.run(self.stamper.current, self.keys, self.prefixes)
         with track_reads() as log:
             response = handler(self._show(request, records))
         seen = self._seen(request, records, log)
         calls = _tool_calls(response)
         plan = None
         if calls:
-            plan = self.stamper.stamp_sync(seen, **self._plan_fields(request, calls))
+            fields = self._plan_fields(request, calls)
+            plan = self.stamper.bridge.run(self.stamper.stamp, seen, **fields)
         return self._extend(request, response, seen, plan)
 
     async def awrap_model_call(
@@ -178,7 +171,8 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         calls = _tool_calls(response)
         plan = None
         if calls:
-            plan = await self.stamper.stamp(seen, **self._plan_fields(request, calls))
+            fields = self._plan_fields(request, calls)
+            plan = await self.stamper.stamp(seen, **fields)
         return self._extend(request, response, seen, plan)
 
     def _seen(self, request: ModelRequest[Any], records: list[Record], log: ReadLog) -> ReadSet:

@@ -26,6 +26,9 @@ from .explain import explain
 from .gate import Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
 from .heads import HeadSource
 from .middleware import (
+    BLOCKED,
+    DONE,
+    REPLANNING,
     Allowed,
     CallNext,
     GateMiddleware,
@@ -46,9 +49,12 @@ from .store_heads import StoreHeads
 __all__ = [
     "ALLOW",
     "BLOCK",
+    "BLOCKED",
     "BLOCK_REASONS",
     "CHAIN",
+    "DONE",
     "REPLAN",
+    "REPLANNING",
     "Allowed",
     "CallNext",
     "CheckRequest",

@@ -191,7 +191,7 @@ class GateMiddleware(Middleware):
     def judge_sync(self, call: ToolCall) -> Judgement:
         """`judge` from sync code (on the store's portal)."""
         try:
-            return self.bridge.call(_judge_on, self, call)
+            return self.bridge.run(self.judge, call)
         except Exception as exc:
             return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
 
@@ -217,10 +217,6 @@ class GateMiddleware(Middleware):
 
 async def _log(store: AsyncStore, decision: Decision) -> int:
     return await store.log(decision)
-
-
-async def _judge_on(_store: AsyncStore, gate: GateMiddleware, call: ToolCall) -> Judgement:
-    return await gate.judge(call)
 
 
 # ---- one step's judgements, and the one-replan budget

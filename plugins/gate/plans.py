@@ -96,7 +96,8 @@ class PlanStamper:
     """Stamps one author's plans in a store, from what the planner read.
 
     A plan's parents are exactly the record ids read (a read set, key -> ids, or the ids
-    themselves). Each plan supersedes the stamper's previous one, refused or not, unless the
+    themselves). From sync code: `stamper.bridge.run(stamper.stamp, reads, ...)`. Each plan
+    supersedes the stamper's previous one, refused or not, unless the
     caller keeps the chain itself (graph state, a message thread) and says which plan the new
     one supersedes: the gate follows that chain for the one-replan budget.
 
@@ -114,9 +115,6 @@ class PlanStamper:
         """The current records a planner is shown: every key in `keys` or under `prefixes`."""
         return await self.bridge.acall(read_heads, keys, prefixes)
 
-    def current_sync(self, keys: Sequence[str], prefixes: Sequence[str] = ()) -> list[Record]:
-        return self.bridge.call(read_heads, keys, prefixes)
-
     async def stamp(
         self,
         reads: Reads,
@@ -127,32 +125,14 @@ class PlanStamper:
     ) -> Record:
         """Store a plan citing `reads`; it becomes the one the next plan supersedes."""
         plan = await self.bridge.acall(
-            create_plan, **self._fields(reads, value, supersedes, author)
+            create_plan,
+            author=author or self.author,
+            parents=_parents(reads),
+            value=value,
+            supersedes=self.last if isinstance(supersedes, _Chain) else supersedes,
         )
         self.last = plan.id
         return plan
-
-    def stamp_sync(
-        self,
-        reads: Reads,
-        *,
-        value: JSON = None,
-        supersedes: str | _Chain | None = CHAIN,
-        author: str | None = None,
-    ) -> Record:
-        plan = self.bridge.call(create_plan, **self._fields(reads, value, supersedes, author))
-        self.last = plan.id
-        return plan
-
-    def _fields(
-        self, reads: Reads, value: JSON, supersedes: str | _Chain | None, author: str | None
-    ) -> dict[str, Any]:
-        return {
-            "author": author or self.author,
-            "parents": _parents(reads),
-            "value": value,
-            "supersedes": self.last if isinstance(supersedes, _Chain) else supersedes,
-        }
 
     def reset(self) -> None:
         """Start a new chain: the next plan supersedes nothing."""
