@@ -79,18 +79,14 @@ class Portal:
         """Run `fn(*args, **kwargs)` on the portal's loop and wait for its result."""
         if self.in_thread:
             raise RuntimeError("a sync planfence call from inside its own portal thread")
-        return self._portal.call(_awaited, fn(*args, **kwargs))
+        # The coroutine is made on the loop: one never started is never left unawaited.
+        return self._portal.call(partial(fn, *args, **kwargs))
 
     async def acall(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """`call` from async code: waits in a worker thread, so the caller's loop keeps going."""
         if self.in_thread:
             return await fn(*args, **kwargs)
-        return await anyio.to_thread.run_sync(partial(self._call_awaitable, fn, args, kwargs))
-
-    def _call_awaitable(
-        self, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> T:
-        return self._portal.call(_awaited, fn(*args, **kwargs))
+        return await anyio.to_thread.run_sync(partial(self.call, fn, *args, **kwargs))
 
     def iterate(
         self, fn: Callable[P, AsyncIterator[T]], /, *args: P.args, **kwargs: P.kwargs
