@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -25,6 +25,7 @@ from planfence.plugins.gate import (
     CheckerFactory,
     GateMiddleware,
     Judgement,
+    Middleware,
     Policy,
     Refused,
     ToolCall,
@@ -101,6 +102,8 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate. It must be a module-level
             function for `dump_component()`.
+        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first (not
+            part of the component's configuration: give it again after `load_component`).
 
     `verdicts` keeps the latest `VERDICT_HISTORY` verdicts, for inspection; a turn's own
     verdicts travel with the turn, and every decision is in the store's audit log.
@@ -120,10 +123,13 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         policy: Policy | Mapping[str, Any] | str,
         agent: str | None = None,
         checker: CheckerFactory | str | None = None,
+        middleware: Iterable[Middleware] = (),
     ) -> None:
         self.inner = workbench
         self.store = store_bridge(store)
-        self.gate = GateMiddleware(self.store, policy, checker=checker, agent=agent)
+        self.gate = GateMiddleware(
+            self.store, policy, checker=checker, agent=agent, middleware=middleware
+        )
         self.policy = self.gate.policy
         self.agent = agent
         self.checker_factory = self.gate.factory

@@ -4,7 +4,7 @@ hand-written graph's tool node."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +13,7 @@ from planfence.plugins.gate import (
     CheckerFactory,
     GateMiddleware,
     Judgement,
+    Middleware,
     PlanStamper,
     Policy,
     ReadSet,
@@ -60,9 +61,12 @@ class ToolGating:
         checker: CheckerFactory | str | None,
         agent: str,
         author: str,
+        middleware: Iterable[Middleware],
     ) -> None:
         bridge = StoreBridge(store)
-        self.gate = GateMiddleware(bridge, policy, checker=checker, agent=agent)
+        self.gate = GateMiddleware(
+            bridge, policy, checker=checker, agent=agent, middleware=middleware
+        )
         self.stamper = PlanStamper(bridge, author)
         self.policy = self.gate.policy
 

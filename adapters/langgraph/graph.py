@@ -19,12 +19,13 @@ request that should start afresh passes `GraphFence.NEW_REQUEST` in its input.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import (
     CheckerFactory,
+    Middleware,
     Policy,
     ReadSet,
     action_done,
@@ -56,6 +57,7 @@ class GraphFence(ToolGating):
         checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate.
+        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
     """
 
     def __init__(
@@ -67,8 +69,9 @@ class GraphFence(ToolGating):
         proceed: str = END,
         agent: str = "executor",
         checker: CheckerFactory | str | None = None,
+        middleware: Iterable[Middleware] = (),
     ) -> None:
-        self._join_seam(store, policy, checker, agent, author=planner)
+        self._join_seam(store, policy, checker, agent, author=planner, middleware=middleware)
         self.planner = planner
         self.proceed = proceed
         self.agent = agent

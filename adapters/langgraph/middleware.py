@@ -28,6 +28,7 @@ from typing import Any
 
 from planfence.plugins.gate import (
     CheckerFactory,
+    Middleware,
     Policy,
     ReadSet,
     action_done,
@@ -75,6 +76,7 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate.
+        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
     """
 
     state_schema = PlanfenceAgentState
@@ -89,10 +91,11 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         reads: PlanfenceStore | None = None,
         agent: str = "agent",
         checker: CheckerFactory | str | None = None,
+        middleware: Iterable[Middleware] = (),
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__()
-        self._join_seam(store, policy, checker, agent, author=agent)
+        self._join_seam(store, policy, checker, agent, author=agent, middleware=middleware)
         self.keys = list(keys)
         self.prefixes = list(prefixes)
         self.reads = reads
