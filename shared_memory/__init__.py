@@ -6,19 +6,7 @@ with open_store("sqlite:///team.db") as store:
     r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
 """
 
-from .base import (
-    CURRENT,
-    AdvanceHead,
-    AssignOwner,
-    AsyncStore,
-    Change,
-    Decision,
-    Flag,
-    KeyState,
-    PlanSnapshot,
-    TransferOwner,
-    WriteBatch,
-)
+from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, WriteResult
 from .errors import (
     AlreadyOwnedError,
     AmbiguousIdError,
@@ -46,7 +34,21 @@ from .factory import (
     open_async_store,
     open_store,
 )
+from .journal import Entry, JournalQuery, ToEntry
 from .lineage import Frontier, frontier_async, frontier_sync, walk_frontier
+from .model import CURRENT, Change, KeyState
+from .reads import (
+    GetChanges,
+    GetKeys,
+    GetRecords,
+    IdsWithPrefix,
+    Lineage,
+    ListKeys,
+    QueryJournal,
+    ReadFlow,
+    ReadOp,
+    frontier_flow,
+)
 from .records import (
     JSON,
     KIND_FACT,
@@ -59,6 +61,7 @@ from .records import (
     validate_key,
 )
 from .replica import Replica
+from .store import AsyncStore
 from .sync import Portal, Store, StoreBridge
 from .urls import redact_url
 
@@ -76,20 +79,28 @@ __all__ = [
     "AsyncStore",
     "Change",
     "ConfigError",
-    "Decision",
-    "Flag",
+    "Entry",
     "Frontier",
+    "GetChanges",
+    "GetKeys",
+    "GetRecords",
     "HeadConflictError",
+    "IdsWithPrefix",
     "IntegrityError",
     "InvalidKeyError",
     "InvalidValueError",
+    "JournalQuery",
     "KeyState",
+    "Lineage",
+    "ListKeys",
     "MissingExtraError",
     "NotOwnerError",
     "OwnershipError",
     "PlanFenceError",
-    "PlanSnapshot",
     "Portal",
+    "QueryJournal",
+    "ReadFlow",
+    "ReadOp",
     "Record",
     "Replica",
     "Store",
@@ -98,15 +109,18 @@ __all__ = [
     "StoreLimits",
     "StoreNotFoundError",
     "StoreUnavailableError",
+    "ToEntry",
     "TransferOwner",
     "UnknownKeyError",
     "UnknownRecordError",
     "ValueTooLargeError",
     "WriteBatch",
+    "WriteResult",
     "canonical_json",
     "create_async_store",
     "default_store_url",
     "frontier_async",
+    "frontier_flow",
     "frontier_sync",
     "is_record_id",
     "open_async_store",

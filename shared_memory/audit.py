@@ -1,10 +1,10 @@
-"""Bounds on what the decision log stores.
+"""Bounds on what the audit journal stores.
 
-Much of a decision comes from the caller: the plan reference, the tool name, the agent id, the
-arguments quoted in a refusal message. A refused call must still be recorded, but not at any
-size: every string is cut at `StoreLimits.max_audit_field_bytes` (UTF-8) with a marker saying
-how much was left out, and a payload still over `max_audit_payload_bytes` keeps its smallest
-entries and names the ones it left out.
+Much of an entry comes from the caller: the subject (a plan reference), labels (a tool name, an
+agent id), the arguments quoted in a refusal message. A refused call must still be recorded, but
+not at any size: every string is cut at `StoreLimits.max_audit_field_bytes` (UTF-8) with a marker
+saying how much was left out, and a detail still over `max_audit_payload_bytes` keeps its
+smallest entries and names the ones it left out.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .base import AsyncStore
 from .errors import ConfigError
 from .records import DEFAULT_LIMITS, StoreLimits
+from .store import AsyncStore
 from .sync import Store
 from .urls import redact_url
 

@@ -46,10 +46,10 @@ class StoreLimits:
     max_agent_length: int = 128
     max_parents: int = 1024
     max_audit_field_bytes: int = 4096
-    """Decision-log strings (plan reference, tool, agent, messages, payload strings) are cut
-    at this many UTF-8 bytes, with a `…[truncated N bytes]` marker."""
+    """Audit journal strings (subject, labels, detail strings) are cut at this many UTF-8
+    bytes, with a `…[truncated N bytes]` marker."""
     max_audit_payload_bytes: int = 256 << 10
-    """A decision's payload over this size keeps its smallest entries and names the others."""
+    """A journal entry's detail over this size keeps its smallest entries and names the others."""
 
     def __post_init__(self) -> None:
         for name in ("max_audit_field_bytes", "max_audit_payload_bytes"):

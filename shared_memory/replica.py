@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
 
-from .base import AsyncStore, Change, KeyState
+from .model import Change, KeyState
 from .records import Record
+from .store import AsyncStore
 
 
 class Replica:

@@ -25,8 +25,8 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from .base import AsyncStore
 from .errors import ConfigError
+from .store import AsyncStore
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -228,14 +228,16 @@ class Store:
     states = twin(AsyncStore.states)
     keys = twin(AsyncStore.keys)
     frontier = twin(AsyncStore.frontier)
-    snapshot = twin(AsyncStore.snapshot)
-    snapshot_and_log = twin(AsyncStore.snapshot_and_log)
     lineage = twin(AsyncStore.lineage)
     changes = twin(AsyncStore.changes)
     last_seq = twin(AsyncStore.last_seq)
     subscribe = stream_twin(AsyncStore.subscribe)
     log = twin(AsyncStore.log)
+    journal = twin(AsyncStore.journal)
     decisions = twin(AsyncStore.decisions)
+    read = twin(AsyncStore.read)
+    read_flow = twin(AsyncStore.read_flow)
+    transact = twin(AsyncStore.transact)
 
     def iter_changes(self, since: int = 0) -> Iterator[Any]:
         """Every change after `since` that exists now (does not wait for new ones)."""

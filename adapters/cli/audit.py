@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from planfence.plugins.gate import Decision
+
 from .common import add_common, emit, guarded, open_cli_store, positive_int
 
 GATE_VERDICTS = ("allow", "replan", "block")
@@ -43,7 +45,7 @@ def _audit(args: argparse.Namespace) -> int:
     if source == "all":
         source = None
     with open_cli_store(args) as store:
-        rows = store.decisions(
+        entries = store.decisions(
             source=source,
             tool=args.tool,
             verdict=args.verdict,
@@ -52,6 +54,7 @@ def _audit(args: argparse.Namespace) -> int:
             agent=args.agent,
             limit=args.limit,
         )
+    rows = [Decision.from_entry(e) for e in entries]
     data = [d.to_dict() for d in rows]
     lines = []
     for d in rows:

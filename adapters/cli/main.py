@@ -33,7 +33,9 @@ COMMANDS: dict[str, str] = {
     "audit": "planfence.adapters.cli.audit",
     "policy": "planfence.adapters.cli.policy",
     "serve-owner": "planfence.adapters.owner_service.cli",
+    "keys": "planfence.adapters.owner_service.keys_cli",
     "proxy": "planfence.adapters.mcp.cli",
+    "ui": "planfence.adapters.ui.cli",
 }
 ENTRY_POINT_GROUP = "planfence.commands"
 

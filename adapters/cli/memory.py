@@ -8,9 +8,11 @@ import sys
 import time
 from typing import Any
 
+from planfence.plugins.gate.graph import load_plan_graph
 from planfence.shared_memory import AlreadyOwnedError, HeadConflictError, Record, Store
 
 from .common import (
+    UsageError,
     add_common,
     emit,
     guarded,
@@ -20,7 +22,7 @@ from .common import (
     read_value_arg,
     split_ids,
 )
-from .lineage import lineage_json, lineage_tree
+from .lineage import FORMATS, lineage_dot, lineage_json, lineage_mermaid, lineage_tree
 
 # Without --expect, `put` means "on top of whatever is current": a concurrent writer only makes it
 # read the head again. Bounded, so a key under constant churn still ends in a clear error.
@@ -102,6 +104,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=10_000,
         metavar="N",
         help="stop the walk after N records",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="tree (default), json (as --json), dot (Graphviz) or mermaid; every format marks the "
+        "versions the record used and whether each is still its key's head",
     )
     add_common(p)
     p.set_defaults(handler=guarded(_lineage))
@@ -240,15 +249,21 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _lineage(args: argparse.Namespace) -> int:
+    fmt = args.format or ("json" if args.json else "tree")
+    if args.json and fmt != "json":
+        raise UsageError(f"--json and --format {fmt} disagree: give one of them")
     with open_cli_store(args) as store:
         root = store.resolve_id(args.id)
         store.get(root)  # unknown root: a clear error, not an empty tree
         fr = store.lineage(root, max_records=args.max_records)
-    if args.json:
-        emit(args, lineage_json(root, fr), "")
+        graph = load_plan_graph(store, root, lineage=fr)
+    if fmt == "json":
+        args.json = True
+        emit(args, lineage_json(root, fr, graph), "")
     else:
-        for line in lineage_tree(root, fr):
-            sys.stdout.write(line + "\n")
+        draw = {"tree": lambda: lineage_tree(root, fr, graph), "dot": lambda: lineage_dot(graph)}
+        draw["mermaid"] = lambda: lineage_mermaid(graph)
+        sys.stdout.write("\n".join(draw[fmt]()) + "\n")
     return 0 if fr.complete else 1
 
 

@@ -17,10 +17,20 @@ import sys
 from typing import Any
 
 from planfence.plugins.gate import Policy
+from planfence.plugins.gate.audit import AUDIT_SOURCE
+from planfence.plugins.gate.scope_lint import AllowedCall, lint_scopes
 from planfence.shared_memory import ConfigError
 from planfence.shared_memory.extras import extra_imports
 
-from .common import UsageError, emit, guarded
+from .common import (
+    UsageError,
+    add_json_flag,
+    add_store_option,
+    emit,
+    guarded,
+    open_cli_store,
+    positive_int,
+)
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
@@ -60,6 +70,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the upstream server's command line (with --tools-from-upstream)",
     )
     p.set_defaults(handler=guarded(_check))
+
+    lint = psub.add_parser(
+        "lint",
+        help="find keys whose values reached a tool's arguments without being in its depends_on",
+        description=(
+            "Read the audit's allowed calls and their plans' lineage; report each key (as a "
+            "template when one fits) whose record values equal an argument of a tool that does "
+            "not depend on it. Exit 1 when there is any."
+        ),
+    )
+    lint.add_argument("file", metavar="FILE", help="the TOML policy")
+    add_store_option(lint)
+    lint.add_argument(
+        "--limit",
+        type=positive_int,
+        default=10_000,
+        metavar="N",
+        help="read at most the N newest allowed calls",
+    )
+    add_json_flag(lint)
+    lint.set_defaults(handler=guarded(_lint))
 
 
 def _split_rest(args: argparse.Namespace) -> list[str]:
@@ -150,3 +181,24 @@ def _check(args: argparse.Namespace) -> int:
         code = 1 if uncovered or stray else 0
     emit(args, data, "\n".join(lines))
     return code
+
+
+def _lint(args: argparse.Namespace) -> int:
+    policy = Policy.load(args.file)
+    with open_cli_store(args) as store:
+        entries = store.decisions(source=AUDIT_SOURCE, verdict="allow", limit=args.limit)
+        calls = [c for c in map(AllowedCall.from_audit, entries) if c is not None]
+        flows = lint_scopes(policy, calls, lambda plan: store.lineage(plan))
+    data = {"file": args.file, "calls": len(calls), "flows": [f.to_dict() for f in flows]}
+    lines = [f"read {len(calls)} allowed call(s)"]
+    for f in flows:
+        ex = f.example
+        lines.append(
+            f"{f.tool}: {f.key} fed {', '.join(sorted(f.arguments))} in {f.calls} call(s) but is "
+            f"not in its depends_on; e.g. plan {ex['plan'][:12]} used {ex['record_key']} "
+            f"({ex['record'][:12]}) as {ex['argument']}"
+        )
+    if not flows:
+        lines.append("every argument value read from a record came from a declared key")
+    emit(args, data, "\n".join(lines))
+    return 1 if flows else 0

@@ -6,8 +6,8 @@
     ):
         ...
 
-The `_meta` keys (`META_PLAN`, `META_AGENT`, `META_DECISION`) need nothing installed; the proxy
-needs the `mcp` extra, and its names are imported on first use.
+The `_meta` keys (`META_PLAN`, `META_AGENT`, `META_DECISION`, `META_REFUSAL`) need nothing
+installed; the proxy needs the `mcp` extra, and its names are imported on first use.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from planfence.adapters._lazy import lazy_exports
 
-from .meta import META_AGENT, META_DECISION, META_PLAN, forwardable_meta
+from .meta import META_AGENT, META_DECISION, META_PLAN, META_REFUSAL, forwardable_meta
 
 if TYPE_CHECKING:
     from .proxy import PlanFenceProxy, open_proxy
@@ -36,6 +36,7 @@ __all__ = [
     "META_AGENT",
     "META_DECISION",
     "META_PLAN",
+    "META_REFUSAL",
     "PlanFenceProxy",
     "Upstream",
     "UpstreamFailure",

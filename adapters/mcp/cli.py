@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
@@ -44,6 +45,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
     p.add_argument("--port", type=port_number, default=8808, help="HTTP port (default 8808)")
+    p.add_argument(
+        "--auth-token-file",
+        default=None,
+        metavar="FILE",
+        help="HTTP: require 'Authorization: Bearer TOKEN', TOKEN being this file's first line "
+        "(or set $PLANFENCE_PROXY_TOKEN)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="HTTP: a browser origin (scheme://host[:port]) allowed besides loopback ones; "
+        "repeatable",
+    )
     p.add_argument(
         "--upstream-url", default=None, metavar="URL", help="a streamable-HTTP upstream server"
     )
@@ -93,7 +109,12 @@ def run(args: argparse.Namespace) -> int:
     with extra_imports("mcp", "the MCP proxy"):
         import anyio
 
+        from .http_guard import read_token
         from .serve import serve
+    try:
+        token = read_token(args.auth_token_file, os.environ)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level.upper(), format="planfence proxy: %(message)s"
     )
@@ -108,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         "port": args.port,
         "call_timeout": args.call_timeout if args.call_timeout > 0 else None,
         "request_timeout": args.request_timeout if args.request_timeout > 0 else None,
+        "auth_token": token,
+        "allowed_origins": tuple(args.allow_origin),
     }
     anyio.run(lambda: serve(**options))
     return 0

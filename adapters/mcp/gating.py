@@ -18,6 +18,7 @@ with extra_imports("mcp", "the MCP proxy"):
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
+from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused, Revoked
 from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN
 from .results import (
@@ -26,6 +27,7 @@ from .results import (
     PROXY_ERROR,
     ProxyFailure,
     decision_meta,
+    fit_to_tool,
     to_wire_result,
 )
 from .upstream import UpstreamFailure
@@ -58,19 +60,21 @@ class Judged:
 class GatedCalls:
     """The proxy's `tools/call` handler."""
 
-    def __init__(self, gate: GateMiddleware, forwarder: Forwarder) -> None:
+    def __init__(self, gate: GateMiddleware, forwarder: Forwarder, catalog: ToolCatalog) -> None:
         self.gate = gate
         self.forwarder = forwarder
+        self.catalog = catalog
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> dict[str, Any]:
         tool = params.name
         try:
-            return await self._gated_call(ctx, tool, params)
+            result = await self._gated_call(ctx, tool, params)
         except Exception as exc:  # a handler exception would become a protocol error
             logger.exception("proxy failure on %s", tool)
-            return to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
+            result = to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
+        return await fit_to_tool(result, tool, self.catalog)
 
     async def _gated_call(
         self, ctx: ServerRequestContext[Any], tool: str, params: types.CallToolRequestParams

@@ -13,6 +13,7 @@ from typing import Any
 META_PLAN = "dev.planfence/plan"
 META_AGENT = "dev.planfence/agent"
 META_DECISION = "dev.planfence/decision"
+META_REFUSAL = "dev.planfence/refusal"
 RESERVED_PREFIX = "io.modelcontextprotocol/"
 PROGRESS_TOKEN = "progressToken"
 

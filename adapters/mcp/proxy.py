@@ -48,6 +48,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
+from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused
 from .gating import GatedCalls
 from .relay import Relay
@@ -82,8 +83,9 @@ class PlanFenceProxy:
         self.name = name
         self.relay = relay or upstream.relay or Relay()
         seam = GateMiddleware(gate.store, gate.policy, checker=gate, middleware=middleware)
+        self.catalog = ToolCatalog(upstream)
         self.forwarder = Forwarder(upstream, self.relay)
-        self.calls = GatedCalls(seam, self.forwarder)
+        self.calls = GatedCalls(seam, self.forwarder, self.catalog)
         self.subscriptions = Subscriptions(upstream, self.relay)
 
     @property
@@ -100,7 +102,7 @@ class PlanFenceProxy:
         info = self.upstream.client.server_info
         legacy_upstream = not self.upstream.modern
         kwargs: dict[str, Any] = {
-            "on_list_tools": self._passthrough("tools/list"),
+            "on_list_tools": self._list_tools,
             "on_call_tool": self.calls.call_tool,
         }
         if caps.resources is not None:
@@ -148,6 +150,13 @@ class PlanFenceProxy:
             "notifications/roots/list_changed", types.NotificationParams, subs.roots_changed
         )
         return server
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> dict[str, Any]:
+        listing = await self._passthrough("tools/list")(ctx, params)
+        self.catalog.observe(listing)
+        return listing
 
     def _passthrough(
         self, method: str

@@ -2,7 +2,15 @@
 
 Refusals and proxy failures are tool results with `isError: true`, never JSON-RPC errors: the
 model that made the call reads them and can replan (the MCP spec puts business failures in
-results "so models can self-correct"). `to_wire_result` is the one place that shapes them.
+results "so models can self-correct"). `to_wire_result` builds them and `fit_to_tool` is the
+one place that decides what a client receives.
+
+A refusal must be a valid result for the tool it refuses. Clients built on the official TypeScript
+SDK (desktop apps, the MCP Inspector) validate `structuredContent` against the tool's
+`outputSchema` even when `isError` is true, so a refusal with a planfence body there reaches the
+user as a schema error instead. Hence the refusal object always travels twice, as the text
+content (JSON) and in `_meta["dev.planfence/refusal"]`, and as `structuredContent` only for a
+tool known to declare no `outputSchema`.
 
 A refusal (the gate said replan or block, or the call's `_meta` was malformed):
 
@@ -21,9 +29,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planfence.plugins.gate import Verdict
+
+from .meta import META_REFUSAL
+
+if TYPE_CHECKING:
+    from .catalog import ToolCatalog
 
 # The one reason code the proxy adds to the gate's: `_meta` planfence keys of the wrong type.
 MALFORMED_META = "malformed_meta"
@@ -84,7 +97,20 @@ def to_wire_result(problem: Verdict | ProxyFailure) -> dict[str, Any]:
         "structuredContent": payload,
         "isError": True,
         "resultType": "complete",
+        "_meta": {META_REFUSAL: payload},
     }
+
+
+async def fit_to_tool(result: dict[str, Any], tool: str, catalog: ToolCatalog) -> dict[str, Any]:
+    """The `tools/call` result a client receives. The upstream's own results pass unchanged; a
+    planfence refusal or failure keeps `structuredContent` only when the tool surely declares
+    no `outputSchema`."""
+    meta = result.get("_meta")
+    if not (isinstance(meta, dict) and META_REFUSAL in meta):
+        return result
+    if await catalog.output_schema(tool) is False:
+        return result
+    return {k: v for k, v in result.items() if k != "structuredContent"}
 
 
 __all__ = [
@@ -96,5 +122,6 @@ __all__ = [
     "UPSTREAM_UNAVAILABLE",
     "ProxyFailure",
     "decision_meta",
+    "fit_to_tool",
     "to_wire_result",
 ]

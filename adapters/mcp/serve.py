@@ -11,10 +11,13 @@ with extra_imports("mcp", "the MCP proxy"):
     import mcp  # noqa: F401  (the `mcp` extra)
 
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from planfence.plugins.gate import Gate, Policy
 from planfence.shared_memory import open_async_store
 
+from .http_guard import TOKEN_ENV, HttpGuard, is_loopback
+from .policy_fit import warn_about_policy
 from .proxy import open_proxy
 from .stdio import native_stdio
 from .upstream import UpstreamMode, UpstreamTarget, stdio_upstream
@@ -34,6 +37,8 @@ async def serve(
     port: int = 8808,
     call_timeout: float | None = 60.0,
     request_timeout: float | None = 30.0,
+    auth_token: str | None = None,
+    allowed_origins: tuple[str, ...] = (),
 ) -> None:
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
     policy = Policy.load(policy_path)
@@ -49,9 +54,9 @@ async def serve(
             call_timeout=call_timeout,
             request_timeout=request_timeout,
         ) as (proxy, server):
-            await _warn_uncovered(proxy)
+            await warn_about_policy(policy, proxy.catalog)
             if transport == "http":
-                await _serve_http(server, host, port)
+                await _serve_http(server, host, port, auth_token, allowed_origins)
             else:
                 async with native_stdio() as pipes, stdio_server(*(pipes or ())) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
@@ -59,25 +64,28 @@ async def serve(
         await store.aclose()
 
 
-async def _warn_uncovered(proxy: Any) -> None:
-    try:
-        listing = await proxy.upstream.request("tools/list", None)
-    except Exception:
-        return
-    names = [t.get("name") for t in listing.get("tools", []) if isinstance(t, dict)]
-    uncovered = proxy.uncovered_tools([n for n in names if isinstance(n, str)])
-    if uncovered:
-        logger.warning(
-            "the policy declares nothing for %s: every call to them will be blocked "
-            "(undeclared_tool); declare depends_on or ungated = true",
-            ", ".join(uncovered),
-        )
-
-
-async def _serve_http(server: Any, host: str, port: int) -> None:
+async def _serve_http(
+    server: Any, host: str, port: int, token: str | None, origins: tuple[str, ...]
+) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
+    loopback = is_loopback(host)
+    if not loopback and token is None:
+        logger.warning(
+            "listening on %s without an auth token: anyone who can reach this port can call the "
+            "upstream's tools (give --auth-token-file or $%s)",
+            host,
+            TOKEN_ENV,
+        )
+    # HttpGuard checks Origin and Host for every bind address, with the user's allowed origins;
+    # the SDK's own check (loopback binds only, loopback origins only) would refuse those.
+    unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = HttpGuard(
+        server.streamable_http_app(host=host, transport_security=unchecked),
+        token=token,
+        allowed_origins=origins,
+        check_host=loopback,
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     logger.warning("serving MCP over streamable HTTP at http://%s:%d/mcp", host, port)
     await uvicorn.Server(config).serve()

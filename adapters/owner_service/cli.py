@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
+import os
 
 from planfence.adapters.cli.common import (
     LOG_LEVELS,
@@ -14,9 +13,13 @@ from planfence.adapters.cli.common import (
     require_existing_store,
     store_url,
 )
+from planfence.adapters.cli.serving import serve_app
 
-from .keyring import load_keyring
+from .keyring import HMAC_DEPRECATED, Keyring, load_keyring
+from .keys import SigningKey
 from .server import DEFAULT_MAX_SKEW_S, create_app
+
+SIGNING_KEY_ENV = "PLANFENCE_SIGNING_KEY"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,7 +45,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--keyring",
         default=None,
         metavar="FILE",
-        help="TOML or JSON file mapping agent ids to secrets (default: $PLANFENCE_KEYRING)",
+        help="public keyring (JWK Set from `planfence keys generate`) of the agents allowed to "
+        "ask; or a deprecated shared-secret file (default: $PLANFENCE_KEYRING)",
+    )
+    p.add_argument(
+        "--signing-key",
+        default=None,
+        metavar="FILE",
+        help="this agent's private key (.jwk) to sign answers (default: $PLANFENCE_SIGNING_KEY)",
     )
     p.add_argument(
         "--max-skew",
@@ -62,39 +72,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     url = store_url(args)
     require_existing_store(url)  # a mistyped path must not become a new, empty store
-    app = create_app(args.agent, url, load_keyring(args.keyring), max_skew_s=args.max_skew)
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level=args.log_level, access_log=False
+    keyring = load_keyring(args.keyring)
+    key_file = args.signing_key or os.environ.get(SIGNING_KEY_ENV) or None
+    signing_key = SigningKey.load(key_file) if key_file else None
+    notes: tuple[str, ...] = ()
+    if isinstance(keyring, Keyring):
+        notes = (f"planfence serve-owner: warning: {HMAC_DEPRECATED}",)
+    app = create_app(args.agent, url, keyring, signing_key=signing_key, max_skew_s=args.max_skew)
+    ready = f"planfence serve-owner: agent {args.agent} ready at"
+    return serve_app(
+        app, host=args.host, port=args.port, log_level=args.log_level, ready=ready, notes=notes
     )
-    server = uvicorn.Server(config)
-
-    async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.02)
-        host, port = args.host, args.port
-        for listener in server.servers:
-            for sock in listener.sockets:
-                host, port = sock.getsockname()[:2]
-                break
-        shown = f"[{host}]" if ":" in str(host) else host
-        print(
-            f"planfence serve-owner: agent {args.agent} ready at http://{shown}:{port}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    async def main() -> None:
-        watcher = asyncio.create_task(announce())
-        try:
-            await server.serve()
-        finally:
-            watcher.cancel()
-
-    asyncio.run(main())
-    return 0 if server.started else 1

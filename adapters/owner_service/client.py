@@ -16,8 +16,8 @@ from planfence.plugins.gate import HeadAnswer
 from planfence.plugins.gate.decision import OWNER_UNAUTHENTICATED, OWNER_UNREACHABLE
 from planfence.shared_memory import validate_agent
 
-from .keyring import Keyring, KeyringError
-from .wire import ErrorBody, HeadsAnswer, new_nonce, now_ms, signed_request, verify
+from .keys import SigningKey, own_signer
+from .wire import ErrorBody, HeadsAnswer, Verifier, new_nonce, now_ms, signed_request, verify
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_SKEW_S = 30.0
@@ -36,8 +36,10 @@ class HttpOwnerHeads:
 
     Args:
         directory: owner agent -> base URL of its service (`http://127.0.0.1:8701`).
-        keyring: the requester's own secret (to sign) and each owner's (to verify answers).
-        agent: who is asking; the owners must know its secret.
+        keyring: the owners' public keys (a `PublicKeyring`), to verify their answers; or a
+            shared-secret `Keyring` (deprecated) holding every owner's and the requester's secret.
+        agent: who is asking; the owners must be able to verify it.
+        signing_key: the requester's Ed25519 key (needed with a public keyring).
         timeout: seconds for each owner to answer in full; a later answer blocks.
         max_skew_s: how far an answer's timestamp may be from this process's clock.
         client: an `httpx.AsyncClient` to use (the caller closes it); by default one is created
@@ -45,23 +47,23 @@ class HttpOwnerHeads:
         transport: transport for the created client (e.g. `httpx.ASGITransport` in tests).
 
     Raises:
-        KeyringError: `agent` has no secret in `keyring`.
+        KeyringError: nothing to sign with as `agent`.
     """
 
     def __init__(
         self,
         directory: Mapping[str, str],
-        keyring: Keyring,
+        keyring: Verifier,
         *,
         agent: str,
+        signing_key: SigningKey | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_skew_s: float = DEFAULT_MAX_SKEW_S,
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         validate_agent(agent)
-        if agent not in keyring:
-            raise KeyringError(f"{keyring.source}: no secret for the requesting agent {agent!r}")
+        self.signer = own_signer(keyring, agent, signing_key, role="requesting")
         self.directory = {owner: url.rstrip("/") for owner, url in directory.items()}
         self.keyring = keyring
         self.agent = agent
@@ -109,17 +111,13 @@ class HttpOwnerHeads:
         base = self.directory.get(owner)
         if base is None:
             raise _Refused(OWNER_UNREACHABLE, f"no address for owner {owner!r}")
-        owner_secret = self.keyring.get(owner)
-        if owner_secret is None:
-            raise _Refused(OWNER_UNAUTHENTICATED, f"no secret for owner {owner!r} in the keyring")
+        if not self.keyring.can_verify(owner):
+            raise _Refused(
+                OWNER_UNAUTHENTICATED, f"no secret or key for owner {owner!r} in the keyring"
+            )
         nonce = new_nonce()
         request = signed_request(
-            self.keyring[self.agent],
-            requester=self.agent,
-            owner=owner,
-            keys=list(keys),
-            nonce=nonce,
-            at=now_ms(),
+            self.signer, owner=owner, keys=list(keys), nonce=nonce, at=now_ms()
         )
         try:
             status, body = await asyncio.wait_for(
@@ -146,7 +144,7 @@ class HttpOwnerHeads:
             ) from None
         if answer.agent != owner:
             raise _Refused(OWNER_UNAUTHENTICATED, f"answered as {answer.agent!r}, not {owner!r}")
-        if not verify(answer, owner_secret):
+        if not verify(answer, self.keyring):
             raise _Refused(OWNER_UNAUTHENTICATED, "answer signature does not verify")
         if answer.nonce != nonce:
             raise _Refused(OWNER_UNAUTHENTICATED, "answer is for another request (nonce differs)")

@@ -1,22 +1,29 @@
-"""Per-agent shared secrets: who may ask an owner for heads, and whose answers can be trusted.
+"""Keyrings: who may ask an owner for heads, and whose answers can be trusted.
 
-A keyring maps agent ids to secrets, in TOML or JSON:
+The recommended keyring holds Ed25519 public keys (a JWK Set, see `keys`): each agent signs with
+its own private key, and whoever holds the keyring can verify but not forge. `load_keyring` reads
+either kind.
+
+The older kind, deprecated, maps agent ids to shared secrets, in TOML or JSON:
 
     # keyring.toml
     planner  = "a long random secret, 16 characters or more"
     executor = "another one"
 
-An agent signs with its own secret; whoever verifies its messages needs the same entry. Keep the
-file readable only by the processes that run those agents.
+An agent signs with its own secret; whoever verifies its messages needs the same entry, and so
+could also forge them. Keep such a file readable only by the processes that run those agents.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from planfence.shared_memory import ConfigError, InvalidKeyError, validate_agent
 
@@ -25,10 +32,19 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+if TYPE_CHECKING:
+    from .keys import PublicKeyring
+    from .wire import HmacSigner
+
 KEYRING_ENV = "PLANFENCE_KEYRING"
 """A keyring file path, or the keyring itself as inline JSON (text starting with `{`)."""
 
 MIN_SECRET_LENGTH = 16
+HMAC_DEPRECATED = (
+    "HMAC keyrings are deprecated: whoever can verify an agent's answers can also forge them. "
+    "Give each agent an Ed25519 key (planfence keys generate --agent NAME --out DIR) and share "
+    "only the public keyring; shared secrets keep working for this release."
+)
 
 
 class KeyringError(ConfigError):
@@ -36,9 +52,11 @@ class KeyringError(ConfigError):
 
 
 class Keyring(Mapping[str, bytes]):
-    """Agent id -> secret bytes. Immutable; secrets never appear in `repr`."""
+    """Agent id -> shared secret (deprecated; see `PublicKeyring`). Immutable; secrets never
+    appear in `repr`."""
 
     def __init__(self, secrets: Mapping[str, str | bytes], *, source: str = "<code>") -> None:
+        warnings.warn(HMAC_DEPRECATED, DeprecationWarning, stacklevel=2)
         self.source = source
         checked: dict[str, bytes] = {}
         for agent, secret in secrets.items():
@@ -68,6 +86,22 @@ class Keyring(Mapping[str, bytes]):
 
     def __repr__(self) -> str:
         return f"Keyring({sorted(self._secrets)!r}, source={self.source!r})"
+
+    def signer(self, agent: str) -> HmacSigner:
+        from .wire import HmacSigner
+
+        return HmacSigner(agent, self._secrets[agent])
+
+    def can_verify(self, agent: str) -> bool:
+        return agent in self._secrets
+
+    def verify(self, agent: str, typ: str, fields: Mapping[str, Any], sig: str) -> bool:
+        from .wire import signature
+
+        secret = self._secrets.get(agent)
+        if secret is None:
+            return False
+        return hmac.compare_digest(signature(secret, typ.encode() + b"\n", dict(fields)), sig)
 
     @classmethod
     def parse(cls, text: str, *, source: str = "<keyring>") -> Keyring:
@@ -99,17 +133,37 @@ class Keyring(Mapping[str, bytes]):
         return cls.parse(text, source=str(p))
 
 
-def load_keyring(path: str | Path | None = None) -> Keyring:
-    """The keyring at `path`, else from $PLANFENCE_KEYRING (a path or inline JSON).
+def parse_keyring(text: str, *, source: str = "<keyring>") -> Keyring | PublicKeyring:
+    """A public keyring (a JWK Set: JSON with a `keys` list) or a shared-secret keyring."""
+    from .keys import PublicKeyring
+
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("keys"), list):
+            return PublicKeyring(data, source=source)
+    return Keyring.parse(text, source=source)
+
+
+def load_keyring(path: str | Path | None = None) -> Keyring | PublicKeyring:
+    """The keyring at `path`, else from $PLANFENCE_KEYRING (a path or inline JSON): Ed25519
+    public keys (a JWK Set), or shared secrets (deprecated).
 
     Raises:
         KeyringError: none configured, unreadable, or malformed.
     """
-    if path is not None:
-        return Keyring.load(path)
-    env = os.environ.get(KEYRING_ENV, "")
-    if not env:
-        raise KeyringError(f"no keyring: pass --keyring FILE or set ${KEYRING_ENV}")
-    if env.lstrip().startswith("{"):
-        return Keyring.parse(env, source=f"${KEYRING_ENV}")
-    return Keyring.load(env)
+    if path is None:
+        env = os.environ.get(KEYRING_ENV, "")
+        if not env:
+            raise KeyringError(f"no keyring: pass --keyring FILE or set ${KEYRING_ENV}")
+        if env.lstrip().startswith("{"):
+            return parse_keyring(env, source=f"${KEYRING_ENV}")
+        path = env
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KeyringError(f"cannot read keyring {p}: {exc.strerror}") from None
+    return parse_keyring(text, source=str(p))

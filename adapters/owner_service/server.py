@@ -26,8 +26,8 @@ from planfence.shared_memory import (
     validate_key,
 )
 
-from .keyring import Keyring, KeyringError
-from .wire import ErrorBody, HeadsRequest, now_ms, signed_answer, verify
+from .keys import SigningKey, own_signer
+from .wire import ErrorBody, HeadsRequest, Verifier, now_ms, signed_answer, verify
 
 DEFAULT_MAX_SKEW_S = 30.0
 MAX_BODY_BYTES = 1 << 20
@@ -77,8 +77,9 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
 def create_app(
     agent: str,
     store: AsyncStore | str,
-    keyring: Keyring,
+    keyring: Verifier,
     *,
+    signing_key: SigningKey | None = None,
     max_skew_s: float = DEFAULT_MAX_SKEW_S,
 ) -> Starlette:
     """The ASGI app of `agent`'s owner service.
@@ -87,16 +88,16 @@ def create_app(
         agent: the owner this service speaks for; it must have a secret in `keyring`.
         store: an open store (the caller closes it), or a store URL the app opens and closes
             with its lifespan.
-        keyring: secrets of this agent and of every agent allowed to ask.
+        keyring: the public keys of every agent allowed to ask (a `PublicKeyring`), or a
+            shared-secret `Keyring` (deprecated) that also holds this agent's secret.
+        signing_key: this agent's Ed25519 key, to sign answers (needed with a public keyring).
         max_skew_s: how far a request's timestamp may be from this service's clock.
 
     Raises:
-        KeyringError: `agent` has no secret in `keyring`.
+        KeyringError: nothing to sign with as `agent`.
     """
     validate_agent(agent)
-    if agent not in keyring:
-        raise KeyringError(f"{keyring.source}: no secret for the owner agent {agent!r}")
-    secret = keyring[agent]
+    signer = own_signer(keyring, agent, signing_key, role="owner")
     window_ms = int(max_skew_s * 1000)
     nonces = NonceCache(window_ms)
     state: dict[str, AsyncStore] = {}
@@ -124,10 +125,9 @@ def create_app(
             req = HeadsRequest.model_validate_json(body)
         except ValidationError as exc:
             return _error(400, "malformed", f"{exc.error_count()} invalid field(s)")
-        requester_secret = keyring.get(req.requester)
-        if requester_secret is None:
-            return _error(401, "unknown_requester", f"no secret for {req.requester!r}")
-        if not verify(req, requester_secret):
+        if not keyring.can_verify(req.requester):
+            return _error(401, "unknown_requester", f"no key for {req.requester!r}")
+        if not verify(req, keyring):
             return _error(401, "bad_signature", "request signature does not verify")
         if req.owner != agent:
             return _error(403, "wrong_owner", f"this service answers for {agent!r}")
@@ -154,7 +154,7 @@ def create_app(
             else:
                 not_owned.append(key)
         answer = signed_answer(
-            secret, agent=agent, nonce=req.nonce, heads=found, not_owned=not_owned, at=now_ms()
+            signer, nonce=req.nonce, heads=found, not_owned=not_owned, at=now_ms()
         )
         return JSONResponse(answer.model_dump())
 

@@ -3,8 +3,10 @@
     POST /heads   HeadsRequest  -> 200 HeadsAnswer | 4xx/5xx ErrorBody
     GET  /health  -> {"agent": AGENT}           (unauthenticated; says nothing about heads)
 
-Signatures are HMAC-SHA256 over a purpose line and the canonical JSON (sorted keys, no spaces) of
-every field except `sig`. The purpose line keeps a signed request from passing as an answer.
+`sig` signs the canonical JSON (sorted keys, no spaces) of every other field, with a type that
+keeps a signed request from passing as an answer. It is a detached compact JWS made with the
+signer's Ed25519 key (see `keys`), or, with a deprecated shared-secret keyring, HMAC-SHA256 over
+the type line and the JSON.
 """
 
 from __future__ import annotations
@@ -13,19 +15,55 @@ import hashlib
 import hmac
 import secrets
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planfence.shared_memory import canonical_json
 
 MAX_KEYS = 4096
-REQUEST_PURPOSE = b"planfence-heads-request/1\n"
-ANSWER_PURPOSE = b"planfence-heads-answer/1\n"
+REQUEST_TYPE = "planfence-heads-request/1"
+ANSWER_TYPE = "planfence-heads-answer/1"
+REQUEST_PURPOSE = REQUEST_TYPE.encode() + b"\n"
+ANSWER_PURPOSE = ANSWER_TYPE.encode() + b"\n"
 
 _AGENT = r"^[A-Za-z0-9_][A-Za-z0-9_.\-:@]*$"
 _NONCE = r"^[0-9a-f]{32}$"
-_SIG = r"^[0-9a-f]{64}$"
+# HMAC-SHA256 in hex, or a detached compact JWS whose Ed25519 signature is 86 base64url digits.
+_SIG = r"^(?:[0-9a-f]{64}|[A-Za-z0-9_\-]{1,1024}\.\.[A-Za-z0-9_\-]{86})$"
+
+
+class Signer(Protocol):
+    """Signs as one agent: an Ed25519 `SigningKey`, or `HmacSigner` (deprecated)."""
+
+    agent: str
+
+    def sign(self, typ: str, fields: Mapping[str, Any]) -> str: ...
+
+
+class Verifier(Protocol):
+    """Checks other agents' signatures: a `PublicKeyring`, or a shared-secret `Keyring`."""
+
+    source: str
+
+    def can_verify(self, agent: str) -> bool: ...
+
+    def verify(self, agent: str, typ: str, fields: Mapping[str, Any], sig: str) -> bool: ...
+
+
+class HmacSigner:
+    """Signs with a shared secret (deprecated: whoever verifies can also forge)."""
+
+    def __init__(self, agent: str, secret: bytes) -> None:
+        self.agent = agent
+        self._secret = secret
+
+    def __repr__(self) -> str:
+        return f"HmacSigner({self.agent!r})"
+
+    def sign(self, typ: str, fields: Mapping[str, Any]) -> str:
+        return signature(self._secret, typ.encode() + b"\n", dict(fields))
 
 
 class _Wire(BaseModel):
@@ -43,7 +81,7 @@ class HeadsRequest(_Wire):
     keys: list[str] = Field(min_length=1, max_length=MAX_KEYS)
     nonce: str = Field(pattern=_NONCE)
     at: int = Field(ge=0, description="milliseconds since the Unix epoch, requester's clock")
-    sig: str = Field(pattern=_SIG, description="HMAC-SHA256 with the requester's secret")
+    sig: str = Field(pattern=_SIG, description="the requester's signature")
 
 
 class HeadsAnswer(_Wire):
@@ -54,7 +92,7 @@ class HeadsAnswer(_Wire):
     heads: dict[str, str | None]
     not_owned: list[str]
     at: int = Field(ge=0, description="milliseconds since the Unix epoch, owner's clock")
-    sig: str = Field(pattern=_SIG, description="HMAC-SHA256 with the owner's secret")
+    sig: str = Field(pattern=_SIG, description="the owner's signature")
 
 
 class ErrorBody(_Wire):
@@ -77,39 +115,66 @@ def signature(secret: bytes, purpose: bytes, fields: dict[str, Any]) -> str:
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
+def _signer(key: bytes | Signer, agent: str | None) -> Signer:
+    if isinstance(key, bytes):
+        if agent is None:
+            raise TypeError("signing with a shared secret needs the signing agent's id")
+        return HmacSigner(agent, key)
+    if agent is not None and agent != key.agent:
+        raise ValueError(f"a key of {key.agent!r} cannot sign as {agent!r}")
+    return key
+
+
 def signed_request(
-    secret: bytes, *, requester: str, owner: str, keys: list[str], nonce: str, at: int
+    key: bytes | Signer,
+    *,
+    owner: str,
+    keys: list[str],
+    nonce: str,
+    at: int,
+    requester: str | None = None,
 ) -> HeadsRequest:
+    """A request signed by `key` (a `Signer`, or a shared secret with `requester`)."""
+    signer = _signer(key, requester)
     fields: dict[str, Any] = {
-        "requester": requester,
+        "requester": signer.agent,
         "owner": owner,
         "keys": keys,
         "nonce": nonce,
         "at": at,
     }
-    return HeadsRequest(**fields, sig=signature(secret, REQUEST_PURPOSE, fields))
+    return HeadsRequest(**fields, sig=signer.sign(REQUEST_TYPE, fields))
 
 
 def signed_answer(
-    secret: bytes,
+    key: bytes | Signer,
     *,
-    agent: str,
     nonce: str,
     heads: dict[str, str | None],
     not_owned: list[str],
     at: int,
+    agent: str | None = None,
 ) -> HeadsAnswer:
+    """An answer signed by `key` (a `Signer`, or a shared secret with `agent`)."""
+    signer = _signer(key, agent)
     fields: dict[str, Any] = {
-        "agent": agent,
+        "agent": signer.agent,
         "nonce": nonce,
         "heads": heads,
         "not_owned": not_owned,
         "at": at,
     }
-    return HeadsAnswer(**fields, sig=signature(secret, ANSWER_PURPOSE, fields))
+    return HeadsAnswer(**fields, sig=signer.sign(ANSWER_TYPE, fields))
 
 
-def verify(message: HeadsRequest | HeadsAnswer, secret: bytes) -> bool:
-    purpose = REQUEST_PURPOSE if isinstance(message, HeadsRequest) else ANSWER_PURPOSE
-    expected = signature(secret, purpose, message.signed_fields())
-    return hmac.compare_digest(expected, message.sig)
+def verify(message: HeadsRequest | HeadsAnswer, key: bytes | Verifier) -> bool:
+    """Whether `message` is signed by the agent it names (its requester, or the answering
+    owner): with a shared secret, or with a keyring holding that agent's keys."""
+    is_request = isinstance(message, HeadsRequest)
+    typ = REQUEST_TYPE if is_request else ANSWER_TYPE
+    fields = message.signed_fields()
+    if isinstance(key, bytes):
+        expected = signature(key, typ.encode() + b"\n", fields)
+        return hmac.compare_digest(expected, message.sig)
+    agent = message.requester if isinstance(message, HeadsRequest) else message.agent
+    return key.verify(agent, typ, fields, message.sig)

@@ -97,6 +97,7 @@ from planfence.adapters.cli.common import UsageError, add_output, non_negative_i
 from planfence.adapters.owner_service import (
     KEYRING_ENV,
     Keyring,
+    KeyringError,
     load_keyring,
 )
 from planfence.adapters.owner_service.wire import signature
@@ -332,7 +333,10 @@ def create_replica_app(name: str, keyring: Keyring) -> Starlette:
 def replica_app() -> Starlette:
     """App factory (see `services`): the replica named by $PLANFENCE_REPLAY_REPLICA, with the
     keyring of $PLANFENCE_KEYRING."""
-    return create_replica_app(os.environ[REPLICA_ENV], load_keyring())
+    keyring = load_keyring()
+    if not isinstance(keyring, Keyring):  # the eager-push baseline signs with shared secrets
+        raise KeyringError(f"{keyring.source}: the push replica needs a shared-secret keyring")
+    return create_replica_app(os.environ[REPLICA_ENV], keyring)
 
 
 class PushRefused(RuntimeError):

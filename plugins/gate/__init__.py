@@ -8,6 +8,7 @@ Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
 `GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`.
 """
 
+from .audit import AUDIT_SOURCE, Decision
 from .checkers import CheckerFactory, checker_factory, checker_path, gate_checker
 from .decision import (
     ALLOW,
@@ -44,10 +45,12 @@ from .middleware import (
 from .plans import CHAIN, PlanStamper, create_plan, create_plan_sync, plan_key, refreshed_parents
 from .policy import KeyTemplate, Policy, PolicyError, ScopeError, ToolPolicy
 from .reads import ReadSet, add_reads, merge_reads, parents_of, read_heads, reads_of, refreshed
+from .snapshot import Flag, PlanSnapshot, snapshot, snapshot_and_log
 from .store_heads import StoreHeads
 
 __all__ = [
     "ALLOW",
+    "AUDIT_SOURCE",
     "BLOCK",
     "BLOCKED",
     "BLOCK_REASONS",
@@ -60,6 +63,8 @@ __all__ = [
     "CheckRequest",
     "Checker",
     "CheckerFactory",
+    "Decision",
+    "Flag",
     "Gate",
     "GateMiddleware",
     "GuardedExecutor",
@@ -69,6 +74,7 @@ __all__ = [
     "KeyTemplate",
     "Middleware",
     "Outcome",
+    "PlanSnapshot",
     "PlanStamper",
     "Policy",
     "PolicyError",
@@ -102,5 +108,7 @@ __all__ = [
     "refreshed",
     "refreshed_parents",
     "run_middleware",
+    "snapshot",
+    "snapshot_and_log",
     "summary",
 ]

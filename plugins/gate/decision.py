@@ -25,6 +25,7 @@ from planfence.shared_memory import (
 )
 
 from .policy import Policy, ScopeError
+from .values import value_digests
 
 ALLOW: Literal["allow"] = "allow"
 REPLAN: Literal["replan"] = "replan"
@@ -123,6 +124,8 @@ class Verdict:
     stale: tuple[StaleKey, ...] = ()
     current_records: Mapping[str, Record] = field(default_factory=dict)
     args_digest: str = ""
+    value_digests: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Digests of the arguments' values, by argument path (for the audit and the scope lint)."""
     latency_ms: float = 0.0
     decision_id: int | None = None
 
@@ -275,6 +278,7 @@ def base_verdict(req: CheckRequest) -> Verdict:
         req.plan_id if isinstance(req.plan_id, str) else None,
         req.agent,
         args_digest=args_digest(req.args),
+        value_digests=value_digests(req.args),
     )
 
 

@@ -5,28 +5,25 @@ and runs tools with the one-replan loop. Async first; `SyncGate` is the sync twi
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
 
+from planfence.plugins.telemetry import gate_span
 from planfence.shared_memory import (
     AsyncStore,
-    Decision,
-    Flag,
     IntegrityError,
     PlanFenceError,
-    PlanSnapshot,
     Store,
     StoreError,
 )
 
+from .audit import AUDIT_SOURCE, Decision
 from .decision import (
-    ALLOW,
     AUDIT_UNAVAILABLE,
     BLOCK,
     CURRENT,
     INTERNAL_ERROR,
-    REPLAN,
     STALE,
     STALE_AFTER_REPLAN,
     STORE_UNAVAILABLE,
@@ -45,150 +42,26 @@ from .decision import (
     fail_closed,
     gate_flow,
 )
+from .executor import (
+    AskReplan,
+    CallFn,
+    Check,
+    Checker,
+    GuardedExecutor,
+    Outcome,
+    ReplanFn,
+    Replanned,
+    executor_flow,
+)
 from .heads import HeadSource
 from .policy import Policy
+from .snapshot import Flag, PlanSnapshot, frontier_memo, snapshot, snapshot_and_log
 
 T = TypeVar("T")
-AUDIT_SOURCE = "gate"
 BUDGET_REASONS = (STALE, STALE_AFTER_REPLAN)
 MAX_SUPERSEDES_CHAIN = 64
 # A plan superseding a plan that the gate refused as stale gets no second replan.
 REFUSED_AS_STALE = Flag(AUDIT_SOURCE, BUDGET_REASONS)
-
-
-@dataclass(frozen=True)
-class Replanned:
-    """What a replan callback returns: the new plan and the arguments it authorises."""
-
-    plan_id: str
-    args: Mapping[str, Any]
-
-
-ReplanFn = Callable[[Verdict], Awaitable[Replanned | None]]
-CallFn = Callable[[Mapping[str, Any]], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to one guarded action."""
-
-    tool: str
-    executed: bool
-    args: Mapping[str, Any]
-    plan_id: str | None
-    verdicts: tuple[Verdict, ...]
-    result: Any = None
-
-    @property
-    def final(self) -> Verdict:
-        return self.verdicts[-1]
-
-    @property
-    def replans(self) -> int:
-        return sum(1 for v in self.verdicts if v.verdict == REPLAN)
-
-    @property
-    def blocked(self) -> bool:
-        return self.final.verdict == BLOCK
-
-
-@dataclass(frozen=True)
-class Check:
-    args: Mapping[str, Any]
-    plan_id: Any
-    replan_spent: bool
-
-
-@dataclass(frozen=True)
-class AskReplan:
-    verdict: Verdict
-
-
-@dataclass(frozen=True)
-class Call:
-    args: Mapping[str, Any]
-
-
-Step = Check | AskReplan | Call
-
-
-def executor_flow(
-    tool: str, args: Mapping[str, Any], plan_id: Any, can_replan: bool
-) -> Generator[Step, Any, Outcome]:
-    """The one-replan loop without I/O: check; if told to replan, ask once for a new plan and
-    check it; run the call only on an allow. Driven by `GuardedExecutor.run` and `SyncGate.run`."""
-    verdicts: list[Verdict] = [(yield Check(args, plan_id, False))]
-    if verdicts[-1].verdict == REPLAN and can_replan:
-        fresh: Replanned | None = yield AskReplan(verdicts[-1])
-        if fresh is not None:
-            args, plan_id = fresh.args, fresh.plan_id
-            verdicts.append((yield Check(args, plan_id, True)))
-    if verdicts[-1].verdict != ALLOW:
-        return Outcome(tool, False, args, plan_id, tuple(verdicts))
-    result = yield Call(args)
-    return Outcome(tool, True, args, plan_id, tuple(verdicts), result)
-
-
-class Checker(Protocol):
-    """Anything that can judge one call: the gate, or a baseline executor."""
-
-    name: str
-
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict: ...
-
-
-class GuardedExecutor:
-    """The executor loop shared by the gate and the baselines: check; if told to replan, call the
-    replan callback once with the fresh records; check the new plan; run or refuse."""
-
-    name = "executor"
-
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
-        raise NotImplementedError
-
-    async def run(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: str | None,
-        call: CallFn,
-        replan: ReplanFn | None = None,
-        *,
-        agent: str | None = None,
-    ) -> Outcome:
-        flow = executor_flow(tool, args, plan_id, replan is not None)
-        try:
-            step = next(flow)
-            while True:
-                if isinstance(step, Check):
-                    answer: Any = await self.check(
-                        tool, step.args, step.plan_id, agent=agent, replan_spent=step.replan_spent
-                    )
-                elif isinstance(step, AskReplan):
-                    assert replan is not None
-                    answer = await replan(step.verdict)
-                else:
-                    answer = await call(step.args)
-                step = flow.send(answer)
-        except StopIteration as stop:
-            outcome: Outcome = stop.value
-            return outcome
 
 
 class Gate(GuardedExecutor):
@@ -221,6 +94,9 @@ class Gate(GuardedExecutor):
         self.max_records = max_records
         self.audit = audit
         self.agent = agent
+        # Records are immutable: the frontiers of lineages already walked are remembered (per
+        # store), so checking a plan costs one row per parent whatever the lineage's depth.
+        self.frontier_memo = frontier_memo(store)
 
     async def check(
         self,
@@ -233,6 +109,20 @@ class Gate(GuardedExecutor):
     ) -> Verdict:
         """Judge one call just before it runs; never raises for bad input, blocks instead."""
         start = time.perf_counter()
+        with gate_span(tool, agent or self.agent) as traced:
+            verdict = await self._check(tool, args, plan_id, agent, replan_spent, start)
+            traced.gate(verdict, time.perf_counter() - start)
+        return verdict
+
+    async def _check(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: Any,
+        agent: str | None,
+        replan_spent: bool,
+        start: float,
+    ) -> Verdict:
         req = CheckRequest(tool, args, plan_id, agent or self.agent, replan_spent)
         decision_id: int | None = None
         try:
@@ -307,12 +197,14 @@ class Gate(GuardedExecutor):
                 return self._decision(outcome["verdict"])
 
         try:
-            _, decision_id = await self.store.snapshot_and_log(
+            _, decision_id = await snapshot_and_log(
+                self.store,
                 request.plan_id,
                 request.scope,
                 decide,
                 max_records=request.max_records,
                 flag=REFUSED_AS_STALE,
+                memo=self.frontier_memo,
             )
         except Exception as exc:
             if "verdict" in outcome:  # decided, but the audit record did not commit
@@ -333,11 +225,13 @@ class Gate(GuardedExecutor):
     async def _serve(self, request: IORequest) -> Any:
         try:
             if isinstance(request, LoadPlan):
-                snap = await self.store.snapshot(
+                snap = await snapshot(
+                    self.store,
                     request.plan_id,
                     request.scope,
                     max_records=request.max_records,
                     flag=REFUSED_AS_STALE,
+                    memo=self.frontier_memo,
                 )
                 return self._view(snap)
             if isinstance(request, AskOwners):
@@ -360,16 +254,18 @@ class Gate(GuardedExecutor):
         for _ in range(MAX_SUPERSEDES_CHAIN):
             if current is None:
                 return False
-            if await self.store.decisions(
-                source=AUDIT_SOURCE, plan=current, reasons=BUDGET_REASONS, limit=1
-            ):
+            if await self._audited(current, BUDGET_REASONS):
                 return True
-            if await self.store.decisions(
-                source=AUDIT_SOURCE, plan=current, reasons=(CURRENT,), limit=1
-            ):
+            if await self._audited(current, (CURRENT,)):
                 return False  # that plan acted: a new refusal starts a new budget
             current = (await self.store.get(current)).supersedes
         return True
+
+    async def _audited(self, plan_id: str, reasons: tuple[str, ...]) -> bool:
+        """Whether the journal holds a gate decision about `plan_id` with one of `reasons`."""
+        labels = {"reason": reasons}
+        found = await self.store.journal(kind=AUDIT_SOURCE, subject=plan_id, labels=labels, limit=1)
+        return bool(found)
 
     @staticmethod
     def _view(snap: PlanSnapshot) -> PlanView:
@@ -380,6 +276,7 @@ class Gate(GuardedExecutor):
     def _decision(self, v: Verdict) -> Decision:
         payload = {
             "args_digest": v.args_digest,
+            "values": dict(v.value_digests),
             "scope": list(v.scope),
             "frontier": {k: list(ids) for k, ids in v.frontier.items()},
             "heads": dict(v.heads),
@@ -475,6 +372,7 @@ class SyncGate:
 
 
 __all__ = [
+    "AUDIT_SOURCE",
     "STALE",
     "CallFn",
     "Checker",

@@ -28,12 +28,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
-from planfence.shared_memory import AsyncStore, Decision, PlanFenceError, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, PlanFenceError, Store, StoreBridge
 
+from .audit import AUDIT_SOURCE, Decision
 from .checkers import CheckerFactory, checker_factory
 from .decision import ALLOW, BLOCK, CURRENT, REPLAN, UNGATED, Verdict, fail_closed
 from .explain import explain
-from .gate import AUDIT_SOURCE, Checker
+from .gate import Checker
 from .policy import Policy
 
 logger = logging.getLogger("planfence.gate")

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from planfence.plugins.telemetry import janus_span
+
 from .config import JanusConfig
 from .decision import Plan, Verdict, accept, finish_step, plan_step
 from .encoders import CachedEncoder, Encoder, default_encoder
@@ -110,16 +112,35 @@ class JanusController:
 
         return vectors_of
 
-    async def consider(self, current: Memory, candidate: Memory, task: Task) -> Verdict:
-        """Judge `candidate` against `current` after `task`; the verdict says which to keep."""
-        old_text, new_text = self.render(current), self.render(candidate)
-        old_vec, new_vec = self.encoder.encode([old_text, new_text])
-        work = _copy_state(self.state)
-        plan = plan_step(
-            work, task, new_vec - old_vec, self._vectors_of(work), unchanged=old_text == new_text
-        )
-        verdict = await self._judge(work, plan, current, candidate)
-        self.state = work
+    async def consider(
+        self, current: Memory, candidate: Memory, task: Task, *, key: str = "memory"
+    ) -> Verdict:
+        """Judge `candidate` against `current` after `task`; the verdict says which to keep.
+        `key` names the memory in the decision's trace span."""
+        with janus_span(key) as traced:
+            old_text, new_text = self.render(current), self.render(candidate)
+            old_vec, new_vec = self.encoder.encode([old_text, new_text])
+            work = _copy_state(self.state)
+            plan = plan_step(
+                work,
+                task,
+                new_vec - old_vec,
+                self._vectors_of(work),
+                unchanged=old_text == new_text,
+            )
+            verdict = await self._judge(work, plan, current, candidate)
+            self.state = work
+            trigger = verdict.trigger
+            traced.janus(
+                {
+                    "planfence.janus.cosine": None if trigger is None else trigger.cosine,
+                    "planfence.janus.score.old": verdict.acc_old,
+                    "planfence.janus.score.new": verdict.acc_new,
+                    "planfence.janus.reason": verdict.reason,
+                },
+                deployed=verdict.deploy,
+                triggered=bool(trigger is not None and trigger.fired),
+            )
         return verdict
 
     async def _judge(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from planfence.shared_memory import (
     AdvanceHead,
     AsyncStore,
-    Decision,
+    Entry,
     HeadConflictError,
     NotOwnerError,
     Record,
@@ -43,7 +43,7 @@ class Submission:
     record: Record
     verdict: Verdict
     head: str | None
-    decision: Decision
+    decision: Entry
 
 
 class JanusStoreHook:
@@ -106,7 +106,7 @@ class JanusStoreHook:
         head, state_head = heads.get(self.key), heads.get(self.state_key)
         current = self.initial if head is None else (await self.store.get(head)).value
         before = self.controller.state
-        verdict = await self.controller.consider(current, candidate, task)
+        verdict = await self.controller.consider(current, candidate, task, key=self.key)
         limits = self.store.limits
         record = Record.create(
             self.key,
@@ -124,12 +124,11 @@ class JanusStoreHook:
             kind=KIND_STATE,
             limits=limits,
         )
-        decision = Decision(
-            source=DECISION_SOURCE,
+        decision = Entry(
+            kind=DECISION_SOURCE,
             verdict=verdict.verdict,
-            reason=verdict.reason,
-            agent=author,
-            payload={
+            labels={"reason": verdict.reason, "agent": author},
+            detail={
                 **verdict.to_payload(),
                 "key": self.key,
                 "candidate": record.id,
@@ -153,7 +152,7 @@ class JanusStoreHook:
             raise
         return Submission(record, verdict, record.id if verdict.deploy else head, decision)
 
-    async def decisions(self, limit: int = 100) -> list[Decision]:
+    async def decisions(self, limit: int = 100) -> list[Entry]:
         """Janus decisions for this key, newest first."""
-        found = await self.store.decisions(source=DECISION_SOURCE, limit=limit)
-        return [d for d in found if d.payload.get("key") == self.key]
+        found = await self.store.journal(kind=DECISION_SOURCE, limit=limit)
+        return [d for d in found if d.detail.get("key") == self.key]

@@ -1,24 +1,29 @@
-"""In-memory backend: one process, nothing persisted. For tests and examples."""
+"""In-memory backend: one process, nothing persisted. For tests and examples.
+
+It implements the two primitives alone; everything else comes from `AsyncStore`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
-from ..base import (
-    AdvanceHead,
-    AsyncStore,
-    Change,
-    Decision,
-    DecisionQuery,
-    KeyState,
-    WriteBatch,
-    plan_batch,
+from ..batches import WriteBatch, WriteResult, plan_batch
+from ..journal import Entry
+from ..model import Change, KeyState
+from ..reads import (
+    GetChanges,
+    GetKeys,
+    GetRecords,
+    IdsWithPrefix,
+    ListKeys,
+    QueryJournal,
+    ReadOp,
 )
-from ..records import DEFAULT_LIMITS, Record, StoreLimits, utc_now
+from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
+from ..store import AsyncStore
 
 
 class MemoryStore(AsyncStore):
@@ -28,85 +33,82 @@ class MemoryStore(AsyncStore):
         self.poll_interval = 0.01
         # A thread lock, not an asyncio one: the sync `Store` and async callers may share it.
         self._lock = threading.Lock()
-        self._records: dict[str, Record] = {}
+        self._records: dict[str, StoredFields] = {}
         self._keys: dict[str, KeyState] = {}
-        self._changes_log: list[Change] = []
-        self._decision_log: list[Decision] = []
+        self._feed: list[Change] = []
+        self._journal: list[Entry] = []
 
-    async def _apply(self, batch: WriteBatch) -> list[Change]:
+    async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        with self._lock:
+            return [self._answer_one(op) for op in ops]
+
+    def _answer_one(self, op: ReadOp) -> Any:
+        if isinstance(op, GetRecords):
+            return [row for i in op.ids if (row := self._records.get(i)) is not None]
+        if isinstance(op, GetKeys):
+            return [s for k in op.keys if (s := self._keys.get(k)) is not None]
+        if isinstance(op, ListKeys):
+            return [s for k, s in sorted(self._keys.items()) if k.startswith(op.prefix)]
+        if isinstance(op, IdsWithPrefix):
+            return sorted(i for i in self._records if i.startswith(op.prefix))[: op.limit]
+        if isinstance(op, GetChanges):
+            return self._feed[op.since : op.since + op.limit]
+        if isinstance(op, QueryJournal):
+            found = [e for e in reversed(self._journal) if op.query.matches(e)]
+            return found[: op.query.limit]
+        raise TypeError(f"unknown read {type(op).__name__}")
+
+    async def _write(self, batch: WriteBatch) -> WriteResult:
         with self._lock:
             at = utc_now()
+            known: Mapping[str, StoredFields] = self._records
             refs = batch.referenced_ids()
-            existing = {r for r in refs if r in self._records}
-            record_keys = {r.id: r.key for r in batch.records}
-            for op in batch.ops:
-                if isinstance(op, AdvanceHead) and op.record_id in self._records:
-                    record_keys[op.record_id] = self._records[op.record_id].key
+            record_keys = {r: known[r][1] for r in refs if r in known}
+            record_keys.update({r.id: r.key for r in batch.records})
             touched = batch.keys()
             states = {k: s for k in touched if (s := self._keys.get(k)) is not None}
-            planned = plan_batch(batch, states, existing, record_keys, at)
+            planned = plan_batch(batch, states, {r for r in refs if r in known}, record_keys, at)
             for rec in batch.records:
-                self._records.setdefault(rec.id, rec)
-            self._keys.update(planned.new_states)
-            out = []
-            for change in planned.changes:
-                stamped = replace(change, seq=len(self._changes_log) + 1)
-                self._changes_log.append(stamped)
-                out.append(stamped)
-            for d in batch.decisions:
-                stamped_d = replace(d, id=len(self._decision_log) + 1, at=d.at or at)
-                self._decision_log.append(stamped_d)
-            return out
-
-    async def _append_decision(self, decision: Decision) -> int:
-        with self._lock:
-            new_id = len(self._decision_log) + 1
-            self._decision_log.append(replace(decision, id=new_id, at=decision.at or utc_now()))
-            return new_id
-
-    async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
-        # Fresh values, as the SQL backends give: a caller mutating `record.value` (a dict)
-        # must not change what the store holds under a content-addressed id.
-        return {
-            i: replace(rec, value=json.loads(rec.value_json))
-            for i in ids
-            if (rec := self._records.get(i)) is not None
-        }
-
-    async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
-        return {k: self._keys[k] for k in keys if k in self._keys}
-
-    async def _list_keys(self, prefix: str) -> list[KeyState]:
-        return [s for k, s in sorted(self._keys.items()) if k.startswith(prefix)]
-
-    async def _ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
-        return sorted(i for i in self._records if i.startswith(prefix))[:limit]
-
-    async def _changes(self, since: int, limit: int) -> list[Change]:
-        return self._changes_log[since : since + limit]
-
-    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
-        out = []
-        for d in reversed(self._decision_log):
-            if query.before_id is not None and d.id is not None and d.id >= query.before_id:
-                continue
-            if query.reasons and d.reason not in query.reasons:
-                continue
-            if any(
-                want is not None and have != want
-                for want, have in (
-                    (query.source, d.source),
-                    (query.tool, d.tool),
-                    (query.verdict, d.verdict),
-                    (query.agent, d.agent),
-                    (query.plan, d.plan),
+                self._records.setdefault(
+                    rec.id,
+                    (
+                        rec.id,
+                        rec.key,
+                        rec.value_json,
+                        rec.parents,
+                        rec.author,
+                        rec.kind,
+                        rec.supersedes,
+                        rec.created_at,
+                    ),
                 )
-            ):
-                continue
-            out.append(d)
-            if len(out) >= query.limit:
-                break
-        return out
+            self._keys.update(planned.new_states)
+            result = WriteResult()
+            for change in planned.changes:
+                self._feed.append(replace(change, seq=len(self._feed) + 1))
+                result.changes.append(self._feed[-1])
+            for entry in batch.entries:
+                self._journal.append(replace(entry, id=len(self._journal) + 1, at=entry.at or at))
+                result.entry_ids.append(len(self._journal))
+            return result
 
-    async def _wait_for_change(self, since: int, timeout: float) -> None:
-        await asyncio.sleep(min(self.poll_interval, timeout))
+    async def _tamper_record(self, record_id: str, fields: Mapping[str, Any] | None) -> None:
+        """For integrity tests: change stored fields of a record (None: delete it)."""
+        with self._lock:
+            if fields is None:
+                del self._records[record_id]
+                return
+            names = (
+                "id",
+                "key",
+                "value_json",
+                "parents",
+                "author",
+                "kind",
+                "supersedes",
+                "created_at",
+            )
+            row: dict[str, Any] = dict(zip(names, self._records[record_id], strict=True))
+            row.update(fields)
+            row["parents"] = tuple(row["parents"])
+            self._records[record_id] = tuple(row[n] for n in names)

@@ -20,157 +20,52 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import re
-import select
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..base import (
-    AsyncStore,
-    Change,
-    Decision,
-    DecisionQuery,
-    Flag,
-    KeyState,
-    PlanSnapshot,
-    WriteBatch,
-    decision_filter,
-    decision_from_row,
-    decision_row,
-    plan_batch,
-)
+from ..batches import WriteBatch, WriteResult, plan_batch
 from ..errors import ConfigError, StoreUnavailableError
 from ..extras import extra_imports
-from ..lineage import frontier_async
-from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
+from ..journal import Entry
+from ..model import Change, KeyState
+from ..reads import (
+    GetChanges,
+    GetKeys,
+    GetRecords,
+    IdsWithPrefix,
+    Lineage,
+    ListKeys,
+    QueryJournal,
+    ReadOp,
+)
+from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
+from ..store import AsyncStore
 from ..urls import redact_url, scrub
+from .sql import (
+    JOURNAL_COLS,
+    RECORD_COLS,
+    TAMPERABLE,
+    entry_from_row,
+    entry_row,
+    journal_filter,
+    record_row,
+)
 
 with extra_imports("postgres", "the PostgreSQL store"):
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-T = TypeVar("T")
+from .postgres_conn import _has_input, _one_line, connect_cause, split_schema
+from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
+
 CHANNEL = "planfence_changes"
 _MIGRATION_LOCK = 0x706C616F  # advisory lock id held while migrating any schema
 
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE IF NOT EXISTS pf_records (
-        id TEXT PRIMARY KEY,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        author TEXT NOT NULL,
-        value TEXT NOT NULL,
-        parents TEXT[] NOT NULL,
-        supersedes TEXT,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS pf_records_key ON pf_records (key);
-    CREATE INDEX IF NOT EXISTS pf_records_supersedes ON pf_records (supersedes)
-        WHERE supersedes IS NOT NULL;
-    CREATE TABLE IF NOT EXISTS pf_keys (
-        key TEXT PRIMARY KEY,
-        owner TEXT NOT NULL,
-        head TEXT,
-        version BIGINT NOT NULL DEFAULT 0
-    );
-    CREATE TABLE IF NOT EXISTS pf_changes (
-        seq BIGSERIAL PRIMARY KEY,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        head TEXT,
-        previous TEXT,
-        owner TEXT NOT NULL,
-        by TEXT NOT NULL,
-        at TEXT NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS pf_decisions (
-        id BIGSERIAL PRIMARY KEY,
-        at TEXT NOT NULL,
-        source TEXT NOT NULL,
-        agent TEXT,
-        tool TEXT,
-        plan TEXT,
-        verdict TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        payload TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS pf_decisions_tool ON pf_decisions (tool);
-    CREATE INDEX IF NOT EXISTS pf_decisions_plan ON pf_decisions (plan);
-    """,
-)
 
-_RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
-_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-
-_PREFETCH_SQL = f"""
-    WITH RECURSIVE walk(id) AS (
-        SELECT unnest(%s::text[])
-        UNION
-        -- A scalar subquery per walked id: always one primary-key probe. As a join, the
-        -- planner chose a scan of the whole table at every level of the walk.
-        SELECT unnest((
-            SELECT r.parents FROM pf_records r
-            WHERE r.id = w.id AND NOT (r.key = ANY(%s::text[]))
-        )) FROM walk w
-    )
-    SELECT {_RECORD_COLS} FROM pf_records
-    WHERE id IN (SELECT id FROM walk LIMIT %s)
-"""
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """Remove `schema=` from the URL's query; return (conninfo, schema).
-
-    Raises:
-        ConfigError: a URL that does not parse (e.g. a broken IPv6 host) or a bad schema name.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise ConfigError(f"malformed PostgreSQL URL {redact_url(url)!r}: {exc}") from None
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), None)
-    if schema is not None and not _SCHEMA_RE.fullmatch(schema):
-        raise ConfigError(f"invalid schema name {schema!r} in store URL")
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def connect_cause(exc: BaseException) -> str:
-    """The reason in a libpq connection error, without its framing: 'connection refused',
-    'role "x" does not exist', 'database "y" does not exist', ..."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    cause = first.rpartition(" failed: ")[2] if " failed: " in first else first
-    cause = cause.removeprefix("connection failed: ")
-    cause = re.sub(r"^(FATAL|ERROR):\s*", "", cause).strip()
-    if len(cause) > 1 and cause[0].isupper() and cause[1].islower():
-        cause = cause[0].lower() + cause[1:]  # "Connection refused" reads as part of a sentence
-    return _one_line(cause)
-
-
-def _has_input(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Whether an idle connection's socket has something to read, without blocking: on an idle
-    connection that is the server saying goodbye (terminated, restarted) or closing it."""
-    try:
-        fd = conn.pgconn.socket
-    except psycopg.OperationalError:
-        return True
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        return bool(poller.poll(0))
-    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - Windows
-    return bool(readable)
+T = TypeVar("T")
+__all__ = ["MIGRATIONS", "PostgresStore", "connect_cause", "split_schema"]
 
 
 class _Progress:
@@ -183,6 +78,8 @@ class _Progress:
 
 
 class PostgresStore(AsyncStore):
+    optional_reads = frozenset({Lineage})
+
     def __init__(
         self,
         url: str,
@@ -227,7 +124,6 @@ class PostgresStore(AsyncStore):
         self._listen_lock = asyncio.Lock()
         self._name_locks(self.schema or "public")
         self._ready = False
-        self._verified = VerifiedRecords()
 
     def _name_locks(self, schema: str) -> None:
         # Advisory locks and NOTIFY channels are database-wide: name them after the schema the
@@ -326,103 +222,137 @@ class PostgresStore(AsyncStore):
 
     # ---- primitives
 
-    async def _apply(self, batch: WriteBatch) -> list[Change]:
-        at = utc_now()
+    async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        plans = [self._read_sql(op) for op in ops]
+        if len(plans) == 1:  # one statement is a snapshot by itself
+            sql, args, parse = plans[0]
+            return [parse(await self._fetch(sql, args))]
 
-        async def write(conn: psycopg.AsyncConnection[Any], progress: _Progress) -> list[Change]:
+        # One network round trip: every statement goes out as one pipeline, inside one
+        # repeatable-read transaction, so the answers describe the same instant.
+        async def read(conn: psycopg.AsyncConnection[Any], _: _Progress) -> list[Any]:
+            async with conn.pipeline(), conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                cursors = [await conn.execute(sql, args) for sql, args, _ in plans]
+            return [
+                parse(await c.fetchall()) for c, (_, _, parse) in zip(cursors, plans, strict=True)
+            ]
+
+        return await self._session(read)
+
+    def _read_sql(self, op: ReadOp) -> tuple[str, Sequence[Any], Callable[[list[Any]], Any]]:
+        """The statement answering `op`, its arguments, and how to parse its rows."""
+        states = _key_states
+        if isinstance(op, GetRecords):
+            sql = f"SELECT {RECORD_COLS} FROM pf_records WHERE id = ANY(%s)"
+            return sql, (list(op.ids),), _stored_rows
+        if isinstance(op, Lineage):
+            return _PREFETCH_SQL, (list(op.roots), list(op.scope), op.limit + 1), _stored_rows
+        if isinstance(op, GetKeys):
+            sql = "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)"
+            return sql, (list(op.keys),), states
+        if isinstance(op, ListKeys):
+            sql = (
+                "SELECT key, owner, head, version FROM pf_keys WHERE left(key, %s) = %s "
+                "ORDER BY key"
+            )
+            return sql, (len(op.prefix), op.prefix), states
+        if isinstance(op, IdsWithPrefix):
+            # Ids are lowercase hex, so [prefix, prefix || 'g') holds exactly those with it.
+            sql = "SELECT id FROM pf_records WHERE id >= %s AND id < %s ORDER BY id LIMIT %s"
+            return (
+                sql,
+                (op.prefix, op.prefix + "g", op.limit),
+                lambda rows: [str(r[0]) for r in rows],
+            )
+        if isinstance(op, GetChanges):
+            sql = (
+                "SELECT seq, key, kind, head, previous, owner, by, at FROM pf_changes "
+                "WHERE seq > %s ORDER BY seq LIMIT %s"
+            )
+            return sql, (op.since, op.limit), lambda rows: [Change(int(r[0]), *r[1:]) for r in rows]
+        if isinstance(op, QueryJournal):
+            where, args = journal_filter(op.query, "%s", "pf_journal_labels")
+            sql = f"SELECT {JOURNAL_COLS} FROM pf_journal {where} ORDER BY id DESC LIMIT %s"
+            return sql, (*args, op.query.limit), lambda rows: [entry_from_row(r) for r in rows]
+        raise TypeError(f"unknown read {type(op).__name__}")
+
+    async def _write(self, batch: WriteBatch) -> WriteResult:
+        at = utc_now()
+        if not batch.records and not batch.ops and len(batch.entries) == 1:
+            # A journal entry alone (an audit record): one statement, no transaction to open.
+            [entry] = batch.entries
+            rows = await self._fetch(_APPEND_SQL, _append_args(entry, at), commits=True)
+            return WriteResult(entry_ids=[int(rows[0][0])])
+
+        async def write(conn: psycopg.AsyncConnection[Any], progress: _Progress) -> WriteResult:
             async with conn.transaction():
-                keys = batch.keys()
-                if keys:
-                    # Taken in lock-id order, so two writers can never wait on each other.
-                    await conn.execute(
-                        "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT "
-                        "hashtextextended(%s || k, 0) AS h FROM unnest(%s::text[]) AS k "
-                        "ORDER BY h) AS l",
-                        (self._lock_prefix, keys),
-                    )
-                cur = await conn.execute(
-                    "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (keys,)
-                )
-                states = {r[0]: KeyState(r[0], r[1], r[2], r[3]) for r in await cur.fetchall()}
-                wanted = sorted(batch.referenced_ids())
-                cur = await conn.execute(
-                    "SELECT id, key FROM pf_records WHERE id = ANY(%s)", (wanted,)
-                )
-                found = {r[0]: r[1] for r in await cur.fetchall()}
-                record_keys = {**found, **{r.id: r.key for r in batch.records}}
-                planned = plan_batch(batch, states, set(found), record_keys, at)
-                if batch.records:
-                    async with conn.cursor() as c:
-                        await c.executemany(
-                            f"INSERT INTO pf_records ({_RECORD_COLS}) "
-                            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (id) DO NOTHING",
-                            [
-                                (
-                                    r.id,
-                                    r.key,
-                                    r.value_json,
-                                    list(r.parents),
-                                    r.author,
-                                    r.kind,
-                                    r.supersedes,
-                                    r.created_at,
-                                )
-                                for r in batch.records
-                            ],
-                        )
-                for s in planned.new_states.values():
-                    await conn.execute(
-                        "INSERT INTO pf_keys (key, owner, head, version) VALUES (%s,%s,%s,%s) "
-                        "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, "
-                        "head=excluded.head, version=excluded.version",
-                        (s.key, s.owner, s.head, s.version),
-                    )
-                out: list[Change] = []
-                if planned.changes:
-                    await conn.execute(
-                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._feed_lock,)
-                    )
-                    for ch in planned.changes:
-                        cur = await conn.execute(
-                            "INSERT INTO pf_changes (key, kind, head, previous, owner, by, at) "
-                            "VALUES (%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
-                            (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
-                        )
-                        row = await cur.fetchone()
-                        assert row is not None  # RETURNING always yields the row
-                        out.append(
-                            Change(
-                                int(row[0]),
-                                ch.key,
-                                ch.kind,
-                                ch.head,
-                                ch.previous,
-                                ch.owner,
-                                ch.by,
-                                ch.at,
-                            )
-                        )
-                    await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, str(out[-1].seq)))
-                if batch.decisions:
-                    async with conn.cursor() as c:
-                        await c.executemany(
-                            "INSERT INTO pf_decisions (at, source, agent, tool, plan, verdict, "
-                            "reason, payload) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
-                            [decision_row(d, at) for d in batch.decisions],
-                        )
+                result = await self._write_tx(conn, batch, at)
                 progress.maybe_committed = True  # COMMIT goes out as the block ends
-                return out
+                return result
 
         return await self._session(write)
 
-    async def _append_decision(self, decision: Decision) -> int:
-        rows = await self._fetch(
-            "INSERT INTO pf_decisions (at, source, agent, tool, plan, verdict, reason, payload) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
-            decision_row(decision, utc_now()),
-            commits=True,
-        )
-        return int(rows[0][0])
+    async def _write_tx(
+        self, conn: psycopg.AsyncConnection[Any], batch: WriteBatch, at: str
+    ) -> WriteResult:
+        keys = batch.keys()
+        states: dict[str, KeyState] = {}
+        if keys:
+            # Taken in lock-id order, so two writers can never wait on each other.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT "
+                "hashtextextended(%s || k, 0) AS h FROM unnest(%s::text[]) AS k "
+                "ORDER BY h) AS l",
+                (self._lock_prefix, keys),
+            )
+            cur = await conn.execute(
+                "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (keys,)
+            )
+            states = {s.key: s for s in _key_states(await cur.fetchall())}
+        found: dict[str, str] = {}
+        wanted = sorted(batch.referenced_ids())
+        if wanted:
+            cur = await conn.execute("SELECT id, key FROM pf_records WHERE id = ANY(%s)", (wanted,))
+            found = {r[0]: r[1] for r in await cur.fetchall()}
+        record_keys = {**found, **{r.id: r.key for r in batch.records}}
+        planned = plan_batch(batch, states, set(found), record_keys, at)
+        if batch.records:
+            async with conn.cursor() as c:
+                await c.executemany(
+                    f"INSERT INTO pf_records ({RECORD_COLS}) "
+                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (id) DO NOTHING",
+                    [record_row(r, list(r.parents)) for r in batch.records],
+                )
+        for s in planned.new_states.values():
+            await conn.execute(
+                "INSERT INTO pf_keys (key, owner, head, version) VALUES (%s,%s,%s,%s) "
+                "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, "
+                "head=excluded.head, version=excluded.version",
+                (s.key, s.owner, s.head, s.version),
+            )
+        result = WriteResult()
+        if planned.changes:
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._feed_lock,)
+            )
+            for ch in planned.changes:
+                cur = await conn.execute(
+                    "INSERT INTO pf_changes (key, kind, head, previous, owner, by, at) "
+                    "VALUES (%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
+                    (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
+                )
+                row = await cur.fetchone()
+                assert row is not None  # RETURNING always yields the row
+                result.changes.append(replace(ch, seq=int(row[0])))
+            seq = str(result.changes[-1].seq)
+            await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, seq))
+        for entry in batch.entries:
+            cur = await conn.execute(_APPEND_SQL, _append_args(entry, at))
+            row = await cur.fetchone()
+            assert row is not None
+            result.entry_ids.append(int(row[0]))
+        return result
 
     async def _fetch(
         self, sql: str, args: Sequence[Any], *, commits: bool = False
@@ -436,102 +366,18 @@ class PostgresStore(AsyncStore):
 
         return await self._session(run)
 
-    def _record(self, row: Sequence[Any]) -> Record:
-        return self._verified.load(row[0], row[1], row[2], tuple(row[3]), *row[4:8])
-
-    async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
-        rows = await self._fetch(
-            f"SELECT {_RECORD_COLS} FROM pf_records WHERE id = ANY(%s)", (list(ids),)
-        )
-        # Fresh values: callers of get/get_many may change them; the cache must not see that.
-        records = (self._record(r) for r in rows)
-        return {rec.id: replace(rec, value=json.loads(rec.value_json)) for rec in records}
-
-    async def _prefetch_lineage(
-        self, roots: Sequence[str], scope: Sequence[str], limit: int
-    ) -> dict[str, Record]:
-        rows = await self._fetch(_PREFETCH_SQL, (list(roots), list(scope), limit + 1))
-        return {r[0]: self._record(r) for r in rows}
-
-    async def _snapshot(
-        self, root_id: str, scope: list[str], max_records: int, flag: Flag | None = None
-    ) -> PlanSnapshot:
-        # One network round trip: the lineage, the heads and the flag go out as one pipeline,
-        # inside one repeatable-read transaction so they describe the same instant.
-        async def read(conn: psycopg.AsyncConnection[Any], _: _Progress) -> tuple[Any, Any, Any]:
-            async with conn.pipeline(), conn.transaction():
-                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                c_pre = await conn.execute(_PREFETCH_SQL, ([root_id], scope, max_records + 1))
-                c_keys = await conn.execute(
-                    "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)",
-                    (scope,),
-                )
-                c_flag = None
-                if flag is not None:
-                    c_flag = await conn.execute(
-                        "SELECT EXISTS (SELECT 1 FROM pf_decisions d JOIN pf_records r "
-                        "ON d.plan = r.supersedes WHERE r.id = %s AND d.source = %s "
-                        "AND d.reason = ANY(%s))",
-                        (root_id, flag.source, list(flag.reasons)),
-                    )
-            pre = {r[0]: self._record(r) for r in await c_pre.fetchall()}
-            keys = await c_keys.fetchall()
-            flag_row = await c_flag.fetchone() if c_flag is not None else None
-            return pre, keys, flag_row
-
-        pre, keys, flag_row = await self._session(read)
-        root = pre.get(root_id) or (await self._get_records([root_id])).get(root_id)
-        if root is None:
-            return PlanSnapshot(None)
-
-        async def lookup(ids: list[str]) -> dict[str, Record]:
-            got = {i: pre[i] for i in ids if i in pre}
-            rest = [i for i in ids if i not in pre]
-            if rest:  # unknown ids, or a prefetch cut at the bound
-                got.update(await self._get_records(rest))
-            return got
-
-        frontier = await frontier_async(lookup, [root_id], scope, max_records=max_records)
-        states = {r[0]: KeyState(r[0], r[1], r[2], int(r[3])) for r in keys}
-        return PlanSnapshot(root, frontier, states, bool(flag_row and flag_row[0]))
-
-    async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
-        rows = await self._fetch(
-            "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (list(keys),)
-        )
-        return {r[0]: KeyState(r[0], r[1], r[2], int(r[3])) for r in rows}
-
-    async def _list_keys(self, prefix: str) -> list[KeyState]:
-        rows = await self._fetch(
-            "SELECT key, owner, head, version FROM pf_keys WHERE left(key, %s) = %s ORDER BY key",
-            (len(prefix), prefix),
-        )
-        return [KeyState(r[0], r[1], r[2], int(r[3])) for r in rows]
-
-    async def _ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
-        # Ids are lowercase hex, so [prefix, prefix || 'g') holds exactly those starting with it.
-        rows = await self._fetch(
-            "SELECT id FROM pf_records WHERE id >= %s AND id < %s ORDER BY id LIMIT %s",
-            (prefix, prefix + "g", limit),
-        )
-        return [str(r[0]) for r in rows]
-
-    async def _changes(self, since: int, limit: int) -> list[Change]:
-        rows = await self._fetch(
-            "SELECT seq, key, kind, head, previous, owner, by, at FROM pf_changes "
-            "WHERE seq > %s ORDER BY seq LIMIT %s",
-            (since, limit),
-        )
-        return [Change(int(r[0]), *r[1:]) for r in rows]
-
-    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
-        where, args = decision_filter(query, "%s")
-        rows = await self._fetch(
-            "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
-            f"FROM pf_decisions {where} ORDER BY id DESC LIMIT %s",
-            (*args, query.limit),
-        )
-        return [decision_from_row(r) for r in rows]
+    async def _tamper_record(self, record_id: str, fields: Mapping[str, Any] | None) -> None:
+        """For integrity tests: change stored fields of a record (None: delete its row)."""
+        if fields is None:
+            await self._fetch("DELETE FROM pf_records WHERE id = %s RETURNING id", (record_id,))
+            return
+        for name, value in fields.items():
+            stored = list(value) if name == "parents" else value
+            await self._fetch(
+                f"UPDATE pf_records SET {TAMPERABLE[name]} = %s WHERE id = %s RETURNING id",
+                (stored, record_id),
+                commits=True,
+            )
 
     async def _wait_for_change(self, since: int, timeout: float) -> None:
         if self._listen_lock.locked():  # someone else is listening; a short sleep is enough
@@ -549,3 +395,16 @@ class PostgresStore(AsyncStore):
             except psycopg.OperationalError:
                 self._listener = None  # the next call reconnects; the reader re-reads anyway
                 await asyncio.sleep(min(self.poll_interval, timeout))
+
+
+def _stored_rows(rows: list[Any]) -> list[StoredFields]:
+    return [(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
+
+
+def _key_states(rows: list[Any]) -> list[KeyState]:
+    return [KeyState(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+
+def _append_args(entry: Entry, at: str) -> tuple[Any, ...]:
+    names = list(entry.labels)
+    return (*entry_row(entry, at), names, [entry.labels[n] for n in names])

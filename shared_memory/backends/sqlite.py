@@ -10,163 +10,57 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import sqlite3
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
-from ..base import (
-    AsyncStore,
-    Change,
-    Decision,
-    DecisionQuery,
-    Flag,
-    KeyState,
-    PlanSnapshot,
-    WriteBatch,
-    decision_filter,
-    decision_from_row,
-    decision_row,
-    plan_batch,
+from ..batches import WriteBatch, WriteResult, plan_batch
+from ..core import Decide
+from ..errors import ConfigError, IntegrityError, StoreNotFoundError, StoreUnavailableError
+from ..model import Change, KeyState
+from ..reads import (
+    GetChanges,
+    GetKeys,
+    GetRecords,
+    IdsWithPrefix,
+    Lineage,
+    ListKeys,
+    QueryJournal,
+    ReadFlow,
+    ReadOp,
+    drive,
 )
-from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
-from ..lineage import frontier_sync
-from ..records import DEFAULT_LIMITS, Record, StoreLimits, VerifiedRecords, utc_now
-from ..urls import redact_url
+from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
+from ..store import AsyncStore
+from .sql import (
+    JOURNAL_COLS,
+    RECORD_COLS,
+    TAMPERABLE,
+    entry_from_row,
+    entry_row,
+    journal_filter,
+    label_rows,
+    record_row,
+)
+from .sqlite_files import (
+    _SYNC_MODES,
+    _file_uri,
+    _until_not_busy,
+    sqlite_options_from_url,
+    sqlite_path_from_url,
+)
+from .sqlite_schema import _PREFETCH_SQL, MIGRATIONS
 
 T = TypeVar("T")
-
-# Ordered; index + 1 is the schema version stored in PRAGMA user_version. Append, never edit.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE records (
-        id TEXT PRIMARY KEY,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        author TEXT NOT NULL,
-        value TEXT NOT NULL,
-        parents TEXT NOT NULL,
-        supersedes TEXT,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX records_key ON records (key);
-    CREATE INDEX records_supersedes ON records (supersedes) WHERE supersedes IS NOT NULL;
-    CREATE TABLE edges (
-        child TEXT NOT NULL,
-        parent TEXT NOT NULL,
-        PRIMARY KEY (child, parent)
-    ) WITHOUT ROWID;
-    CREATE TABLE keys (
-        key TEXT PRIMARY KEY,
-        owner TEXT NOT NULL,
-        head TEXT,
-        version INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE TABLE changes (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        key TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        head TEXT,
-        previous TEXT,
-        owner TEXT NOT NULL,
-        by TEXT NOT NULL,
-        at TEXT NOT NULL
-    );
-    CREATE TABLE decisions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at TEXT NOT NULL,
-        source TEXT NOT NULL,
-        agent TEXT,
-        tool TEXT,
-        plan TEXT,
-        verdict TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        payload TEXT NOT NULL
-    );
-    CREATE INDEX decisions_tool ON decisions (tool);
-    CREATE INDEX decisions_plan ON decisions (plan);
-    """,
-)
-
-_RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
-
-
-_SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-
-def sqlite_options_from_url(url: str) -> dict[str, str]:
-    """Options in the URL's query: `synchronous=normal|full` (default normal: durable across
-    process crashes; full also across power loss, at the cost of an fsync per write), and
-    `create=1|0` (whether a missing file may be created; see `create_async_store`)."""
-    from urllib.parse import parse_qsl
-
-    query = url.partition("?")[2]
-    opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"synchronous", "create"}
-    if unknown:
-        raise ConfigError(
-            f"unknown SQLite store option {sorted(unknown)[0]!r} in {redact_url(url)!r}"
-        )
-    if "synchronous" in opts and opts["synchronous"].upper() not in _SYNC_MODES:
-        raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
-    return opts
-
-
-def sqlite_path_from_url(url: str) -> str:
-    """The file path in a SQLite URL, taken literally: `sqlite:///file:x.db` names a file called
-    `file:x.db` (relative to the working directory), never an SQLite URI."""
-    if not url.startswith("sqlite://"):
-        raise ConfigError(f"not a sqlite URL: {redact_url(url)!r}")
-    rest = url[len("sqlite://") :].partition("?")[0]
-    if rest in ("", "/", "/:memory:"):
-        return ":memory:"
-    if not rest.startswith("/"):
-        raise ConfigError(
-            "sqlite URL must look like sqlite:///relative.db or sqlite:////abs.db: "
-            f"{redact_url(url)!r}"
-        )
-    return rest[1:]
-
-
-def _file_uri(path: str, mode: str) -> str:
-    """An SQLite URI for an absolute path: every character with a meaning in URIs is escaped,
-    so the path is read exactly as written."""
-    return f"file://{quote(path, safe='/')}?mode={mode}"
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (and their extended codes)
-    text = str(exc)
-    return "locked" in text or "busy" in text
-
-
-def _until_not_busy(fn: Callable[[], T], timeout: float) -> T:
-    """Run `fn` again while SQLite refuses with busy/locked, until `timeout` seconds have passed.
-
-    The busy timeout does not cover every lock: switching a new file to WAL needs an exclusive
-    lock that SQLite refuses at once (to avoid a deadlock) when another connection is making the
-    same switch, so several processes opening one new store would fail after a few milliseconds.
-    """
-    deadline = time.monotonic() + timeout
-    pause = 0.005
-    while True:
-        try:
-            return fn()
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() + pause > deadline:
-                raise
-        time.sleep(pause * random.uniform(0.5, 1.5))  # jitter: racing openers fall out of step
-        pause = min(pause * 2, 0.1)
+__all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_from_url"]
 
 
 class SQLiteStore(AsyncStore):
+    optional_reads = frozenset({Lineage})
+
     def __init__(
         self,
         path: str | Path,
@@ -189,7 +83,6 @@ class SQLiteStore(AsyncStore):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planfence-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._ready = False
-        self._verified = VerifiedRecords()
         self._closed = False
 
     # ---- plumbing
@@ -295,231 +188,175 @@ class SQLiteStore(AsyncStore):
 
     # ---- primitives
 
-    async def _apply(self, batch: WriteBatch) -> list[Change]:
-        def write(conn: sqlite3.Connection) -> list[Change]:
-            at = utc_now()
-            keys = batch.keys()
-            states = {
-                r[0]: KeyState(r[0], r[1], r[2], r[3])
-                for r in conn.execute(
-                    "SELECT key, owner, head, version FROM keys "
-                    "WHERE key IN (SELECT value FROM json_each(?))",
-                    (json.dumps(keys),),
-                )
-            }
-            wanted = batch.referenced_ids()
-            found = dict(
-                conn.execute(
-                    "SELECT id, key FROM records WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(sorted(wanted)),),
-                ).fetchall()
+    async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        def read(conn: sqlite3.Connection) -> list[Any]:
+            if len(ops) == 1:  # one statement is a snapshot by itself
+                return self._answer_ops(conn, ops)
+            return self._snapshot_reads(conn, lambda: self._answer_ops(conn, ops))
+
+        return await self._run(read)
+
+    async def _write(self, batch: WriteBatch) -> WriteResult:
+        return await self._run(lambda conn: self._in_tx(conn, lambda c: self._write_tx(c, batch)))
+
+    async def _transact(
+        self, flow: ReadFlow[T], decide: Decide[T] | None
+    ) -> tuple[T, WriteResult | None]:
+        # One hop to the database thread: the reads (in one read transaction, no lock), the
+        # decision, then a short write transaction, so reads never hold the write lock.
+        def run(conn: sqlite3.Connection) -> tuple[T, WriteResult | None]:
+            def answer(asked: list[ReadOp]) -> list[Any]:
+                return self._answer_ops(conn, asked)
+
+            result = self._snapshot_reads(
+                conn, lambda: drive(flow, lambda ops: self._answer_sync(ops, answer))
             )
-            record_keys = {**found, **{r.id: r.key for r in batch.records}}
-            planned = plan_batch(batch, states, set(found), record_keys, at)
-            for rec in batch.records:
-                cur = conn.execute(
-                    f"INSERT OR IGNORE INTO records ({_RECORD_COLS}) VALUES (?,?,?,?,?,?,?,?)",
-                    (
-                        rec.id,
-                        rec.key,
-                        rec.value_json,
-                        json.dumps(list(rec.parents)),
-                        rec.author,
-                        rec.kind,
-                        rec.supersedes,
-                        rec.created_at,
-                    ),
-                )
-                if cur.rowcount:
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO edges (child, parent) VALUES (?, ?)",
-                        [(rec.id, p) for p in rec.parents],
-                    )
-            for state in planned.new_states.values():
-                conn.execute(
-                    "INSERT INTO keys (key, owner, head, version) VALUES (?,?,?,?) "
-                    "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, head=excluded.head, "
-                    "version=excluded.version",
-                    (state.key, state.owner, state.head, state.version),
-                )
-            out = []
-            for ch in planned.changes:
-                cur = conn.execute(
-                    "INSERT INTO changes (key, kind, head, previous, owner, by, at) "
-                    "VALUES (?,?,?,?,?,?,?)",
-                    (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
-                )
-                out.append(Change(int(cur.lastrowid or 0), *_change_tail(ch)))
-            for d in batch.decisions:
-                self._insert_decision(conn, d if d.at else replace(d, at=at))
-            return out
-
-        return await self._run(lambda conn: self._in_tx(conn, write))
-
-    @staticmethod
-    def _insert_decision(conn: sqlite3.Connection, decision: Decision) -> int:
-        cur = conn.execute(
-            "INSERT INTO decisions (at, source, agent, tool, plan, verdict, reason, payload) "
-            "VALUES (?,?,?,?,?,?,?,?)",
-            decision_row(decision, utc_now()),
-        )
-        return int(cur.lastrowid or 0)
-
-    async def _append_decision(self, decision: Decision) -> int:
-        return await self._run(lambda conn: self._insert_decision(conn, decision))
-
-    def _record(self, row: Sequence[Any]) -> Record:
-        parents = tuple(json.loads(row[3]))
-        return self._verified.load(row[0], row[1], row[2], parents, *row[4:8])
-
-    def _read_records(self, conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Record]:
-        rows = conn.execute(
-            f"SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(ids)),),
-        ).fetchall()
-        return {r[0]: self._record(r) for r in rows}
-
-    @staticmethod
-    def _read_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, KeyState]:
-        rows = conn.execute(
-            "SELECT key, owner, head, version FROM keys "
-            "WHERE key IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(keys)),),
-        ).fetchall()
-        return {r[0]: KeyState(r[0], r[1], r[2], r[3]) for r in rows}
-
-    async def _get_records(self, ids: Sequence[str]) -> dict[str, Record]:
-        found = await self._run(lambda conn: self._read_records(conn, ids))
-        # Callers of get/get_many may change `value`; the verified cache must not see that.
-        return {i: replace(r, value=json.loads(r.value_json)) for i, r in found.items()}
-
-    def _read_snapshot(
-        self,
-        conn: sqlite3.Connection,
-        root_id: str,
-        scope: list[str],
-        max_records: int,
-        flag: Flag | None,
-    ) -> PlanSnapshot:
-        pre = self._prefetch(conn, [root_id], scope, max_records)  # the root comes with it
-        root = pre.get(root_id) or self._read_records(conn, [root_id]).get(root_id)
-        if root is None:
-            return PlanSnapshot(None)
-
-        def lookup(ids: list[str]) -> dict[str, Record]:
-            got = {i: pre[i] for i in ids if i in pre}
-            rest = [i for i in ids if i not in pre]
-            if rest:  # unknown ids, or a prefetch cut at the bound
-                got.update(self._read_records(conn, rest))
-            return got
-
-        frontier = frontier_sync(lookup, [root_id], scope, max_records=max_records)
-        # Records are immutable, so only the heads need to be current: they are read last.
-        states = self._read_keys(conn, scope) if scope else {}
-        flagged = False
-        if root.supersedes and flag is not None:
-            flagged = bool(self._read_decisions(conn, flag.query(root.supersedes)))
-        return PlanSnapshot(root, frontier, states, flagged)
-
-    async def _snapshot(
-        self, root_id: str, scope: list[str], max_records: int, flag: Flag | None = None
-    ) -> PlanSnapshot:
-        return await self._run(
-            lambda conn: self._read_snapshot(conn, root_id, scope, max_records, flag)
-        )
-
-    async def _snapshot_and_log(
-        self,
-        root_id: str,
-        scope: list[str],
-        max_records: int,
-        decide: Callable[[PlanSnapshot], Decision | None],
-        flag: Flag | None = None,
-    ) -> tuple[PlanSnapshot, int | None]:
-        # One hop to the database thread: read (no lock), decide, then a short write
-        # transaction for the decision alone, so checks never hold the write lock for a walk.
-        def run(conn: sqlite3.Connection) -> tuple[PlanSnapshot, int | None]:
-            snap = self._read_snapshot(conn, root_id, scope, max_records, flag)
-            decision = decide(snap)
-            if decision is None:
-                return snap, None
-            return snap, self._in_tx(conn, lambda c: self._insert_decision(c, decision))
+            batch = decide(result) if decide is not None else None
+            if batch is None:
+                return result, None
+            return result, self._in_tx(conn, lambda c: self._write_tx(c, batch))
 
         return await self._run(run)
 
-    async def _prefetch_lineage(
-        self, roots: Sequence[str], scope: Sequence[str], limit: int
-    ) -> dict[str, Record]:
-        return await self._run(lambda conn: self._prefetch(conn, roots, scope, limit))
+    @staticmethod
+    def _snapshot_reads(conn: sqlite3.Connection, fn: Callable[[], T]) -> T:
+        conn.execute("BEGIN")  # deferred: a read transaction, one snapshot for every read in it
+        try:
+            out = fn()
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return out
 
-    def _prefetch(
-        self, conn: sqlite3.Connection, roots: Sequence[str], scope: Sequence[str], limit: int
-    ) -> dict[str, Record]:
-        rows = conn.execute(
-            f"""
-            WITH RECURSIVE walk(id) AS (
-                SELECT value FROM json_each(?1)
-                UNION
-                SELECT e.parent FROM walk w
-                JOIN records r ON r.id = w.id
-                JOIN edges e ON e.child = w.id
-                WHERE r.key NOT IN (SELECT value FROM json_each(?2))
+    def _answer_ops(self, conn: sqlite3.Connection, ops: Sequence[ReadOp]) -> list[Any]:
+        return [self._answer_one(conn, op) for op in ops]
+
+    def _answer_one(self, conn: sqlite3.Connection, op: ReadOp) -> Any:
+        if isinstance(op, GetRecords):
+            rows = conn.execute(
+                f"SELECT {RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(op.ids)),),
             )
-            SELECT {_RECORD_COLS} FROM records WHERE id IN (SELECT id FROM walk LIMIT ?3)
-            """,
-            (json.dumps(list(roots)), json.dumps(list(scope)), limit + 1),
-        ).fetchall()
-        return {r[0]: self._record(r) for r in rows}
-
-    async def _get_keys(self, keys: Sequence[str]) -> dict[str, KeyState]:
-        return await self._run(lambda conn: self._read_keys(conn, keys))
-
-    async def _list_keys(self, prefix: str) -> list[KeyState]:
-        def read(conn: sqlite3.Connection) -> list[KeyState]:
+            return [_stored(r) for r in rows]
+        if isinstance(op, Lineage):
+            walk = (json.dumps(list(op.roots)), json.dumps(list(op.scope)), op.limit + 1)
+            return [_stored(r) for r in conn.execute(_PREFETCH_SQL, walk)]
+        if isinstance(op, GetKeys):
+            rows = conn.execute(
+                "SELECT key, owner, head, version FROM keys "
+                "WHERE key IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(op.keys)),),
+            )
+            return [KeyState(*r) for r in rows]
+        if isinstance(op, ListKeys):
             rows = conn.execute(
                 "SELECT key, owner, head, version FROM keys WHERE substr(key, 1, ?) = ? "
                 "ORDER BY key",
-                (len(prefix), prefix),
-            ).fetchall()
+                (len(op.prefix), op.prefix),
+            )
             return [KeyState(*r) for r in rows]
-
-        return await self._run(read)
-
-    async def _ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
-        def read(conn: sqlite3.Connection) -> list[str]:
+        if isinstance(op, IdsWithPrefix):
             # Ids are lowercase hex, so [prefix, prefix + "g") holds exactly those starting with it.
             rows = conn.execute(
                 "SELECT id FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-                (prefix, prefix + "g", limit),
-            ).fetchall()
+                (op.prefix, op.prefix + "g", op.limit),
+            )
             return [str(r[0]) for r in rows]
-
-        return await self._run(read)
-
-    async def _changes(self, since: int, limit: int) -> list[Change]:
-        def read(conn: sqlite3.Connection) -> list[Change]:
+        if isinstance(op, GetChanges):
             rows = conn.execute(
                 "SELECT seq, key, kind, head, previous, owner, by, at FROM changes "
                 "WHERE seq > ? ORDER BY seq LIMIT ?",
-                (since, limit),
-            ).fetchall()
+                (op.since, op.limit),
+            )
             return [Change(*r) for r in rows]
-
-        return await self._run(read)
+        if isinstance(op, QueryJournal):
+            where, args = journal_filter(op.query, "?", "journal_labels")
+            rows = conn.execute(
+                f"SELECT {JOURNAL_COLS} FROM journal {where} ORDER BY id DESC LIMIT ?",
+                (*args, op.query.limit),
+            )
+            return [entry_from_row(r) for r in rows]
+        raise TypeError(f"unknown read {type(op).__name__}")
 
     @staticmethod
-    def _read_decisions(conn: sqlite3.Connection, query: DecisionQuery) -> list[Decision]:
-        where, args = decision_filter(query, "?")
-        rows = conn.execute(
-            "SELECT id, at, source, agent, tool, plan, verdict, reason, payload "
-            f"FROM decisions {where} ORDER BY id DESC LIMIT ?",
-            (*args, query.limit),
-        ).fetchall()
-        return [decision_from_row(r) for r in rows]
+    def _write_tx(conn: sqlite3.Connection, batch: WriteBatch) -> WriteResult:
+        at = utc_now()
+        states = {
+            r[0]: KeyState(r[0], r[1], r[2], r[3])
+            for r in conn.execute(
+                "SELECT key, owner, head, version FROM keys "
+                "WHERE key IN (SELECT value FROM json_each(?))",
+                (json.dumps(batch.keys()),),
+            )
+        }
+        found = dict(
+            conn.execute(
+                "SELECT id, key FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(batch.referenced_ids())),),
+            ).fetchall()
+        )
+        record_keys = {**found, **{r.id: r.key for r in batch.records}}
+        planned = plan_batch(batch, states, set(found), record_keys, at)
+        for rec in batch.records:
+            cur = conn.execute(
+                f"INSERT OR IGNORE INTO records ({RECORD_COLS}) VALUES (?,?,?,?,?,?,?,?)",
+                record_row(rec, json.dumps(list(rec.parents))),
+            )
+            if cur.rowcount:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO edges (child, parent) VALUES (?, ?)",
+                    [(rec.id, p) for p in rec.parents],
+                )
+        for state in planned.new_states.values():
+            conn.execute(
+                "INSERT INTO keys (key, owner, head, version) VALUES (?,?,?,?) "
+                "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, head=excluded.head, "
+                "version=excluded.version",
+                (state.key, state.owner, state.head, state.version),
+            )
+        result = WriteResult()
+        for ch in planned.changes:
+            cur = conn.execute(
+                "INSERT INTO changes (key, kind, head, previous, owner, by, at) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
+            )
+            result.changes.append(replace(ch, seq=int(cur.lastrowid or 0)))
+        for entry in batch.entries:
+            cur = conn.execute(
+                "INSERT INTO journal (at, kind, subject, verdict, labels, detail) "
+                "VALUES (?,?,?,?,?,?)",
+                entry_row(entry, at),
+            )
+            entry_id = int(cur.lastrowid or 0)
+            conn.executemany(
+                "INSERT INTO journal_labels (entry, name, value) VALUES (?,?,?)",
+                label_rows(entry_id, entry),
+            )
+            result.entry_ids.append(entry_id)
+        return result
 
-    async def _decisions(self, query: DecisionQuery) -> list[Decision]:
-        return await self._run(lambda conn: self._read_decisions(conn, query))
+    async def _tamper_record(self, record_id: str, fields: Mapping[str, Any] | None) -> None:
+        """For integrity tests: change stored fields of a record (None: delete its row)."""
+
+        def tamper(conn: sqlite3.Connection) -> None:
+            if fields is None:
+                conn.execute("DELETE FROM records WHERE id = ?", (record_id,))
+                return
+            for name, value in fields.items():
+                stored = json.dumps(list(value)) if name == "parents" else value
+                conn.execute(
+                    f"UPDATE records SET {TAMPERABLE[name]} = ? WHERE id = ?", (stored, record_id)
+                )
+
+        await self._run(tamper)
 
 
-def _change_tail(ch: Change) -> tuple[Any, ...]:
-    return (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at)
+def _stored(row: Sequence[Any]) -> StoredFields:
+    try:
+        parents = tuple(json.loads(row[3]))
+    except (TypeError, ValueError):
+        raise IntegrityError(row[0], "stored parents are not a list") from None
+    return (row[0], row[1], row[2], parents, row[4], row[5], row[6], row[7])

@@ -226,7 +226,8 @@ def test_audit_plan_filter_takes_a_prefix_and_refuses_junk(
 
 
 def test_a_closed_pipe_ends_quietly(seeded: tuple[str, str, str]) -> None:
-    from planfence.shared_memory import Decision, WriteBatch
+    from planfence.plugins.gate import Decision
+    from planfence.shared_memory import WriteBatch
 
     url, _, plan = seeded
     with open_store(url) as store:  # more output than a pipe holds, in one write
@@ -439,7 +440,7 @@ def test_put_reads_large_values_from_a_file_or_stdin(
 
 
 def test_audit_lists_janus_verdicts(capsys: pytest.CaptureFixture[str], sqlite_url: str) -> None:
-    from planfence.shared_memory import Decision
+    from planfence.plugins.gate import Decision
 
     with open_store(sqlite_url) as store:
         store.log(Decision(source="janus", verdict="keep", reason="old_better", agent="janus"))

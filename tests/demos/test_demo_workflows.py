@@ -15,20 +15,9 @@ from planfence.adapters.cli.main import main
 from planfence.demos.workflows import EXECUTORS, WORKFLOWS, run_workflow
 from planfence.shared_memory import AsyncStore, create_async_store
 
-# The primitives every backend implements: every read and write of a run goes through them
-# (`changes`, `last_seq`, `get`, `states`, `keys`, `snapshot`, `decisions`, ...).
-PRIMITIVES = (
-    "_apply",
-    "_get_records",
-    "_get_keys",
-    "_list_keys",
-    "_changes",
-    "_decisions",
-    "_prefetch_lineage",
-    "_snapshot",
-    "_snapshot_and_log",
-    "_append_decision",
-)
+# The primitives every backend implements, and the one-hop read-and-write SQLite adds: every
+# read and write of a run goes through them (`changes`, `get`, `states`, `journal`, ...).
+PRIMITIVES = ("_read", "_write", "_transact")
 
 
 class StoreReads:

@@ -8,10 +8,9 @@ import sqlite3
 
 import pytest
 
-from planfence.plugins.gate import Gate, Policy
+from planfence.plugins.gate import Decision, Gate, Policy
 from planfence.shared_memory import (
     AsyncStore,
-    Decision,
     StoreLimits,
     create_async_store,
 )
@@ -70,17 +69,17 @@ async def test_every_way_into_the_log_is_bounded(astore: AsyncStore) -> None:
 
 
 def _row_size(store_url: str) -> int:
-    sql = "SELECT length(plan) + length(payload) + length(agent) + length(tool) FROM {}"
+    sql = "SELECT length(subject) + length(detail) + length(labels) FROM {}"
     if store_url.startswith("sqlite"):
         with sqlite3.connect(sqlite_path_from_url(store_url)) as conn:
-            return int(conn.execute(sql.format("decisions")).fetchone()[0])
+            return int(conn.execute(sql.format("journal")).fetchone()[0])
     import psycopg
 
     from planfence.shared_memory.backends.postgres import split_schema
 
     conninfo, schema = split_schema(store_url)
     with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
-        row = conn.execute(sql.format("pf_decisions")).fetchone()
+        row = conn.execute(sql.format("pf_journal")).fetchone()
         assert row is not None
         return int(row[0])
 

@@ -230,25 +230,20 @@ class FailingStore(AsyncStore):
         self.inner = inner
         self.fail_on = fail_on
 
-    async def _apply(self, batch):  # type: ignore[no-untyped-def]
+    async def _write(self, batch):  # type: ignore[no-untyped-def]
         if self.fail_on == "write":
             raise StoreUnavailableError("disk gone")
-        return await self.inner._apply(batch)
+        return await self.inner._write(batch)
 
-    async def _get_records(self, ids):  # type: ignore[no-untyped-def]
-        if self.fail_on == "records":
+    async def _read(self, ops):  # type: ignore[no-untyped-def]
+        kinds = {type(op).__name__ for op in ops}
+        if self.fail_on == "records" and kinds & {"GetRecords", "Lineage"}:
             raise StoreUnavailableError("connection reset")
-        return await self.inner._get_records(ids)
-
-    async def _get_keys(self, keys):  # type: ignore[no-untyped-def]
-        if self.fail_on == "keys":
+        if self.fail_on == "keys" and "GetKeys" in kinds:
             raise StoreUnavailableError("connection reset")
-        return await self.inner._get_keys(keys)
-
-    async def _decisions(self, query):  # type: ignore[no-untyped-def]
-        if self.fail_on == "decisions":
+        if self.fail_on == "decisions" and "QueryJournal" in kinds:
             raise RuntimeError("unexpected")
-        return await self.inner._decisions(query)
+        return await self.inner._read(ops)
 
 
 @pytest.mark.parametrize(

@@ -221,8 +221,7 @@ def test_allow_exactly_when_every_frontier_is_the_head(
 def test_reason_codes_are_an_enum_that_reads_as_its_value() -> None:
     import json
 
-    from planfence.plugins.gate import Reason
-    from planfence.shared_memory import Decision
+    from planfence.plugins.gate import Decision, Reason
 
     got = decide(REQ, SCOPE, view(), ONE_CHANGED, budget_spent=False, max_records=100)
     assert got.reason is Reason.STALE

@@ -164,11 +164,14 @@ def plan_meta(plan: str | Record | None, **extra: Any) -> dict[str, Any]:
 
 
 def refusal(result: Any) -> dict[str, Any]:
-    """The planfence body of a refused call, after checking it has the documented shape."""
+    """The planfence body of a refused call, after checking it has the documented shape: the
+    same object as text and in `_meta`, and as structured content only for a tool without an
+    output schema."""
     assert result.is_error is True
-    body = result.structured_content["planfence"]
-    assert json.loads(result.content[0].text) == result.structured_content
-    return dict(body)
+    payload = json.loads(result.content[0].text)
+    assert result.meta["dev.planfence/refusal"] == payload
+    assert result.structured_content in (None, payload)
+    return dict(payload["planfence"])
 
 
 def free_port() -> int:

@@ -7,10 +7,9 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 from store_helpers import needs_sql
 
-from planfence.shared_memory import AsyncStore, Change, Replica, create_async_store
+from planfence.shared_memory import AsyncStore, Change, create_async_store
 
 KEY = "feed/key"
 
@@ -123,44 +122,3 @@ async def test_postgres_lost_listener_loses_nothing(pg_url: str) -> None:
             await asyncio.sleep(0.05)
         await asyncio.wait_for(task, 30)
         assert_linear(seen, await writer.head(KEY))
-
-
-async def test_replica_stays_fresh(astore: AsyncStore) -> None:
-    await astore.own("trip/1/req", "planner")
-    await astore.own("other/x", "planner")
-    old = await astore.put("trip/1/req", {"v": 0}, author="planner")
-    replica = Replica(astore, prefix="trip/")
-    seen: list[Change] = []
-    replica.on_change(seen.append)
-    transferred = asyncio.Event()
-    replica.on_change(lambda c: transferred.set() if c.owner == "reviewer" else None)
-    applied = await replica.sync()
-    assert replica.head("trip/1/req") == old.id
-    assert replica.current("trip/1/req") == old
-    assert [c.key for c in applied] == ["trip/1/req", "trip/1/req"]
-    replica.start()
-    try:
-        for i in range(1, 6):
-            rec = await astore.put("trip/1/req", {"v": i}, author="planner")
-            await astore.put("other/x", i, author="planner")
-        await astore.transfer("trip/1/req", "reviewer", by="planner")
-        await asyncio.wait_for(transferred.wait(), 20)
-    finally:
-        await replica.stop()
-    assert replica.head("trip/1/req") == rec.id == await astore.head("trip/1/req")
-    current = replica.current("trip/1/req")
-    assert current is not None
-    assert current.value == {"v": 5}
-    assert replica.head("other/x") is None  # outside the prefix
-    assert replica.states["trip/1/req"].version == 6
-    assert all(c.key.startswith("trip/") for c in seen)
-    assert replica.seq == await astore.last_seq()
-    await replica.stop()  # idempotent
-
-
-@pytest.mark.parametrize("idle", [0.05, 0.3])
-async def test_subscribe_returns_once_idle(astore: AsyncStore, idle: float) -> None:
-    async def drain() -> list[object]:
-        return [c async for c in astore.subscribe(10**9, idle_timeout=idle)]
-
-    assert await asyncio.wait_for(drain(), 30) == []  # a hang guard, not a speed check

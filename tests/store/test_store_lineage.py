@@ -133,8 +133,6 @@ async def test_async_driver_matches_sync() -> None:
 
 
 async def test_an_ambiguous_short_id_lists_its_candidates() -> None:
-    from dataclasses import replace
-
     from planfence.shared_memory import AmbiguousIdError, UnknownRecordError
     from planfence.shared_memory.backends.memory import MemoryStore
 
@@ -143,7 +141,7 @@ async def test_an_ambiguous_short_id_lists_its_candidates() -> None:
     rec = await store.put("a/b", 1, author="ana")
     # Two stored ids that share their first 10 digits (as 2^40 records would make likely).
     twin = rec.id[:10] + ("0" if rec.id[10] != "0" else "1") + rec.id[11:]
-    store._records[twin] = replace(rec, id=twin)
+    store._records[twin] = (twin, *store._records[rec.id][1:])
     with pytest.raises(AmbiguousIdError) as err:
         await store.resolve_id(rec.id[:10])
     assert set(err.value.candidates) == {rec.id, twin}

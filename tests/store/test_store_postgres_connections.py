@@ -11,8 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from planfence.plugins.gate import Gate, Policy, create_plan
-from planfence.shared_memory import Decision, StoreUnavailableError, open_async_store
+from planfence.plugins.gate import Decision, Gate, Policy, create_plan
+from planfence.shared_memory import StoreUnavailableError, open_async_store
 
 pytestmark = pytest.mark.postgres
 

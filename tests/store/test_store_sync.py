@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from planfence.plugins.gate import Decision
 from planfence.shared_memory import (
     AdvanceHead,
     AsyncStore,
     ConfigError,
-    Decision,
     HeadConflictError,
     NotOwnerError,
     Record,

@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.shared_memory import (
-    AsyncStore,
     InvalidKeyError,
     InvalidValueError,
     is_record_id,
@@ -57,12 +56,3 @@ def test_trailing_control_characters_are_refused(suffix: str) -> None:
     with pytest.raises(InvalidKeyError):
         validate_agent("sales" + suffix)
     assert not is_record_id("a" * 64 + suffix)
-
-
-async def test_a_twin_key_with_a_newline_cannot_be_owned(astore: AsyncStore) -> None:
-    await astore.own("order/7", "sales")
-    with pytest.raises(InvalidKeyError):
-        await astore.own("order/7\n", "mallory")
-    with pytest.raises(InvalidKeyError):
-        await astore.own("order/8", "mallory\n")
-    assert [s.key for s in await astore.keys()] == ["order/7"]

@@ -1,0 +1,91 @@
+"""What the two SQL backends share: column lists, row mappings and the journal's WHERE clause."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..journal import Entry, JournalQuery
+from ..records import Record, canonical_json
+
+RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
+"""Record columns in the order of `StoredFields` (value holds the canonical `value_json`)."""
+JOURNAL_COLS = "id, at, kind, subject, verdict, labels, detail"
+TAMPERABLE = {
+    "key": "key",
+    "value_json": "value",
+    "parents": "parents",
+    "author": "author",
+    "kind": "kind",
+    "supersedes": "supersedes",
+    "created_at": "created_at",
+}
+"""Stored record fields a test may corrupt (`_tamper_record`), and their columns."""
+
+
+def record_row(rec: Record, parents: Any) -> tuple[Any, ...]:
+    return (
+        rec.id,
+        rec.key,
+        rec.value_json,
+        parents,
+        rec.author,
+        rec.kind,
+        rec.supersedes,
+        rec.created_at,
+    )
+
+
+def entry_row(entry: Entry, at: str) -> tuple[str, str, str | None, str, str, str]:
+    """(at, kind, subject, verdict, labels, detail) for an INSERT into the journal."""
+    return (
+        entry.at or at,
+        entry.kind,
+        entry.subject,
+        entry.verdict,
+        canonical_json(dict(entry.labels)),
+        canonical_json(dict(entry.detail)),
+    )
+
+
+def label_rows(entry_id: int, entry: Entry) -> list[tuple[int, str, str]]:
+    return [(entry_id, name, value) for name, value in entry.labels.items()]
+
+
+def entry_from_row(row: Sequence[Any]) -> Entry:
+    id_, at, kind, subject, verdict, labels, detail = row
+    return Entry(
+        kind=kind,
+        verdict=verdict,
+        subject=subject,
+        labels=json.loads(labels),
+        detail=json.loads(detail),
+        at=at,
+        id=int(id_),
+    )
+
+
+def journal_filter(query: JournalQuery, mark: str, labels_table: str) -> tuple[str, list[Any]]:
+    """WHERE clause for `query` (`mark` is the driver's placeholder); labels are matched through
+    the indexed label table, one subquery per label name."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column, value in (
+        ("kind", query.kind),
+        ("subject", query.subject),
+        ("verdict", query.verdict),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = {mark}")
+            args.append(value)
+    if query.before_id is not None:
+        clauses.append(f"id < {mark}")
+        args.append(query.before_id)
+    for name, values in query.labels:
+        marks = ", ".join([mark] * len(values))
+        clauses.append(
+            f"id IN (SELECT entry FROM {labels_table} WHERE name = {mark} AND value IN ({marks}))"
+        )
+        args.extend([name, *values])
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", args

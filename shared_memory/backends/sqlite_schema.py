@@ -1,0 +1,99 @@
+"""The SQLite schema, as ordered migrations, and the lineage prefetch query."""
+
+from __future__ import annotations
+
+from .sql import RECORD_COLS
+
+# Ordered; index + 1 is the schema version stored in PRAGMA user_version. Append, never edit.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE records (
+        id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        author TEXT NOT NULL,
+        value TEXT NOT NULL,
+        parents TEXT NOT NULL,
+        supersedes TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX records_key ON records (key);
+    CREATE INDEX records_supersedes ON records (supersedes) WHERE supersedes IS NOT NULL;
+    CREATE TABLE edges (
+        child TEXT NOT NULL,
+        parent TEXT NOT NULL,
+        PRIMARY KEY (child, parent)
+    ) WITHOUT ROWID;
+    CREATE TABLE keys (
+        key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        head TEXT,
+        version INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        head TEXT,
+        previous TEXT,
+        owner TEXT NOT NULL,
+        by TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE TABLE decisions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        source TEXT NOT NULL,
+        agent TEXT,
+        tool TEXT,
+        plan TEXT,
+        verdict TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE INDEX decisions_tool ON decisions (tool);
+    CREATE INDEX decisions_plan ON decisions (plan);
+    """,
+    # 2: the decision log becomes the audit journal; its gate columns become indexed labels.
+    """
+    CREATE TABLE journal (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        subject TEXT,
+        verdict TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX journal_subject ON journal (subject);
+    CREATE TABLE journal_labels (
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        entry INTEGER NOT NULL,
+        PRIMARY KEY (name, value, entry)
+    ) WITHOUT ROWID;
+    INSERT INTO journal (id, at, kind, subject, verdict, labels, detail)
+        SELECT id, at, source, plan, verdict,
+            json_patch('{}', json_object('agent', agent, 'reason', NULLIF(reason, ''),
+                'tool', tool)),
+            payload
+        FROM decisions ORDER BY id;
+    INSERT INTO journal_labels (name, value, entry)
+        SELECT 'agent', agent, id FROM decisions WHERE agent IS NOT NULL
+        UNION ALL SELECT 'reason', reason, id FROM decisions WHERE reason != ''
+        UNION ALL SELECT 'tool', tool, id FROM decisions WHERE tool IS NOT NULL;
+    DROP TABLE decisions;
+    """,
+)
+
+_PREFETCH_SQL = f"""
+    WITH RECURSIVE walk(id) AS (
+        SELECT value FROM json_each(?1)
+        UNION
+        SELECT e.parent FROM walk w
+        JOIN records r ON r.id = w.id
+        JOIN edges e ON e.child = w.id
+        WHERE r.key NOT IN (SELECT value FROM json_each(?2))
+    )
+    SELECT {RECORD_COLS} FROM records WHERE id IN (SELECT id FROM walk LIMIT ?3)
+"""

@@ -1,0 +1,197 @@
+"""Write batches: what one atomic write stores, and `plan_batch`, the rules every backend applies.
+
+Every rule about owners, heads and references is checked by `plan_batch`, pure logic that each
+backend calls inside its own write transaction, so the rules are written once and hold
+identically on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import cast
+
+from .errors import (
+    AlreadyOwnedError,
+    HeadConflictError,
+    IntegrityError,
+    InvalidValueError,
+    NotOwnerError,
+    UnknownKeyError,
+    UnknownRecordError,
+)
+from .journal import Entry, ToEntry, as_entry, bound_entry
+from .model import Change, KeyState
+from .records import Record, StoreLimits, validate_agent, validate_key, validate_record_id
+
+
+@dataclass(frozen=True)
+class AssignOwner:
+    key: str
+    owner: str
+    by: str
+
+
+@dataclass(frozen=True)
+class TransferOwner:
+    key: str
+    new_owner: str
+    by: str
+
+
+@dataclass(frozen=True)
+class AdvanceHead:
+    key: str
+    record_id: str
+    expected: str | None
+    by: str
+
+
+Op = AssignOwner | TransferOwner | AdvanceHead
+
+
+@dataclass(frozen=True)
+class WriteBatch:
+    """Everything one atomic write stores: new records, owner/head operations, journal entries.
+
+    `decisions` takes journal entries, or anything with a `to_entry()` (the gate's `Decision`).
+    """
+
+    records: tuple[Record, ...] = ()
+    ops: tuple[Op, ...] = ()
+    decisions: tuple[Entry | ToEntry, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decisions", tuple(as_entry(d) for d in self.decisions))
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        """The journal entries (`decisions`, each mapped to an `Entry`)."""
+        return cast(tuple[Entry, ...], self.decisions)
+
+    def keys(self) -> list[str]:
+        return sorted({op.key for op in self.ops})
+
+    def referenced_ids(self) -> set[str]:
+        """Ids that must already exist (in the store or in this batch)."""
+        refs: set[str] = set()
+        for rec in self.records:
+            refs.update(rec.parents)
+            if rec.supersedes:
+                refs.add(rec.supersedes)
+        refs.update(op.record_id for op in self.ops if isinstance(op, AdvanceHead))
+        return refs
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did: the feed entries it appended (with seq) and its journal entry ids."""
+
+    changes: list[Change] = field(default_factory=list)
+    entry_ids: list[int] = field(default_factory=list)
+
+
+def checked_batch(batch: WriteBatch, limits: StoreLimits) -> WriteBatch:
+    """Re-derive every record of a hand-built batch, validate its ops and bound its entries,
+    before any I/O.
+
+    `Record` is a plain dataclass, so a caller can build one whose id does not match its content
+    (or whose `value_json` is missing); storing it would plant a corrupt record.
+    """
+    records = []
+    for rec in batch.records:
+        fresh = Record.create(
+            rec.key,
+            rec.value,
+            author=rec.author,
+            parents=rec.parents,
+            kind=rec.kind,
+            supersedes=rec.supersedes,
+            created_at=rec.created_at or None,
+            limits=limits,
+        )
+        if fresh.id != rec.id or not rec.created_at:
+            raise IntegrityError(
+                rec.id, "fields do not hash to this id; build records with Record.create"
+            )
+        records.append(fresh)
+    for op in batch.ops:
+        validate_key(op.key, limits)
+        validate_agent(op.by, limits)
+        if isinstance(op, AssignOwner):
+            validate_agent(op.owner, limits)
+        elif isinstance(op, TransferOwner):
+            validate_agent(op.new_owner, limits)
+        else:
+            validate_record_id(op.record_id)
+            if op.expected is not None:
+                validate_record_id(op.expected)
+    entries = tuple(bound_entry(e, limits) for e in batch.entries)
+    return WriteBatch(tuple(records), batch.ops, entries)
+
+
+@dataclass(frozen=True)
+class PlannedWrite:
+    """What a backend must write, computed by `plan_batch`."""
+
+    new_states: dict[str, KeyState]
+    created: set[str]
+    changes: list[Change]
+
+
+def plan_batch(
+    batch: WriteBatch,
+    states: Mapping[str, KeyState],
+    existing_ids: set[str],
+    record_keys: Mapping[str, str],
+    at: str,
+) -> PlannedWrite:
+    """Check a batch against the current states of the keys it touches; pure.
+
+    Args:
+        states: current state of each touched key that has an owner.
+        existing_ids: the referenced ids the store already holds.
+        record_keys: key of every record an `AdvanceHead` points at (store or batch).
+
+    Raises:
+        UnknownRecordError, UnknownKeyError, NotOwnerError, AlreadyOwnedError, HeadConflictError.
+    """
+    in_batch = {r.id for r in batch.records}
+    missing = sorted(batch.referenced_ids() - in_batch - existing_ids)
+    if missing:
+        raise UnknownRecordError(missing, "parent or referenced record")
+    cur: dict[str, KeyState] = dict(states)
+    created: set[str] = set()
+    changes: list[Change] = []
+    for op in batch.ops:
+        state = cur.get(op.key)
+        if isinstance(op, AssignOwner):
+            if state is not None:
+                raise AlreadyOwnedError(op.key, state.owner)
+            cur[op.key] = KeyState(op.key, op.owner, None, 0)
+            created.add(op.key)
+            changes.append(Change(0, op.key, "owner", None, None, op.owner, op.by, at))
+            continue
+        if state is None:
+            raise UnknownKeyError(op.key)
+        if op.by != state.owner:
+            raise NotOwnerError(op.key, op.by, state.owner)
+        if isinstance(op, TransferOwner):
+            cur[op.key] = KeyState(op.key, op.new_owner, state.head, state.version)
+            changes.append(
+                Change(0, op.key, "owner", state.head, state.head, op.new_owner, op.by, at)
+            )
+        else:
+            if op.expected != state.head:
+                raise HeadConflictError(op.key, op.expected, state.head)
+            if record_keys.get(op.record_id) != op.key:
+                raise InvalidValueError(
+                    f"record {op.record_id} is a version of "
+                    f"{record_keys.get(op.record_id)!r}, not of {op.key!r}"
+                )
+            cur[op.key] = KeyState(op.key, state.owner, op.record_id, state.version + 1)
+            changes.append(
+                Change(0, op.key, "head", op.record_id, state.head, state.owner, op.by, at)
+            )
+    touched = {op.key for op in batch.ops}
+    return PlannedWrite({k: cur[k] for k in touched}, created, changes)

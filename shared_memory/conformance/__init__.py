@@ -1,0 +1,34 @@
+"""The store contract, written once, for every backend: ours and third parties'.
+
+A check is `async def check(store, ctx)`: it gets a fresh, set-up store and a `Context` that can
+open more stores on the same place (with other limits) and says what the backend can do. A
+backend's own test file runs every check:
+
+    import pytest
+    from planfence.shared_memory.conformance import CHECKS, TAMPER, run_check
+
+    @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+    async def test_my_backend(check, tmp_path):
+        await run_check(check, lambda limits: MyStore(tmp_path, limits=limits), {TAMPER})
+
+The factory builds (does not set up) a store on one fresh, empty place per test; it may be called
+again within a check, and must then open the same place. Capabilities:
+
+- `TAMPER`: the backend has `async _tamper_record(record_id, fields)`, which changes stored fields
+  of a record (`fields` maps `key`, `value_json`, `parents`, `author`, `kind`, `supersedes`,
+  `created_at` to stored values) or deletes it (`fields=None`), bypassing every check, so the
+  integrity checks can prove that corruption is caught. Without it they are skipped.
+"""
+
+from __future__ import annotations
+
+from .checks_journal import JOURNAL_CHECKS
+from .checks_lineage import LINEAGE_CHECKS
+from .checks_records import RECORD_CHECKS
+from .checks_writes import WRITE_CHECKS
+from .runner import TAMPER, Check, Context, StoreFactory, raises, run_check
+
+CHECKS: tuple[Check, ...] = (*RECORD_CHECKS, *WRITE_CHECKS, *LINEAGE_CHECKS, *JOURNAL_CHECKS)
+"""Every conformance check, in a stable order."""
+
+__all__ = ["CHECKS", "TAMPER", "Check", "Context", "StoreFactory", "raises", "run_check"]

@@ -1,0 +1,158 @@
+"""The change feed, subscriptions, a replica following them, and the audit journal."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..journal import Entry
+from ..model import Change
+from ..replica import Replica
+from ..store import AsyncStore
+from .runner import Check, Context
+
+REQ = "trip/42/requirements"
+QUOTE = "trip/42/quote"
+
+
+async def change_feed_order(store: AsyncStore, ctx: Context) -> None:
+    await store.own(REQ, "planner")
+    heads: list[str | None] = [None]
+    for i in range(5):
+        heads.append((await store.put(REQ, i, author="planner")).id)
+    await store.own(QUOTE, "quoter")
+    feed = await store.changes()
+    seqs = [c.seq for c in feed]
+    assert seqs == sorted(seqs)
+    assert len(set(seqs)) == len(seqs) == 7
+    head_changes = [c for c in feed if c.kind == "head"]
+    assert [c.head for c in head_changes] == heads[1:]
+    assert [c.previous for c in head_changes] == heads[:-1]
+    assert await store.last_seq() == seqs[-1]
+    assert await store.changes(seqs[2], limit=2) == feed[3:5]
+    assert await store.changes(seqs[-1]) == []
+    assert all(c.at for c in feed)
+    assert feed[0].to_dict()["kind"] == "owner"
+
+
+async def subscribe_yields_everything_then_idles_out(store: AsyncStore, ctx: Context) -> None:
+    await store.own(REQ, "planner")
+    first = await store.put(REQ, 0, author="planner")
+
+    async def writer() -> list[str]:
+        ids = []
+        for i in range(1, 6):
+            await asyncio.sleep(0.01)
+            ids.append((await store.put(REQ, i, author="planner")).id)
+        return ids
+
+    task = asyncio.create_task(writer())
+    seen = [c async for c in store.subscribe(0, idle_timeout=1.0)]
+    written = await task
+    assert [c.head for c in seen if c.kind == "head"] == [first.id, *written]
+    assert [c.seq for c in seen] == sorted({c.seq for c in seen})
+
+    async def idle(since: int, timeout: float) -> list[object]:
+        return [c async for c in store.subscribe(since, idle_timeout=timeout)]
+
+    for since, timeout in ((seen[-1].seq, 0.2), (10**9, 0.05)):
+        assert await asyncio.wait_for(idle(since, timeout), 30) == []  # a hang guard only
+
+
+async def replica_stays_fresh(store: AsyncStore, ctx: Context) -> None:
+    await store.own("trip/1/req", "planner")
+    await store.own("other/x", "planner")
+    old = await store.put("trip/1/req", {"v": 0}, author="planner")
+    replica = Replica(store, prefix="trip/")
+    seen: list[Change] = []
+    replica.on_change(seen.append)
+    transferred = asyncio.Event()
+    replica.on_change(lambda c: transferred.set() if c.owner == "reviewer" else None)
+    applied = await replica.sync()
+    assert replica.head("trip/1/req") == old.id
+    assert replica.current("trip/1/req") == old
+    assert [c.key for c in applied] == ["trip/1/req", "trip/1/req"]
+    replica.start()
+    try:
+        for i in range(1, 6):
+            rec = await store.put("trip/1/req", {"v": i}, author="planner")
+            await store.put("other/x", i, author="planner")
+        await store.transfer("trip/1/req", "reviewer", by="planner")
+        await asyncio.wait_for(transferred.wait(), 20)
+    finally:
+        await replica.stop()
+    assert replica.head("trip/1/req") == rec.id == await store.head("trip/1/req")
+    current = replica.current("trip/1/req")
+    assert current is not None
+    assert current.value == {"v": 5}
+    assert replica.head("other/x") is None  # outside the prefix
+    assert replica.states["trip/1/req"].version == 6
+    assert all(c.key.startswith("trip/") for c in seen)
+    assert replica.seq == await store.last_seq()
+
+
+async def journal_filters(store: AsyncStore, ctx: Context) -> None:
+    entries = [
+        Entry("gate", "allow", "p1", labels={"tool": "book", "agent": "exec"}),
+        Entry("gate", "block", "p2", labels={"tool": "book", "reason": "stale"}),
+        Entry("gate", "replan", "p2", labels={"tool": "ship", "agent": "exec"}),
+        Entry("janus", "keep", detail={"acc": [0.5, 0.75], "n": None}),
+    ]
+    ids = [await store.log(e) for e in entries]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    everything = await store.journal()
+    assert [e.verdict for e in everything] == ["keep", "replan", "block", "allow"]  # newest first
+    assert [e.id for e in everything] == ids[::-1]
+    assert all(e.at for e in everything)
+    assert everything[0].detail == {"acc": [0.5, 0.75], "n": None}
+    assert everything[-1].labels == {"agent": "exec", "tool": "book"}
+    assert everything[-1].to_dict()["subject"] == "p1"
+
+    async def verdicts(**query: object) -> list[str]:
+        return [e.verdict for e in await store.journal(**query)]  # type: ignore[arg-type]
+
+    assert await verdicts(kind="gate", labels={"tool": "book"}) == ["block", "allow"]
+    assert await verdicts(subject="p2") == ["replan", "block"]
+    assert await verdicts(labels={"agent": "exec"}) == ["replan", "allow"]
+    assert await verdicts(labels={"reason": ("stale", "other")}) == ["block"]
+    assert await verdicts(labels={"tool": "book", "agent": "exec"}) == ["allow"]
+    assert await verdicts(verdict="block") == ["block"]
+    assert await verdicts(limit=2) == ["keep", "replan"]
+    assert await verdicts(before_id=ids[2]) == ["block", "allow"]
+    assert await verdicts(kind="nobody") == []
+    # The decision log's names for the same entries.
+    found = await store.decisions(source="gate", tool="book", reasons=["stale"])
+    assert [(d.plan, d.reason, d.tool, d.source) for d in found] == [
+        ("p2", "stale", "book", "gate")
+    ]
+    assert [d.verdict for d in await store.decisions(plan="p2", agent="exec")] == ["replan"]
+
+
+async def journal_entries_ride_with_a_write(store: AsyncStore, ctx: Context) -> None:
+    await store.own(REQ, "planner")
+    r1 = await store.put(REQ, 1, author="planner")
+    cand = await store.add(
+        REQ, 2, author="updater", parents=[r1.id], decisions=[Entry("janus", "proposed")]
+    )
+    await store.advance(
+        REQ, cand.id, by="planner", expected_head=r1.id, decisions=[Entry("janus", "deploy")]
+    )
+    assert [e.verdict for e in await store.journal(kind="janus")] == ["deploy", "proposed"]
+
+
+async def journal_strings_are_bounded(store: AsyncStore, ctx: Context) -> None:
+    n = store.limits.max_audit_field_bytes
+    huge = "x" * (n * 3)
+    await store.log(Entry("k", "v", huge, labels={"tool": huge}, detail={"m": huge}))
+    [e] = await store.journal()
+    assert e.subject is not None and len(e.subject.encode()) < n + 64
+    assert "[truncated" in e.labels["tool"] and "[truncated" in str(e.detail["m"])
+
+
+JOURNAL_CHECKS: tuple[Check, ...] = (
+    change_feed_order,
+    subscribe_yields_everything_then_idles_out,
+    replica_stays_fresh,
+    journal_filters,
+    journal_entries_ride_with_a_write,
+    journal_strings_are_bounded,
+)

@@ -1,0 +1,145 @@
+"""The store's core: the two primitives each backend implements, and how reads are answered.
+
+Backends implement `_read` (a batch of read ops answered from one consistent snapshot) and `_write`
+(a write batch, checked with `plan_batch` and applied atomically). Optional, with defaults here:
+`_wait_for_change` (a wake-up hint for `subscribe`), `_transact` (a read flow and the write it
+decides in one hop, which SQLite overrides), and the read ops a backend lists in
+`optional_reads` (a lineage prefetch). Integrity is checked here: every record row a backend
+returns is re-hashed against its id (once per distinct row, through a cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from .batches import WriteBatch, WriteResult, checked_batch
+from .reads import CORE_READS, GetKeys, GetRecords, Lineage, ReadFlow, ReadOp
+from .records import DEFAULT_LIMITS, StoreLimits, VerifiedRecords
+from .urls import redact_url
+
+T = TypeVar("T")
+Decide = Callable[[T], WriteBatch | None]
+
+
+class StoreCore:
+    """The primitives and the read machinery; `AsyncStore` derives the public API from them."""
+
+    url: str = ""
+    poll_interval: float = 0.05
+    optional_reads: ClassVar[frozenset[type[Any]]] = frozenset()
+    """The optional read ops (beyond `CORE_READS`) this backend's `_read` answers."""
+
+    def __init__(self, *, limits: StoreLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._verified = VerifiedRecords()
+        self._verified_lock = threading.Lock()  # a backend may decode on its own thread
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {redact_url(self.url)}>"
+
+    # ---- the primitives each backend implements
+
+    async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        """Answer `ops` (core ones, and those in `optional_reads`) from one consistent snapshot,
+        one raw answer per op (see `planfence.shared_memory.reads`)."""
+        raise NotImplementedError
+
+    async def _write(self, batch: WriteBatch) -> WriteResult:
+        """Atomically check (with `plan_batch`) and write `batch`; the changes get their seq, the
+        journal entries their ids (in batch order)."""
+        raise NotImplementedError
+
+    # ---- optional overrides
+
+    async def _wait_for_change(self, since: int, timeout: float) -> None:
+        """Return when a change after `since` may exist; a hint only (callers re-read)."""
+        await asyncio.sleep(min(self.poll_interval, timeout))
+
+    async def _transact(
+        self, flow: ReadFlow[T], decide: Decide[T] | None
+    ) -> tuple[T, WriteResult | None]:
+        """Run `flow`, then write the batch `decide` returns (None: nothing). Backends may
+        override to do both in one hop; the write is not conditional on the reads."""
+        result = await self._run_flow(flow)
+        batch = decide(result) if decide is not None else None
+        return result, (await self._write(batch) if batch is not None else None)
+
+    async def setup(self) -> None:
+        """Create or migrate the schema; idempotent."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+    async def __aenter__(self) -> Any:
+        await self.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ---- answering reads
+
+    def _asked(self, ops: Sequence[ReadOp]) -> list[ReadOp]:
+        known = self.optional_reads | CORE_READS
+        return [op for op in ops if type(op) in known]
+
+    def _decoded(self, ops: Sequence[ReadOp], raw: Sequence[Any]) -> list[Any]:
+        """One answer per op: records verified (dicts by id), key states by key, and None for an
+        optional op this backend does not answer."""
+        answers = iter(raw)
+        return [
+            self._decode(op, next(answers))
+            if type(op) in (self.optional_reads | CORE_READS)
+            else None
+            for op in ops
+        ]
+
+    def _decode(self, op: ReadOp, raw: Any) -> Any:
+        if isinstance(op, GetRecords | Lineage):
+            with self._verified_lock:
+                return {row[0]: self._verified.load(*row) for row in raw}
+        if isinstance(op, GetKeys):
+            return {s.key: s for s in raw}
+        return raw
+
+    def _answer_sync(
+        self, ops: Sequence[ReadOp], read: Callable[[list[ReadOp]], list[Any]]
+    ) -> list[Any]:
+        """`_answer` for a backend driving a flow on its own thread with its own `read`."""
+        asked = self._asked(ops)
+        return self._decoded(ops, read(asked) if asked else [])
+
+    async def _answer(self, ops: Sequence[ReadOp]) -> list[Any]:
+        asked = self._asked(ops)
+        return self._decoded(ops, await self._read(asked) if asked else [])
+
+    async def _run_flow(self, flow: ReadFlow[T]) -> T:
+        try:
+            ops = next(flow)
+            while True:
+                ops = flow.send(await self._answer(ops))
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+
+    async def read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        """Answer a batch of read ops from one consistent snapshot (records verified, as dicts
+        by id; keys as dicts by key; an optional op the backend lacks is answered None)."""
+        return await self._answer(list(ops))
+
+    async def read_flow(self, flow: ReadFlow[T]) -> T:
+        """Run a flow of dependent reads (in one hop where the backend can)."""
+        return (await self._transact(flow, None))[0]
+
+    async def transact(self, flow: ReadFlow[T], decide: Decide[T]) -> tuple[T, WriteResult | None]:
+        """Run `flow`, let `decide` (pure, fast, no I/O) turn its result into a write batch or
+        None, and apply that batch; in one hop where the backend can (SQLite)."""
+
+        def checked(result: T) -> WriteBatch | None:
+            batch = decide(result)
+            return None if batch is None else checked_batch(batch, self.limits)
+
+        return await self._transact(flow, checked)

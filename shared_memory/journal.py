@@ -1,0 +1,154 @@
+"""The audit journal: an append-only log of judgements about subjects, for any caller.
+
+An entry says that something of `kind` (a gate, Janus, a proxy) judged `subject` (a plan id, a
+key) with `verdict`, with free-form `detail`. `labels` are short strings an entry can be found by
+(the gate files its entries under `tool`, `agent` and `reason`); every backend indexes them.
+The store knows no caller's vocabulary: callers map their own records to entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+from .audit import bound_payload, truncate_text
+from .errors import InvalidValueError
+from .model import plain
+from .records import JSON, StoreLimits
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One journal entry; `id` and `at` are set by the store when it is appended."""
+
+    kind: str
+    verdict: str
+    subject: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    detail: Mapping[str, JSON] = field(default_factory=dict)
+    at: str = ""
+    id: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", plain(self.kind))
+        object.__setattr__(self, "verdict", plain(self.verdict))
+        labels = {str(plain(k)): plain(v) for k, v in self.labels.items() if v is not None}
+        for name, value in labels.items():
+            if not isinstance(value, str):
+                raise InvalidValueError(f"journal label {name!r} must be a string, not {value!r}")
+        object.__setattr__(self, "labels", dict(sorted(labels.items())))
+
+    # The names the decision log used, for the callers that read entries through them.
+    @property
+    def source(self) -> str:
+        return self.kind
+
+    @property
+    def plan(self) -> str | None:
+        return self.subject
+
+    @property
+    def payload(self) -> Mapping[str, JSON]:
+        return self.detail
+
+    @property
+    def reason(self) -> str:
+        return self.labels.get("reason", "")
+
+    @property
+    def tool(self) -> str | None:
+        return self.labels.get("tool")
+
+    @property
+    def agent(self) -> str | None:
+        return self.labels.get("agent")
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "kind": self.kind,
+            "subject": self.subject,
+            "verdict": self.verdict,
+            "labels": dict(self.labels),
+            "detail": dict(self.detail),
+        }
+
+
+@runtime_checkable
+class ToEntry(Protocol):
+    """A caller's own record that maps to a journal entry (the gate's `Decision`, say)."""
+
+    def to_entry(self) -> Entry: ...
+
+
+def as_entry(item: Entry | ToEntry) -> Entry:
+    if isinstance(item, Entry):
+        return item
+    if isinstance(item, ToEntry):
+        return item.to_entry()
+    raise InvalidValueError(f"not a journal entry: {type(item).__name__}")
+
+
+def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
+    """A copy of `entry` whose strings and detail fit the audit bounds of `limits` (see `audit`):
+    callers choose subjects and labels, and a refusal must be recorded at a bounded size."""
+    n = limits.max_audit_field_bytes
+
+    def cut(text: Any) -> Any:
+        return truncate_text(text, n) if isinstance(text, str) else text
+
+    return replace(
+        entry,
+        kind=cut(entry.kind),
+        verdict=cut(entry.verdict),
+        subject=cut(entry.subject),
+        labels={cut(k): cut(v) for k, v in entry.labels.items()},
+        detail=bound_payload(dict(entry.detail), limits),
+    )
+
+
+@dataclass(frozen=True)
+class JournalQuery:
+    """Entries matching every given field, newest first. `labels` maps a label name to the
+    values accepted for it (any one of them)."""
+
+    kind: str | None = None
+    subject: str | None = None
+    verdict: str | None = None
+    labels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    limit: int = 100
+    before_id: int | None = None
+
+    @classmethod
+    def where(
+        cls,
+        *,
+        kind: str | None = None,
+        subject: str | None = None,
+        verdict: str | None = None,
+        labels: Mapping[str, str | Iterable[str] | None] | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> JournalQuery:
+        wanted: list[tuple[str, tuple[str, ...]]] = []
+        for name, value in sorted((labels or {}).items()):
+            if value is None:
+                continue
+            values = (value,) if isinstance(value, str) else tuple(value)
+            if not values:  # no values given: no filter (as an empty `reasons` always meant)
+                continue
+            wanted.append((name, tuple(plain(v) for v in values)))
+        return cls(plain(kind), subject, plain(verdict), tuple(wanted), limit, before_id)
+
+    def matches(self, entry: Entry) -> bool:
+        """The query as a predicate; backends without an index may filter with it."""
+        if self.before_id is not None and entry.id is not None and entry.id >= self.before_id:
+            return False
+        for want, have in ((self.kind, entry.kind), (self.subject, entry.subject)):
+            if want is not None and want != have:
+                return False
+        if self.verdict is not None and self.verdict != entry.verdict:
+            return False
+        return all(entry.labels.get(name) in values for name, values in self.labels)

@@ -1,0 +1,138 @@
+"""The frontier, memoised: F(r, D) per (record, scope), so a walk stops at records already seen.
+
+Records are immutable, so a record's frontier over a scope never changes: F(r, D) is {r} when r's
+key is in D (the walk stops there), and otherwise the union of F(p, D) over r's parents. It
+depends on all of D (the walk stops at a record of *any* key in D), so the memo is keyed by the
+whole scope. Only complete walks (no unknown id, cycle or bound) are remembered; `walk_frontier`
+stays the reference, and a property test holds the two equal.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+
+from .lineage import DEFAULT_MAX_RECORDS, Fetch, Frontier, find_cycle
+from .records import Record
+
+Reached = frozenset[tuple[str, str]]
+"""A frontier as (key, record id) pairs."""
+_EMPTY: Reached = frozenset()
+
+
+class FrontierMemo:
+    """A bounded, thread-safe map (record id, scope) -> F(record, scope)."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[str, frozenset[str]], Reached] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, record_id: str, scope: frozenset[str]) -> Reached | None:
+        with self._lock:
+            return self._entries.get((record_id, scope))
+
+    def put(self, found: Mapping[str, Reached], scope: frozenset[str]) -> None:
+        with self._lock:
+            for rid, reached in found.items():
+                self._entries[(rid, scope)] = reached
+                self._entries.move_to_end((rid, scope))
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+
+def memo_walk(
+    roots: Iterable[str],
+    scope: Iterable[str],
+    memo: FrontierMemo,
+    *,
+    max_records: int = DEFAULT_MAX_RECORDS,
+) -> Fetch:
+    """`walk_frontier` that does not descend below records whose frontier the memo holds, and
+    remembers the frontier of every record it walked through when the walk was complete.
+
+    `visited` and `records` count and hold the records this walk read, not the whole lineage.
+    """
+    root_ids = tuple(dict.fromkeys(roots))
+    keys = frozenset(scope)
+    seen: dict[str, Record] = {}
+    hits: dict[str, Reached] = {}
+    unknown: set[str] = set()
+    level = list(root_ids)
+    truncated = False
+    while level:
+        need = []
+        for rid in level:
+            hit = memo.get(rid, keys)
+            if hit is None:
+                need.append(rid)
+            else:
+                hits[rid] = hit
+        if not need:
+            break
+        if len(seen) + len(need) > max_records:
+            truncated = True
+            break
+        found = yield need
+        nxt: list[str] = []
+        for rid in need:
+            rec = found.get(rid)
+            if rec is None:
+                unknown.add(rid)
+                continue
+            seen[rid] = rec
+            if rec.key not in keys:
+                nxt.extend(p for p in rec.parents if p not in seen and p not in unknown)
+        level = [p for p in dict.fromkeys(nxt) if p not in seen and p not in hits]
+    cycle = find_cycle(seen)
+    reached: set[tuple[str, str]] = {(r.key, rid) for rid, r in seen.items() if r.key in keys}
+    for hit in hits.values():
+        reached.update(hit)
+    if not (unknown or truncated or cycle):
+        memo.put(_frontiers(seen, hits, keys), keys)
+    versions: dict[str, set[str]] = {k: set() for k in keys}
+    for key, rid in reached:
+        versions[key].add(rid)
+    return Frontier(
+        roots=root_ids,
+        versions={k: frozenset(v) for k, v in versions.items()},
+        visited=len(seen),
+        unknown=frozenset(unknown),
+        truncated=truncated,
+        cycle=cycle,
+        records=seen,
+    )
+
+
+def _frontiers(
+    seen: Mapping[str, Record], hits: Mapping[str, Reached], keys: frozenset[str]
+) -> dict[str, Reached]:
+    """F of every record of a complete, acyclic walk (iterative post-order: lineages are deep)."""
+    out: dict[str, Reached] = dict(hits)
+    for start in seen:
+        stack = [start]
+        while stack:
+            rid = stack[-1]
+            if rid in out:
+                stack.pop()
+                continue
+            rec = seen[rid]
+            if rec.key in keys:
+                out[rid] = frozenset({(rec.key, rid)})
+                stack.pop()
+                continue
+            todo = [p for p in rec.parents if p not in out]
+            if todo:
+                stack.extend(todo)
+                continue
+            parts = [out[p] for p in rec.parents]
+            # A chain shares one frozenset all the way down instead of copying it per record.
+            out[rid] = (
+                parts[0] if len(parts) == 1 else frozenset().union(*parts) if parts else _EMPTY
+            )
+            stack.pop()
+    return {rid: out[rid] for rid in seen}

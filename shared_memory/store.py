@@ -1,0 +1,344 @@
+"""The abstract store's public API, derived once from the two primitives of `StoreCore`.
+
+Backends subclass `AsyncStore` and implement `_read` and `_write` (see `core`); everything here
+(owners, writes, reads, the lineage walk, the change feed, the audit journal) works unchanged on
+every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import replace
+from typing import Final
+
+from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, checked_batch
+from .core import StoreCore
+from .errors import (
+    AmbiguousIdError,
+    InvalidValueError,
+    NotOwnerError,
+    UnknownKeyError,
+    UnknownRecordError,
+)
+from .journal import Entry, JournalQuery, ToEntry, as_entry, bound_entry
+from .lineage import DEFAULT_MAX_RECORDS, Frontier
+from .model import CURRENT, Change, KeyState, _Current
+from .reads import (
+    GetChanges,
+    GetKeys,
+    GetRecords,
+    IdsWithPrefix,
+    ListKeys,
+    QueryJournal,
+    frontier_flow,
+)
+from .records import (
+    JSON,
+    KIND_FACT,
+    Record,
+    utc_now,
+    validate_agent,
+    validate_key,
+    validate_record_id,
+)
+
+MIN_SHORT_ID: Final = 8
+"""Shortest record-id prefix accepted as input (ids are printed as their first 12 digits)."""
+SHORT_ID_RE: Final = re.compile(rf"[0-9a-f]{{{MIN_SHORT_ID},63}}")
+AMBIGUOUS_SHOWN: Final = 10
+
+
+class AsyncStore(StoreCore):
+    """Versioned public records with owner-controlled heads. Async API; see `Store` for sync."""
+
+    async def __aenter__(self) -> AsyncStore:
+        await self.setup()
+        return self
+
+    # ---- ownership
+
+    async def own(self, key: str, owner: str, *, by: str | None = None) -> Change:
+        """Assign the first owner of `key`. Raises `AlreadyOwnedError` if it has one."""
+        validate_key(key, self.limits)
+        validate_agent(owner, self.limits)
+        by = validate_agent(by, self.limits) if by is not None else owner
+        return (await self._write(WriteBatch(ops=(AssignOwner(key, owner, by),)))).changes[0]
+
+    async def transfer(self, key: str, new_owner: str, *, by: str) -> Change:
+        """Hand `key` to `new_owner`; only the current owner may."""
+        validate_key(key, self.limits)
+        validate_agent(new_owner, self.limits)
+        validate_agent(by, self.limits)
+        batch = WriteBatch(ops=(TransferOwner(key, new_owner, by),))
+        return (await self._write(batch)).changes[0]
+
+    async def owner(self, key: str) -> str | None:
+        state = (await self.states([key])).get(key)
+        return state.owner if state else None
+
+    # ---- writes
+
+    async def put(
+        self,
+        key: str,
+        value: JSON,
+        *,
+        author: str,
+        parents: Iterable[str] = (),
+        kind: str = KIND_FACT,
+        expected_head: str | _Current | None = CURRENT,
+    ) -> Record:
+        """Store a new version of `key` and advance its head, atomically; owner only.
+
+        `expected_head` is the head the writer last saw (None: the key has no version yet). The
+        default reads it just before writing, which still fails on a concurrent writer.
+
+        Raises:
+            NotOwnerError, HeadConflictError (carries the current head), UnknownKeyError,
+            UnknownRecordError (a parent the store does not hold), and the validation errors.
+        """
+        record = Record.create(
+            key, value, author=author, parents=parents, kind=kind, limits=self.limits
+        )
+        if isinstance(expected_head, _Current):
+            state = (await self.states([key])).get(key)
+            if state is None:
+                raise UnknownKeyError(key)
+            if state.owner != author:
+                raise NotOwnerError(key, author, state.owner)
+            expected = state.head
+        else:
+            expected = validate_record_id(expected_head) if expected_head is not None else None
+        batch = WriteBatch(records=(record,), ops=(AdvanceHead(key, record.id, expected, author),))
+        await self._write(batch)
+        return record
+
+    async def add(
+        self,
+        key: str,
+        value: JSON,
+        *,
+        author: str,
+        parents: Iterable[str] = (),
+        kind: str = KIND_FACT,
+        supersedes: str | None = None,
+        decisions: Iterable[Entry | ToEntry] = (),
+    ) -> Record:
+        """Store a derived record (a plan, a candidate) without touching any head; `decisions`
+        are journal entries written with it.
+
+        Raises:
+            UnknownRecordError: a parent or `supersedes` id the store does not hold.
+        """
+        record = Record.create(
+            key,
+            value,
+            author=author,
+            parents=parents,
+            kind=kind,
+            supersedes=supersedes,
+            limits=self.limits,
+        )
+        await self._write(WriteBatch(records=(record,), decisions=self._bounded(decisions)))
+        return record
+
+    async def advance(
+        self,
+        key: str,
+        record_id: str,
+        *,
+        by: str,
+        expected_head: str | None,
+        decisions: Iterable[Entry | ToEntry] = (),
+    ) -> Change:
+        """Point `key`'s head at an already stored version of it (compare-and-set, owner only)."""
+        validate_key(key, self.limits)
+        validate_record_id(record_id)
+        validate_agent(by, self.limits)
+        if expected_head is not None:
+            validate_record_id(expected_head)
+        batch = WriteBatch(
+            ops=(AdvanceHead(key, record_id, expected_head, by),),
+            decisions=self._bounded(decisions),
+        )
+        return (await self._write(batch)).changes[0]
+
+    async def write(self, batch: WriteBatch) -> list[Change]:
+        """Apply a prepared batch atomically: all of it or none of it.
+
+        Raises:
+            IntegrityError: a record whose fields do not hash to its id.
+            and everything `put`, `advance`, `own` and `transfer` raise.
+        """
+        return (await self._write(checked_batch(batch, self.limits))).changes
+
+    def _bounded(self, entries: Iterable[Entry | ToEntry]) -> tuple[Entry, ...]:
+        return tuple(bound_entry(as_entry(e), self.limits) for e in entries)
+
+    # ---- reads
+
+    async def get(self, record_id: str) -> Record:
+        found = await self.get_many([validate_record_id(record_id)])
+        if record_id not in found:
+            raise UnknownRecordError([record_id])
+        return found[record_id]
+
+    async def get_many(self, ids: Iterable[str]) -> dict[str, Record]:
+        """The records the store holds among `ids` (missing ones are simply absent)."""
+        wanted = tuple(dict.fromkeys(ids))
+        for rid in wanted:
+            validate_record_id(rid)
+        if not wanted:
+            return {}
+        [found] = await self._answer([GetRecords(wanted)])
+        # Fresh values: a caller may change `record.value`; the verified cache must not see it.
+        return {i: replace(r, value=json.loads(r.value_json)) for i, r in found.items()}
+
+    async def resolve_id(self, ref: str) -> str:
+        """The full record id for `ref`: a full id, or a unique hex prefix of 8+ digits (as git).
+
+        Raises `InvalidValueError` for anything else, `UnknownRecordError` when no stored record
+        starts with the prefix, and `AmbiguousIdError` (listing the candidates) when several do.
+        """
+        text = ref.strip().lower() if isinstance(ref, str) else ref
+        if isinstance(text, str) and len(text) == 64:
+            return validate_record_id(text)
+        if not isinstance(text, str) or not SHORT_ID_RE.fullmatch(text):
+            raise InvalidValueError(
+                f"{ref!r} is not a record id: give the 64 hex digits or a unique prefix "
+                f"of at least {MIN_SHORT_ID} of them"
+            )
+        [found] = await self._answer([IdsWithPrefix(text, AMBIGUOUS_SHOWN + 1)])
+        if not found:
+            raise UnknownRecordError([text], what="record id prefix")
+        if len(found) > 1:
+            raise AmbiguousIdError(text, found[:AMBIGUOUS_SHOWN])
+        return str(found[0])
+
+    async def head(self, key: str) -> str | None:
+        """Current head of `key`. Raises `UnknownKeyError` when the key has no owner."""
+        state = (await self.states([key])).get(key)
+        if state is None:
+            raise UnknownKeyError(key)
+        return state.head
+
+    async def states(self, keys: Iterable[str]) -> dict[str, KeyState]:
+        """Owner and head of each key that has an owner (others are absent)."""
+        wanted = tuple(sorted({validate_key(k, self.limits) for k in keys}))
+        if not wanted:
+            return {}
+        [found] = await self._answer([GetKeys(wanted)])
+        return dict(found)
+
+    async def heads(self, keys: Iterable[str]) -> dict[str, str | None]:
+        return {k: s.head for k, s in (await self.states(keys)).items()}
+
+    async def keys(self, prefix: str = "") -> list[KeyState]:
+        [found] = await self._answer([ListKeys(prefix)])
+        return list(found)
+
+    async def frontier(
+        self,
+        roots: Iterable[str],
+        scope: Iterable[str],
+        *,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> Frontier:
+        """Dependency frontier of the plan(s) `roots` for the keys in `scope` (see `lineage`)."""
+        return await self.read_flow(frontier_flow(roots, scope, max_records))
+
+    async def lineage(self, record_id: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> Frontier:
+        """Every ancestor of `record_id` (a frontier with an empty scope)."""
+        return await self.frontier([record_id], (), max_records=max_records)
+
+    # ---- change feed
+
+    async def changes(self, since: int = 0, limit: int = 1000) -> list[Change]:
+        [found] = await self._answer([GetChanges(since, limit)])
+        return list(found)
+
+    async def last_seq(self) -> int:
+        seq = 0
+        while batch := await self.changes(seq, 10_000):
+            seq = batch[-1].seq
+        return seq
+
+    async def subscribe(
+        self, since: int = 0, *, idle_timeout: float | None = None
+    ) -> AsyncIterator[Change]:
+        """Yield every change after `since`, forever (or until idle for `idle_timeout` s)."""
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
+        while True:
+            batch = await self.changes(since, 1000)
+            if batch:
+                for change in batch:
+                    since = change.seq
+                    yield change
+                idle_since = loop.time()
+                continue
+            # Measure idleness by the clock: a backend's wait may return early (a wake-up hint)
+            # or use the whole timeout (LISTEN), so counting poll intervals would be wrong.
+            # Each wait is capped at the poll interval, so a notification missed before LISTEN
+            # took effect delays a reader by one interval at most.
+            step = self.poll_interval
+            if idle_timeout is not None:
+                left = idle_timeout - (loop.time() - idle_since)
+                if left <= 0:
+                    return
+                step = min(step, left)
+            await self._wait_for_change(since, max(step, 0.001))
+
+    # ---- audit journal
+
+    async def log(self, entry: Entry | ToEntry) -> int:
+        """Append one entry to the journal; return its id. Strings and detail are cut to the
+        store's audit bounds (`StoreLimits.max_audit_field_bytes`)."""
+        batch = WriteBatch(decisions=self._bounded([entry]))
+        return (await self._write(batch)).entry_ids[0]
+
+    async def journal(
+        self,
+        *,
+        kind: str | None = None,
+        subject: str | None = None,
+        verdict: str | None = None,
+        labels: Mapping[str, str | Iterable[str] | None] | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[Entry]:
+        """Journal entries matching every given field, newest first (see `JournalQuery`)."""
+        query = JournalQuery.where(
+            kind=kind,
+            subject=subject,
+            verdict=verdict,
+            labels=labels,
+            limit=limit,
+            before_id=before_id,
+        )
+        [found] = await self._answer([QueryJournal(query)])
+        return list(found)
+
+    async def decisions(
+        self,
+        *,
+        source: str | None = None,
+        tool: str | None = None,
+        verdict: str | None = None,
+        agent: str | None = None,
+        plan: str | None = None,
+        reasons: Iterable[str] = (),
+        limit: int = 100,
+    ) -> list[Entry]:
+        """The journal under the decision log's names: `source` is the entry kind, `plan` its
+        subject, `tool`, `agent` and `reasons` (any one of them) its labels. Newest first."""
+        labels = {"tool": tool, "agent": agent, "reason": tuple(reasons)}
+        return await self.journal(
+            kind=source, subject=plan, verdict=verdict, labels=labels, limit=limit
+        )
+
+    def now(self) -> str:
+        return utc_now()

@@ -1,0 +1,52 @@
+// Drives an MCP server with the official TypeScript client, as desktop apps and the MCP
+// Inspector do: list the tools first (the client then validates results against each tool's
+// outputSchema), then make the scenario's calls. Reads one JSON scenario (argument 1, or stdin)
+// and prints one JSON report on stdout.
+//
+// Scenario: {"transport": "stdio", "command": "...", "args": [...], "env": {...}}
+//        or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "headers": {...}}
+//        plus "calls": [{"name": "...", "arguments": {...}, "meta": {...}}]
+// Report:   {"tools": [{"name", "hasOutputSchema"}],
+//            "results": [{"ok": true, "result": CallToolResult} | {"ok": false, "error": {...}}]}
+import { readFileSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const scenario = JSON.parse(process.argv[2] ?? readFileSync(0, "utf8"));
+
+function transportFor(s) {
+  if (s.transport === "http") {
+    return new StreamableHTTPClientTransport(new URL(s.url), {
+      requestInit: { headers: s.headers ?? {} },
+    });
+  }
+  return new StdioClientTransport({
+    command: s.command,
+    args: s.args ?? [],
+    env: s.env,
+    stderr: "inherit",
+  });
+}
+
+const client = new Client({ name: "planfence-ts-test", version: "1.0.0" });
+const timeout = (scenario.timeoutSeconds ?? 60) * 1000;
+await client.connect(transportFor(scenario), { timeout });
+const report = { tools: [], results: [] };
+try {
+  const listed = await client.listTools(undefined, { timeout });
+  report.tools = listed.tools.map((t) => ({ name: t.name, hasOutputSchema: !!t.outputSchema }));
+  for (const call of scenario.calls ?? []) {
+    const params = { name: call.name, arguments: call.arguments ?? {} };
+    if (call.meta) params._meta = call.meta;
+    try {
+      const result = await client.callTool(params, undefined, { timeout });
+      report.results.push({ ok: true, result });
+    } catch (err) {
+      report.results.push({ ok: false, error: { code: err.code ?? null, message: String(err.message ?? err) } });
+    }
+  }
+} finally {
+  await client.close();
+}
+process.stdout.write(JSON.stringify(report) + "\n");

@@ -1,0 +1,117 @@
+"""Stores written before the audit journal (schema 1, a `decisions` table with gate columns) open
+as journals: every old row moves over, ids and all, in one transaction with the schema bump."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planfence.plugins.gate import Decision
+from planfence.shared_memory import StoreUnavailableError, open_async_store
+from planfence.shared_memory.backends import sqlite as sqlite_backend
+
+# Rows as schema 1 stored them: (at, source, agent, tool, plan, verdict, reason, payload).
+OLD_ROWS = [
+    (
+        "2026-01-01T00:00:00.000001Z",
+        "gate",
+        "exec",
+        "ship",
+        "p1",
+        "replan",
+        "stale_dependencies",
+        '{"stale":[{"key":"order/7"}]}',
+    ),
+    ("2026-01-01T00:00:00.000002Z", "janus", "janus", None, None, "keep", "old_better", "{}"),
+    ("2026-01-01T00:00:00.000003Z", "gate", None, "x", None, "block", "", "{}"),
+]
+OLD_INSERT = (
+    "INSERT INTO {table} (at, source, agent, tool, plan, verdict, reason, payload) "
+    "VALUES (?,?,?,?,?,?,?,?)"
+)
+
+
+def old_sqlite_store(path: Path) -> None:
+    """A schema-1 SQLite file, written with schema 1's own SQL."""
+    conn = sqlite3.connect(path)
+    conn.executescript(sqlite_backend.MIGRATIONS[0])
+    conn.executemany(OLD_INSERT.format(table="decisions"), OLD_ROWS)
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+
+
+async def check_migrated(url: str, next_id: int = 4) -> None:
+    store = await open_async_store(url, create=False)
+    try:
+        got = [Decision.from_entry(e) for e in await store.journal(before_id=4)]
+        assert [(d.id, d.source, d.verdict, d.reason, d.agent, d.tool, d.plan) for d in got] == [
+            (3, "gate", "block", "", None, "x", None),
+            (2, "janus", "keep", "old_better", "janus", None, None),
+            (1, "gate", "replan", "stale_dependencies", "exec", "ship", "p1"),
+        ]
+        assert got[-1].payload == {"stale": [{"key": "order/7"}]}
+        assert got[-1].at == OLD_ROWS[0][0]
+        # The labels are indexed as if written today: the gate's budget query finds the row.
+        reasons = {"reason": ["x", "stale_dependencies"]}
+        [hit] = await store.journal(kind="gate", subject="p1", labels=reasons)
+        assert hit.id == 1
+        assert [e.id for e in await store.decisions(tool="x") if e.id == 3] == [3]
+        assert [e.id for e in await store.decisions(agent="janus")] == [2]
+        assert await store.log(Decision("gate", "allow", "current")) == next_id  # ids go on
+    finally:
+        await store.aclose()
+
+
+async def test_a_schema_1_sqlite_store_migrates(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old_sqlite_store(path)
+    await check_migrated(f"sqlite:///{path}")
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "decisions" not in tables and {"journal", "journal_labels"} <= tables
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_backend.MIGRATIONS)
+    conn.close()
+    await check_migrated(f"sqlite:///{path}", next_id=5)  # opening again changes nothing
+
+
+async def test_a_failed_migration_leaves_the_old_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "old.db"
+    old_sqlite_store(path)
+    broken = (*sqlite_backend.MIGRATIONS, "SELECT no_such_column FROM journal")
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", broken)
+    with pytest.raises(StoreUnavailableError):
+        await open_async_store(f"sqlite:///{path}", create=False)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM decisions").fetchone()[0] == 3
+    conn.close()
+
+
+async def test_a_schema_1_postgres_store_migrates(pg_url: str) -> None:
+    import psycopg
+
+    from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
+
+    conninfo, schema = split_schema(pg_url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path = {schema}")
+        conn.execute(MIGRATIONS[0])  # type: ignore[arg-type]
+        conn.execute("CREATE TABLE pf_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO pf_schema (version) VALUES (1)")
+        with conn.cursor() as cur:
+            rows: list[Any] = OLD_ROWS
+            cur.executemany(OLD_INSERT.format(table="pf_decisions").replace("?", "%s"), rows)
+    await check_migrated(pg_url)
+    with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
+        row = conn.execute("SELECT max(version) FROM pf_schema").fetchone()
+        assert row is not None and row[0] == len(MIGRATIONS)
+        gone = conn.execute("SELECT to_regclass('pf_decisions')").fetchone()
+        assert gone is not None and gone[0] is None
+    await check_migrated(pg_url, next_id=5)

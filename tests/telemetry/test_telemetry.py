@@ -1,0 +1,181 @@
+"""OpenTelemetry: the gate and Janus report spans and metrics to a configured SDK, and nothing
+without one.
+
+The SDK's in-memory exporter and metric reader collect what planfence reports; the global
+providers are installed for one test and removed afterwards (the API allows setting them once per
+process, so the fixture resets its private once-flags, as OpenTelemetry's own tests do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planfence.plugins import telemetry
+from planfence.plugins.gate import Gate, Policy, create_plan
+from planfence.shared_memory import AsyncStore
+
+pytest.importorskip("opentelemetry.sdk", reason="pip install opentelemetry-sdk")
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import StatusCode
+from opentelemetry.util._once import Once
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+POLICY = Policy.from_toml('[tools.ship_order]\ndepends_on = ["order/{order_id}"]\n')
+
+
+@dataclass
+class Collected:
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+
+    def finished(self, prefix: str = "planfence.") -> list[ReadableSpan]:
+        return [s for s in self.spans.get_finished_spans() if s.name.startswith(prefix)]
+
+    def points(self, name: str) -> list[Any]:
+        data = self.metrics.get_metrics_data()
+        found = []
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        found.extend(metric.data.data_points)
+        return found
+
+
+def _reset_globals() -> None:
+    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+    metrics._internal._METER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+    metrics._internal._METER_PROVIDER = None  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def otel() -> Iterator[Collected]:
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    meters = MeterProvider(metric_readers=[reader])
+    _reset_globals()
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(meters)
+    try:
+        yield Collected(spans, reader)
+    finally:
+        provider.shutdown()
+        meters.shutdown()
+        _reset_globals()
+
+
+def test_the_readme_gate_run_reports_its_decisions(otel: Collected) -> None:
+    code = re.findall(r"```python\n(.*?)```", _section("The gate"), re.S)[0]
+    exec(compile(code, "README-gate", "exec"), {"__name__": "readme"})
+    spans = otel.finished()
+    assert [s.name for s in spans] == ["planfence.check ship_order"] * 2
+    replan, allow = (dict(s.attributes or {}) for s in spans)
+    assert replan["planfence.verdict"] == "replan"
+    assert replan["planfence.reason"] == "stale_dependencies"
+    assert replan["planfence.stale.keys"] == ("address/ana",)
+    assert replan["planfence.scope.keys"] == ("address/ana", "order/7")
+    assert replan["gen_ai.tool.name"] == "ship_order"
+    assert isinstance(replan["planfence.decision.id"], int)
+    assert allow["planfence.verdict"] == "allow" and allow["planfence.stale.keys"] == ()
+    assert allow["planfence.plan.id"] != replan["planfence.plan.id"]  # the replanned plan
+    assert all(s.status.status_code is not StatusCode.ERROR for s in spans)
+    counts = {
+        (p.attributes["verdict"], p.attributes["reason"]): p.value
+        for p in otel.points("planfence.gate.decisions")
+    }
+    assert counts == {("replan", "stale_dependencies"): 1, ("allow", "current"): 1}
+    durations = otel.points("planfence.gate.duration")
+    assert sum(p.count for p in durations) == 2
+    assert all(0 < p.sum < 60 for p in durations)  # seconds, not milliseconds
+
+
+async def _world(store: AsyncStore) -> str:
+    await store.own("order/7", "sales")
+    order = await store.put("order/7", {"status": "confirmed"}, author="sales")
+    plan = await create_plan(store, author="planner", parents=[order.id])
+    return plan.id
+
+
+async def test_a_check_is_a_child_of_the_current_span_and_a_block_is_an_error(
+    otel: Collected, astore: AsyncStore
+) -> None:
+    plan = await _world(astore)
+    gate = Gate(astore, POLICY, agent="shipper")
+    tracer = trace.get_tracer("a-framework")
+    with tracer.start_as_current_span("execute_tool ship_order") as outer:
+        await gate.check("ship_order", {"order_id": "7"}, plan)
+    await gate.check("ship_order", {"order_id": "7"}, "not-a-plan")
+    await gate.check("unknown_tool", {}, plan)
+    allowed, malformed, uncovered = otel.finished()
+    assert allowed.parent is not None
+    assert allowed.parent.span_id == outer.get_span_context().span_id
+    assert allowed.context.trace_id == outer.get_span_context().trace_id
+    assert dict(allowed.attributes or {})["gen_ai.agent.name"] == "shipper"
+    for blocked in (malformed, uncovered):
+        assert blocked.status.status_code is StatusCode.ERROR
+        assert dict(blocked.attributes or {})["planfence.verdict"] == "block"
+    assert uncovered.name == "planfence.check unknown_tool"
+
+
+async def test_janus_decisions_are_spans_and_counted(otel: Collected) -> None:
+    from planfence.plugins.janus import JanusConfig, JanusController, Task
+
+    class Exact:
+        async def evaluate(self, memory: Any, tasks: Any) -> list[bool]:
+            return [str(t.answer) in str(memory) for t in tasks]
+
+    config = JanusConfig(support_size=2, coverage_size=1, fresh_size=1, trigger="always")
+    controller = JanusController(Exact(), config=config)
+    memory = "facts: "
+    for i in range(4):
+        candidate = memory + f"{i} "
+        verdict = await controller.consider(
+            memory, candidate, Task(f"t{i}", f"q{i}", str(i)), key="notes/facts"
+        )
+        memory = candidate if verdict.deploy else memory
+    spans = otel.finished("planfence.janus")
+    assert [s.name for s in spans] == ["planfence.janus.decide notes/facts"] * 4
+    for span in spans:
+        attrs = dict(span.attributes or {})
+        assert isinstance(attrs["planfence.janus.deployed"], bool)
+        assert isinstance(attrs["planfence.janus.triggered"], bool)
+    total = sum(p.value for p in otel.points("planfence.janus.decisions"))
+    assert total == 4
+
+
+def test_without_a_provider_nothing_is_made() -> None:
+    _reset_globals()
+    assert telemetry.gate_span("t", None).__enter__() is telemetry.NOTHING
+    assert not telemetry._tracing() and not telemetry._metering()
+
+
+def _section(heading: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"### {heading}\n")
+    end = text.find("\n### ", start + 1)
+    return text[start:end]
+
+
+def test_the_readme_exporter_setup_runs(otel: Collected) -> None:
+    [code] = re.findall(r"```python\n(.*?)```", _section("Tracing and metrics"), re.S)
+    _reset_globals()
+    exec(compile(code, "README-otel", "exec"), {"__name__": "readme"})
+    assert telemetry._tracing()
+    asyncio.run(asyncio.sleep(0))

@@ -1,0 +1,96 @@
+"""`planfence ui` over HTTP: the JSON API, escaping, id prefixes and the host check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from starlette.testclient import TestClient
+from ui_world import World, stale_then_replan
+
+from planfence.adapters.ui import create_app
+from planfence.shared_memory import Store, open_store
+
+
+@pytest.fixture
+def world_store(sqlite_url: str) -> Iterator[tuple[Store, World]]:
+    with open_store(sqlite_url) as store:
+        yield store, stale_then_replan(store)
+
+
+@pytest.fixture
+def client(world_store: tuple[Store, World]) -> TestClient:
+    return TestClient(create_app(world_store[0]), base_url="http://127.0.0.1")
+
+
+def test_api_plan_has_the_documented_shape(
+    client: TestClient, world_store: tuple[Store, World]
+) -> None:
+    w = world_store[1]
+    data = client.get(f"/api/plans/{w.old_plan[:10]}").json()  # a unique prefix is enough
+    assert data["plan"] == w.old_plan
+    assert data["supersedes"] == []
+    assert data["stale"] == [{"key": "order/7", "used": w.order_used, "current": w.order_now}]
+    nodes = {n["id"]: n for n in data["nodes"]}
+    assert nodes[w.order_used]["current"] is False and nodes[w.address]["current"] is True
+    assert {tuple(e) for e in data["edges"]} == {
+        (w.order_used, w.old_plan),
+        (w.address, w.old_plan),
+    }
+    assert [d["verdict"] for d in data["decisions"]] == ["replan"]
+    newer = client.get(f"/api/plans/{w.plan}").json()
+    assert newer["supersedes"] == [w.old_plan] and newer["stale"] == []
+    assert [d["verdict"] for d in newer["decisions"]] == ["allow"]
+
+
+def test_api_decisions_filter(client: TestClient, world_store: tuple[Store, World]) -> None:
+    w = world_store[1]
+    every = client.get("/api/decisions").json()
+    assert [d["verdict"] for d in every] == ["allow", "replan"]
+    assert [d["plan"] for d in client.get("/api/decisions?verdict=replan").json()] == [w.old_plan]
+    assert client.get(f"/api/decisions?plan={w.plan[:12]}").json()[0]["plan"] == w.plan
+    assert client.get("/api/decisions?tool=nothing").json() == []
+    assert client.get("/api/decisions?agent=shipper&limit=1").json()[0]["verdict"] == "allow"
+
+
+def test_unknown_and_malformed_references_are_clear_errors(client: TestClient) -> None:
+    assert client.get("/api/plans/" + "ab" * 32).status_code == 404
+    bad = client.get("/api/plans/xyz")
+    assert bad.status_code == 404 and "error" in bad.json()
+    assert client.get("/plans/deadbeefdeadbeef").status_code == 404
+    assert client.get("/keys/no/such/key").status_code == 404
+    assert client.get("/api/decisions?plan=nothex").status_code == 404
+
+
+def test_pages_escape_store_values(client: TestClient, world_store: tuple[Store, World]) -> None:
+    store, _ = world_store
+    store.own("notes/x", "mallory")
+    store.put("notes/x", "<script>alert(1)</script>", author="mallory")
+    page = client.get("/keys/notes/x")
+    assert page.status_code == 200
+    assert "<script>" not in page.text and "&lt;script&gt;" in page.text
+    addr = client.get("/keys/address/ana").text
+    assert "&lt;b&gt;&amp;" in addr and "<b>&" not in addr
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+
+
+def test_plan_page_marks_the_stale_version_and_links_keys(
+    client: TestClient, world_store: tuple[Store, World]
+) -> None:
+    w = world_store[1]
+    page = client.get(f"/plans/{w.old_plan}").text
+    assert page.count('class="node used stale"') == 1
+    assert f'data-id="{w.order_used}"><g class="node used stale"' in page
+    assert 'href="/keys/order/7"' in page
+    key = client.get("/keys/order/7").text
+    assert w.order_now[:12] in key and w.order_used[:12] in key
+    assert key.index(w.order_now[:12]) < key.index(w.order_used[:12])  # newest first
+
+
+def test_requests_for_other_hosts_are_refused(world_store: tuple[Store, World]) -> None:
+    # DNS rebinding: a page on evil.example resolving to 127.0.0.1 must not read the store.
+    app = create_app(world_store[0])
+    assert TestClient(app, base_url="http://evil.example").get("/api/decisions").status_code == 400
+    assert (
+        TestClient(app, base_url="http://localhost:8765").get("/api/decisions").status_code == 200
+    )
