@@ -62,7 +62,7 @@ from .records import (
 )
 from .replica import Replica
 from .store import AsyncStore
-from .sync import LoopThread, Store
+from .sync import Portal, Store, StoreBridge
 from .urls import redact_url
 
 __all__ = [
@@ -93,17 +93,18 @@ __all__ = [
     "KeyState",
     "Lineage",
     "ListKeys",
-    "LoopThread",
     "MissingExtraError",
     "NotOwnerError",
     "OwnershipError",
     "PlanFenceError",
+    "Portal",
     "QueryJournal",
     "ReadFlow",
     "ReadOp",
     "Record",
     "Replica",
     "Store",
+    "StoreBridge",
     "StoreError",
     "StoreLimits",
     "StoreNotFoundError",

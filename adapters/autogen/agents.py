@@ -26,8 +26,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.plugins.gate import BLOCK, REPLAN, Verdict, create_plan
-from planfence.shared_memory import AsyncStore, ConfigError, Record
+from planfence.plugins.gate import BLOCK, REPLAN, PlanStamper, Verdict
+from planfence.shared_memory import ConfigError, Record
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("autogen", "planfence.adapters.autogen"):
@@ -104,7 +104,7 @@ class PlanningAgent(AssistantAgent):
             raise ConfigError(f"PlanningAgent {name!r} needs a SharedMemory in memory=[...]")
         self.plans: deque[Record] = deque(maxlen=self.PLAN_HISTORY)
         self._read_set: tuple[str, ...] = ()
-        self._last_plan: str | None = None
+        self.stamper = PlanStamper(self._shared[0].store, name)
         self._turns: set[_PlanTurn] = set()
 
     @property
@@ -115,7 +115,7 @@ class PlanningAgent(AssistantAgent):
     async def on_messages_stream(
         self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
     ) -> AsyncGenerator[StreamItem, None]:
-        supersedes = refused_plan(messages) or self._last_plan
+        supersedes = refused_plan(messages) or self.stamper.last
         turn = _PlanTurn()
         _overlap(self._turns, turn)
         try:
@@ -138,16 +138,8 @@ class PlanningAgent(AssistantAgent):
         value: dict[str, Any] = {"agent": self.name, "text": response.chat_message.to_text()}
         if turn.overlapped:
             value["unknown_reads"] = "the agent ran turns concurrently"
-        author = self.name
-
-        async def store_plan(store: AsyncStore) -> Record:
-            return await create_plan(
-                store, author=author, parents=parents, value=value, supersedes=supersedes
-            )
-
-        plan = await self._shared[0].store.run(store_plan)
+        plan = await self.stamper.stamp(parents, value=value, supersedes=supersedes)
         self.plans.append(plan)
-        self._last_plan = plan.id
         self._read_set = tuple(parents)
         extra = {PLAN: plan.id, PARENTS: json.dumps(parents)}
         if supersedes:
@@ -157,21 +149,21 @@ class PlanningAgent(AssistantAgent):
     @property
     def last_plan(self) -> str | None:
         """The plan the agent's next plan supersedes (None after a reset)."""
-        return self._last_plan
+        return self.stamper.last
 
     async def on_reset(self, cancellation_token: CancellationToken) -> None:
         await super().on_reset(cancellation_token)
-        self._last_plan = None
+        self.stamper.reset()
         self._read_set = ()
         self.plans.clear()
 
     async def save_state(self) -> Mapping[str, Any]:
-        return {**await super().save_state(), "planfence_last_plan": self._last_plan}
+        return {**await super().save_state(), "planfence_last_plan": self.stamper.last}
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
         await super().load_state(state)
         plan = state.get("planfence_last_plan")
-        self._last_plan = plan if isinstance(plan, str) else None
+        self.stamper.last = plan if isinstance(plan, str) else None
 
 
 class FencedAgent(AssistantAgent):

@@ -34,8 +34,10 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from .._records import DEFAULT_HEADER, read_heads, records_text
-from ._store import StoreRef
+from planfence.plugins.gate import read_heads
+
+from .._records import DEFAULT_HEADER, records_text
+from ._store import store_bridge
 
 # Marks the memory results that are public records, as opposed to other memories' results.
 SOURCE = "planfence"
@@ -75,7 +77,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         agent: str | None = None,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self.store = StoreRef(store)
+        self.store = store_bridge(store)
         self.keys = list(keys)
         self.prefixes = list(prefixes)
         if not self.keys and not self.prefixes:
@@ -86,7 +88,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
     async def read(self) -> list[Record]:
         """The current record of every configured key that has a version, ordered by key."""
         keys, prefixes = self.keys, self.prefixes
-        return await self.store.run(lambda store: read_heads(store, keys, prefixes))
+        return await self.store.acall(read_heads, keys, prefixes)
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         """Show the current records; the result (this turn's read set) names their ids."""
@@ -155,7 +157,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         async def put(store: AsyncStore) -> None:
             await store.put(key, value, author=author)
 
-        await self.store.run(put)
+        await self.store.acall(put)
 
     async def clear(self) -> None:
         """Nothing to clear: public records are immutable and the memory keeps no read state."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -23,19 +23,17 @@ from typing import Any
 
 from planfence.plugins.gate import (
     CheckerFactory,
-    GuardedExecutor,
+    GateMiddleware,
+    Judgement,
+    Middleware,
     Policy,
+    Refused,
+    ToolCall,
     Verdict,
-    checker_factory,
     checker_path,
-    explain,
     fail_closed,
 )
-from planfence.shared_memory import (
-    AsyncStore,
-    PlanFenceError,
-    Store,
-)
+from planfence.shared_memory import AsyncStore, PlanFenceError, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("autogen", "planfence.adapters.autogen"):
@@ -44,7 +42,7 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel
 from typing_extensions import Self
 
-from ._store import StoreRef
+from ._store import store_bridge
 
 
 class ConcurrentTurnError(PlanFenceError):
@@ -104,6 +102,8 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate. It must be a module-level
             function for `dump_component()`.
+        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first (not
+            part of the component's configuration: give it again after `load_component`).
 
     `verdicts` keeps the latest `VERDICT_HISTORY` verdicts, for inspection; a turn's own
     verdicts travel with the turn, and every decision is in the store's audit log.
@@ -123,14 +123,16 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         policy: Policy | Mapping[str, Any] | str,
         agent: str | None = None,
         checker: CheckerFactory | str | None = None,
+        middleware: Iterable[Middleware] = (),
     ) -> None:
         self.inner = workbench
-        self.store = StoreRef(store)
-        self.policy = Policy.coerce(policy)
+        self.store = store_bridge(store)
+        self.gate = GateMiddleware(
+            self.store, policy, checker=checker, agent=agent, middleware=middleware
+        )
+        self.policy = self.gate.policy
         self.agent = agent
-        self.checker_factory = checker_factory(checker)
-        self._checker: GuardedExecutor | None = None
-        self._checker_store: AsyncStore | None = None
+        self.checker_factory = self.gate.factory
         self._plan_id: str | None = None
         self._tools: list[ToolSchema] | None = None
         self.verdicts: deque[Verdict] = deque(maxlen=self.VERDICT_HISTORY)
@@ -185,41 +187,28 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         args = dict(arguments or {})
         turn = self._turn()
         plan_id = turn.plan_id if turn is not None else self._plan_id
+        judged: Judgement
         if turn is not None and turn.overlapped:
             error = ConcurrentTurnError(
                 f"agent {turn.agent!r} ran turns concurrently; it plans from one conversation"
             )
-            verdict = fail_closed(name, plan_id, self.agent, error)
+            judged = Refused(fail_closed(name, plan_id, self.agent, error))
         else:
             # The gate sees a copy: the tool runs with exactly the arguments the model sent.
-            verdict = await self._judge(name, copy.deepcopy(args), plan_id)
+            judged = await self.gate.judge(ToolCall(name, copy.deepcopy(args), plan_id))
         if turn is not None:
-            turn.verdicts.append(verdict)
-        self.verdicts.append(verdict)
-        if not verdict.allowed:
-            return _error(name, explain(verdict))
+            turn.verdicts.append(judged.verdict)
+        self.verdicts.append(judged.verdict)
+        if isinstance(judged, Refused):
+            return _error(name, judged.message)
         return await self.inner.call_tool(name, args, cancellation_token, call_id)
 
     async def check(self, name: str, args: Mapping[str, Any]) -> Verdict:
         """The gate's verdict for a call now: under the current turn's plan, else the bound
         one; never raises."""
         turn = self._turn()
-        return await self._judge(name, args, turn.plan_id if turn is not None else self._plan_id)
-
-    async def _judge(self, name: str, args: Mapping[str, Any], plan_id: str | None) -> Verdict:
-        async def judge(store: AsyncStore) -> Verdict:
-            return await self._checker_for(store).check(name, args, plan_id, agent=self.agent)
-
-        try:
-            return await self.store.run(judge)
-        except Exception as exc:  # fail closed: a store that cannot be reached blocks
-            return fail_closed(name, plan_id, self.agent, exc)
-
-    def _checker_for(self, store: AsyncStore) -> GuardedExecutor:
-        if self._checker is None or self._checker_store is not store:
-            self._checker = self.checker_factory(store, self.policy, self.agent)
-            self._checker_store = store
-        return self._checker
+        plan_id = turn.plan_id if turn is not None else self._plan_id
+        return (await self.gate.judge(ToolCall(name, args, plan_id))).verdict
 
     async def start(self) -> None:
         await self.inner.start()

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ._gating import refusal_message
     from .graph import GraphFence
-    from .middleware import PlanfenceAgentState, PlanfenceMiddleware, refusal_message
+    from .middleware import PlanfenceAgentState, PlanfenceMiddleware
     from .state import PlanfenceState
     from .store import ImmutableRecordError, PlanfenceStore, track_reads
 
@@ -29,7 +30,7 @@ _EXPORTS = {
     "PlanfenceMiddleware": "middleware",
     "PlanfenceState": "state",
     "PlanfenceStore": "store",
-    "refusal_message": "middleware",
+    "refusal_message": "_gating",
     "track_reads": "store",
 }
 

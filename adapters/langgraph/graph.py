@@ -19,37 +19,33 @@ request that should start afresh passes `GraphFence.NEW_REQUEST` in its input.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import CheckerFactory, Policy, create_plan
+from planfence.plugins.gate import (
+    CheckerFactory,
+    Middleware,
+    Policy,
+    ReadSet,
+    action_done,
+    merge_reads,
+    refreshed,
+)
 from planfence.shared_memory import JSON, AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
-    from langchain_core.messages import ToolMessage
     from langchain_core.runnables import RunnableConfig, RunnableLambda
     from langchain_core.tools import BaseTool
     from langgraph.constants import END
     from langgraph.prebuilt import ToolNode
-    from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command, Overwrite
 
-from .._records import ReadSet, merge_reads, parents_of, refreshed
-from ._judging import (
-    Checkers,
-    StoreBridge,
-    ajudge_call,
-    gated_done,
-    judge_call,
-    outcome_of,
-)
-from .middleware import refusal, with_verdict
-from .store import track_reads
+from ._gating import ToolGating, fold_into_state
 
 
-class GraphFence:
+class GraphFence(ToolGating):
     """The gate for a hand-written graph's tool node, and plan stamping for its planner node.
 
     Args:
@@ -61,6 +57,7 @@ class GraphFence:
         checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate.
+        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
     """
 
     def __init__(
@@ -72,13 +69,12 @@ class GraphFence:
         proceed: str = END,
         agent: str = "executor",
         checker: CheckerFactory | str | None = None,
+        middleware: Iterable[Middleware] = (),
     ) -> None:
-        self.bridge = StoreBridge(store)
-        self.policy = Policy.coerce(policy)
+        self._join_seam(store, policy, checker, agent, author=planner, middleware=middleware)
         self.planner = planner
         self.proceed = proceed
         self.agent = agent
-        self.checkers = Checkers(checker, self.policy, agent)
 
     NEW_REQUEST: Mapping[str, Any] = {
         "planfence_plan": None,
@@ -105,9 +101,7 @@ class GraphFence:
     ) -> dict[str, Any]:
         """Store a plan derived from `reads` (key -> record id or ids, e.g. a `PlanfenceStore`'s
         `take_reads()`) and what tools read in this run; returns the state update."""
-        cited = self._cited(state, reads)
-        record = self.bridge.call(self._plan_fn(state, cited, author, value))
-        return self._stamped(state, cited, record)
+        return self.stamper.bridge.run(self.astamp, state, reads, author=author, value=value)
 
     async def astamp(
         self,
@@ -118,29 +112,13 @@ class GraphFence:
         value: JSON = None,
     ) -> dict[str, Any]:
         cited = self._cited(state, reads)
-        record = await self.bridge.acall(self._plan_fn(state, cited, author, value))
+        supersedes = _previous_plan(state)
+        record = await self.stamper.stamp(cited, value=value, supersedes=supersedes, author=author)
         return self._stamped(state, cited, record)
 
     @staticmethod
     def _cited(state: Mapping[str, Any], reads: Mapping[str, str | Sequence[str]]) -> ReadSet:
         return merge_reads(_tool_reads(state), reads)
-
-    def _plan_fn(
-        self, state: Mapping[str, Any], cited: ReadSet, author: str | None, value: JSON
-    ) -> Callable[[AsyncStore], Awaitable[Record]]:
-        supersedes = _previous_plan(state)
-        parents = parents_of(cited)
-
-        async def run(store: AsyncStore) -> Record:
-            return await create_plan(
-                store,
-                author=author or self.planner,
-                parents=parents,
-                value=value,
-                supersedes=supersedes,
-            )
-
-        return run
 
     @staticmethod
     def _stamped(state: Mapping[str, Any], cited: ReadSet, record: Record) -> dict[str, Any]:
@@ -150,7 +128,7 @@ class GraphFence:
             "planfence_plan": record.id,
             "planfence_reads": cited,
             # Only a gated allow ends the action; ungated calls leave the count where it was.
-            "planfence_replans": 0 if gated_done(state.get("planfence_outcome")) else spent,
+            "planfence_replans": 0 if action_done(state.get("planfence_outcome")) else spent,
             "planfence_outcome": None,
             "planfence_verdicts": None,
         }
@@ -182,31 +160,6 @@ class GraphFence:
 
         return RunnableLambda(step, afunc=astep, name=inner.name)
 
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        """Gate one call; the answer carries its verdict, and a refused call never runs."""
-        verdict = judge_call(self.bridge, self.checkers, request)
-        if not verdict.allowed:
-            return refusal(request, verdict)
-        with track_reads() as log:
-            result = handler(request)
-        return with_verdict(result, verdict, log.get(self.bridge.store))
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        verdict = await ajudge_call(self.bridge, self.checkers, request)
-        if not verdict.allowed:
-            return refusal(request, verdict)
-        with track_reads() as log:
-            result = await handler(request)
-        return with_verdict(result, verdict, log.get(self.bridge.store))
-
     def route_step(self, state: Any, output: Any) -> Any:
         """Fold the verdicts of one tool step and send the graph on exactly once.
 
@@ -220,14 +173,9 @@ class GraphFence:
             if isinstance(o, Command) and isinstance(o.update, dict)
             for note in o.update.get("planfence_verdicts", [])
         ]
-        outcome = outcome_of(notes)
+        outcome, update = fold_into_state(state, notes)
         if outcome is None:
             return output  # no gated call answered in this graph: nothing to route
-        fields = state if isinstance(state, Mapping) else {}
-        replans = int(fields.get("planfence_replans", 0) or 0)
-        if outcome["status"] == "replan" and replans >= 1:
-            outcome = {**outcome, "status": "blocked"}
-        update: dict[str, Any] = {"planfence_outcome": outcome}
         if outcome["status"] == "done":
             if any(_routes_itself(o) for o in outputs):
                 return [*outputs, Command(update=update)]
@@ -235,7 +183,6 @@ class GraphFence:
         # Refused: no call of this step may send the graph anywhere else.
         outputs = [replace(o, goto=()) if _routes_itself(o) else o for o in outputs]
         if outcome["status"] == "replan":
-            update["planfence_replans"] = replans + 1
             return [*outputs, Command(goto=self.planner, update=update)]
         return [*outputs, Command(goto=END, update=update)]
 

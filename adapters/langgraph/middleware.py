@@ -24,10 +24,18 @@ once.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import CheckerFactory, Policy, Verdict, create_plan, explain
+from planfence.plugins.gate import (
+    CheckerFactory,
+    Middleware,
+    Policy,
+    ReadSet,
+    action_done,
+    merge_reads,
+    reads_of,
+    refreshed,
+)
 from planfence.shared_memory import AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -38,30 +46,12 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
         ModelRequest,
         ModelResponse,
     )
-    from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
-    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langchain_core.messages import AIMessage, SystemMessage
     from langgraph.runtime import Runtime
     from langgraph.types import Command, Overwrite
 
-from .._records import (
-    DEFAULT_HEADER,
-    ReadSet,
-    merge_reads,
-    parents_of,
-    read_heads,
-    reads_of,
-    records_text,
-    refreshed,
-)
-from ._judging import (
-    Checkers,
-    StoreBridge,
-    ajudge_call,
-    gated_done,
-    judge_call,
-    outcome_of,
-    summary,
-)
+from .._records import DEFAULT_HEADER, records_text
+from ._gating import ToolGating, fold_into_state
 from .state import PlanfenceState
 from .store import PlanfenceStore, ReadLog, track_reads
 
@@ -72,7 +62,7 @@ class PlanfenceAgentState(AgentState[Any], PlanfenceState):
     """`create_agent` state with the planfence keys."""
 
 
-class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
+class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any]):
     """Stamps plans from what the model saw and gates every tool call.
 
     Args:
@@ -86,6 +76,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate.
+        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
     """
 
     state_schema = PlanfenceAgentState
@@ -100,17 +91,16 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         reads: PlanfenceStore | None = None,
         agent: str = "agent",
         checker: CheckerFactory | str | None = None,
+        middleware: Iterable[Middleware] = (),
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__()
-        self.bridge = StoreBridge(store)
-        self.policy = Policy.coerce(policy)
+        self._join_seam(store, policy, checker, agent, author=agent, middleware=middleware)
         self.keys = list(keys)
         self.prefixes = list(prefixes)
         self.reads = reads
         self.agent = agent
         self.header = header
-        self.checkers = Checkers(checker, self.policy, agent)
         self.tools = []
 
     # ---- per run
@@ -137,15 +127,9 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         verdicts = state.get("planfence_verdicts") or []
         if not verdicts:
             return None
-        outcome = outcome_of(verdicts)
-        update: dict[str, Any] = {"planfence_outcome": outcome, "planfence_verdicts": None}
-        spent = int(state.get("planfence_replans", 0) or 0)
-        if outcome is not None and outcome["status"] == "replan" and spent >= 1:
-            # Refused again after the replan spent on this action: the second refusal ends
-            # the run whatever the checker says.
-            outcome = update["planfence_outcome"] = {**outcome, "status": "blocked"}
+        outcome, update = fold_into_state(state, verdicts)
+        update["planfence_verdicts"] = None
         if outcome is not None and outcome["status"] == "replan":
-            update["planfence_replans"] = spent + 1
             # The refusal showed what changed: the replan cites those versions, not older ones.
             tool_reads = state.get("planfence_tool_reads")
             current = outcome.get("current") or {}
@@ -167,14 +151,15 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResult:
-        records = self.bridge.call(lambda s: read_heads(s, self.keys, self.prefixes))
+        records = self.stamper.bridge.run(self.stamper.current, self.keys, self.prefixes)
         with track_reads() as log:
             response = handler(self._show(request, records))
         seen = self._seen(request, records, log)
         calls = _tool_calls(response)
         plan = None
         if calls:
-            plan = self.bridge.call(self._plan_fn(request, seen, calls))
+            fields = self._plan_fields(request, calls)
+            plan = self.stamper.bridge.run(self.stamper.stamp, seen, **fields)
         return self._extend(request, response, seen, plan)
 
     async def awrap_model_call(
@@ -182,14 +167,15 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResult:
-        records = await self.bridge.acall(lambda s: read_heads(s, self.keys, self.prefixes))
+        records = await self.stamper.current(self.keys, self.prefixes)
         with track_reads() as log:
             response = await handler(self._show(request, records))
         seen = self._seen(request, records, log)
         calls = _tool_calls(response)
         plan = None
         if calls:
-            plan = await self.bridge.acall(self._plan_fn(request, seen, calls))
+            fields = self._plan_fields(request, calls)
+            plan = await self.stamper.stamp(seen, **fields)
         return self._extend(request, response, seen, plan)
 
     def _seen(self, request: ModelRequest[Any], records: list[Record], log: ReadLog) -> ReadSet:
@@ -198,10 +184,10 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         tool_reads = request.state.get("planfence_tool_reads")
         if not isinstance(tool_reads, Mapping):
             tool_reads = None
-        return merge_reads(tool_reads, self._tracked(log), reads_of(records))
+        return merge_reads(tool_reads, self._tool_reads(log), reads_of(records))
 
-    def _tracked(self, log: ReadLog) -> ReadSet:
-        return log.get(self.reads.bridge.store) if self.reads is not None else {}
+    def _tool_reads(self, log: ReadLog) -> ReadSet:
+        return log.get(self.reads.bridge.aio) if self.reads is not None else {}
 
     def _show(self, request: ModelRequest[Any], records: list[Record]) -> ModelRequest[Any]:
         if not records:
@@ -211,23 +197,15 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
             text = f"{request.system_message.text}\n\n{text}"
         return request.override(system_message=SystemMessage(content=text))
 
-    def _plan_fn(
-        self, request: ModelRequest[Any], seen: ReadSet, calls: list[dict[str, Any]]
-    ) -> Callable[[AsyncStore], Awaitable[Record]]:
+    def _plan_fields(
+        self, request: ModelRequest[Any], calls: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The run's chain lives in its state: the plan supersedes the run's previous one."""
         previous = request.state.get("planfence_plan")
-        supersedes = previous if isinstance(previous, str) else None
-        value = {"agent": self.agent, "tool_calls": calls}
-
-        async def stamp(store: AsyncStore) -> Record:
-            return await create_plan(
-                store,
-                author=self.agent,
-                parents=parents_of(seen),
-                value=value,
-                supersedes=supersedes,
-            )
-
-        return stamp
+        return {
+            "value": {"agent": self.agent, "tool_calls": calls},
+            "supersedes": previous if isinstance(previous, str) else None,
+        }
 
     @staticmethod
     def _extend(
@@ -236,7 +214,7 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
         update: dict[str, Any] = {"planfence_reads": seen}
         if plan is not None:
             update["planfence_plan"] = plan.id
-            if gated_done(request.state.get("planfence_outcome")):
+            if action_done(request.state.get("planfence_outcome")):
                 # A new action: the previous one ended with a gated call allowed as current.
                 # After ungated calls only, the count (and the gate's chain) carries on.
                 update["planfence_replans"] = 0
@@ -249,32 +227,6 @@ class PlanfenceMiddleware(AgentMiddleware[PlanfenceAgentState, Any]):
             response = ModelResponse(result=[response])
         return ExtendedModelResponse(response, Command(update=update))
 
-    # ---- tool calls: the gate
-
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        verdict = judge_call(self.bridge, self.checkers, request)
-        if not verdict.allowed:
-            return refusal(request, verdict)
-        with track_reads() as log:
-            result = handler(request)
-        return with_verdict(result, verdict, self._tracked(log))
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        verdict = await ajudge_call(self.bridge, self.checkers, request)
-        if not verdict.allowed:
-            return refusal(request, verdict)
-        with track_reads() as log:
-            result = await handler(request)
-        return with_verdict(result, verdict, self._tracked(log))
-
 
 def _tool_calls(response: ModelResult) -> list[dict[str, Any]]:
     if isinstance(response, ExtendedModelResponse):
@@ -286,43 +238,3 @@ def _tool_calls(response: ModelResult) -> list[dict[str, Any]]:
         if isinstance(m, AIMessage)
         for c in m.tool_calls
     ]
-
-
-def refusal_message(request: ToolCallRequest, verdict: Verdict) -> ToolMessage:
-    """The error `ToolMessage` the model reads when the gate refuses a call."""
-    return ToolMessage(
-        content=explain(verdict),
-        tool_call_id=request.tool_call["id"] or "",
-        name=request.tool_call["name"],
-        status="error",
-        artifact={"planfence": summary(verdict)},
-    )
-
-
-def refusal(request: ToolCallRequest, verdict: Verdict) -> Command[Any]:
-    """The refused call's answer: the error message, and the verdict for the step's fold."""
-    return Command(
-        update={
-            "messages": [refusal_message(request, verdict)],
-            "planfence_verdicts": [summary(verdict)],
-        }
-    )
-
-
-def with_verdict(
-    result: ToolMessage | Command[Any], verdict: Verdict, reads: ReadSet
-) -> ToolMessage | Command[Any]:
-    """The call's own answer, with the verdict and what the tool read added to the update."""
-    extra: dict[str, Any] = {"planfence_verdicts": [summary(verdict)]}
-    if reads:
-        extra["planfence_tool_reads"] = reads
-    if isinstance(result, ToolMessage):
-        return Command(update={"messages": [result], **extra})
-    if isinstance(result, Command) and isinstance(result.update, dict) and result.graph is None:
-        log = [*result.update.get("planfence_verdicts", []), *extra["planfence_verdicts"]]
-        reads = merge_reads(result.update.get("planfence_tool_reads"), reads)
-        update = {**result.update, **extra, "planfence_verdicts": log}
-        if reads:
-            update["planfence_tool_reads"] = reads
-        return replace(result, update=update)
-    return result  # an update for the parent graph: nothing of this graph's to add

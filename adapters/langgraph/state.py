@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from typing_extensions import NotRequired, TypedDict
 
-from .._records import ReadSet, merge_reads
+from planfence.plugins.gate import ReadSet, merge_reads
 
 
 def last_value(_: Any, new: Any) -> Any:

@@ -57,8 +57,8 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
         SearchOp,
     )
 
-from .._records import ReadSet, add_reads
-from ._judging import StoreBridge
+from planfence.plugins.gate import ReadSet, add_reads
+from planfence.shared_memory import StoreBridge
 
 RECORD_ID = "_record_id"
 
@@ -224,12 +224,12 @@ class PlanfenceStore(BaseStore):
     def reads(self) -> ReadSet:
         """key -> record ids this unit of work read through this store since `take_reads`."""
         log = _current(create=False)
-        return log.get(self.bridge.store) if log is not None else {}
+        return log.get(self.bridge.aio) if log is not None else {}
 
     def take_reads(self) -> ReadSet:
         """The reads of this unit of work (see `reads`), forgotten once taken."""
         log = _current(create=False)
-        return log.take(self.bridge.store) if log is not None else {}
+        return log.take(self.bridge.aio) if log is not None else {}
 
     # ---- BaseStore
 

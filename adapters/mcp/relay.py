@@ -34,8 +34,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -61,14 +59,18 @@ from mcp.server.validation import wants_sampling_tools
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-logger = logging.getLogger("planfence.mcp")
+from .peers import (
+    DEFAULT_LEGACY_LOG_LEVEL,
+    ORIGIN,
+    Origin,
+    Peer,
+    is_modern,
+    levels_from,
+)
 
-# The level a handshake-era client receives logs at until it calls logging/setLevel: every
-# level, as a handshake-era server sends them unconditionally.
-DEFAULT_LEGACY_LOG_LEVEL: types.LoggingLevel = "debug"
+logger = logging.getLogger("planfence.mcp")
 
 # The error a handshake-era upstream gets instead of the client's answer when the call that
 # asked is no longer allowed by the gate.
@@ -79,51 +81,6 @@ _CAPABILITY_NAMES = {
     "elicitation/create": "Elicitation",
     "roots/list": "List roots",
 }
-
-
-def is_modern(protocol_version: str | None) -> bool:
-    return protocol_version in MODERN_PROTOCOL_VERSIONS
-
-
-@dataclass(eq=False)
-class Peer:
-    """One client connection of the proxy.
-
-    `session` is the latest request's session: its connection-wide channel is the connection's.
-    """
-
-    session: Any
-    protocol_version: str
-    log_level: types.LoggingLevel | None = None
-    subscriptions: set[str] = field(default_factory=set)
-
-    @property
-    def modern(self) -> bool:
-        return is_modern(self.protocol_version)
-
-
-@dataclass(eq=False)
-class Origin:
-    """A client request the proxy is forwarding upstream."""
-
-    ctx: ServerRequestContext[Any]
-    peer: Peer
-    # For a gated `tools/call`: judges the call again (the plan may have gone stale while the
-    # client answered an upstream question); True while the call is still allowed.
-    recheck: Callable[[], Awaitable[bool]] | None = None
-
-
-_ORIGIN: ContextVar[Origin | None] = ContextVar("planfence_mcp_origin", default=None)
-
-
-@contextmanager
-def no_origin() -> Iterator[None]:
-    """Run without a current origin (tasks started here must not inherit the caller's)."""
-    token = _ORIGIN.set(None)
-    try:
-        yield
-    finally:
-        _ORIGIN.reset(token)
 
 
 def _unsupported(method: str) -> types.ErrorData:
@@ -212,11 +169,11 @@ class Relay:
         origin = Origin(ctx, self.peer(ctx), recheck)
         key = id(origin)
         self._in_flight[key] = origin
-        token = _ORIGIN.set(origin)
+        token = ORIGIN.set(origin)
         try:
             yield origin
         finally:
-            _ORIGIN.reset(token)
+            ORIGIN.reset(token)
             self._in_flight.pop(key, None)
 
     def current_origin(self) -> Origin | None:
@@ -226,7 +183,7 @@ class Relay:
         context, as over a streamable-HTTP upstream) and that request has finished, the answer
         is None: another client's request in flight is never a stand-in for it.
         """
-        origin = _ORIGIN.get()
+        origin = ORIGIN.get()
         if origin is not None:
             return origin if self._in_flight.get(id(origin)) is origin else None
         live = list(self._in_flight.values())
@@ -370,26 +327,26 @@ class Relay:
             if params.level in self._log_levels(origin):
                 await self._notify(origin.ctx.session, notice, origin.ctx.request_id)
             return
-        finished = _ORIGIN.get()
+        finished = ORIGIN.get()
         if finished is not None:
             # Its request is over: to the same client, no longer tied to the request (only a
             # handshake-era client still connected has a channel for that), or nowhere.
             peer = finished.peer
             level = peer.log_level or DEFAULT_LEGACY_LOG_LEVEL
-            if not peer.modern and self._connected(peer) and params.level in _levels_from(level):
+            if not peer.modern and self._connected(peer) and params.level in levels_from(level):
                 await self._notify(peer.session, notice)
             return
         if self._in_flight:
             logger.debug("log message from the upstream matches no single client; dropped")
             return
         for peer in self.peers():
-            if params.level in _levels_from(peer.log_level or DEFAULT_LEGACY_LOG_LEVEL):
+            if params.level in levels_from(peer.log_level or DEFAULT_LEGACY_LOG_LEVEL):
                 await self._notify(peer.session, notice)
 
     def _log_levels(self, origin: Origin) -> frozenset[types.LoggingLevel]:
         if origin.peer.modern:
             return allowed_log_levels(origin.ctx.protocol_version, origin.ctx.meta)
-        return _levels_from(origin.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL)
+        return levels_from(origin.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL)
 
     async def on_notification(self, message: Any) -> None:
         """The upstream session's message handler: change notices and elicitation completions."""
@@ -441,20 +398,3 @@ _LEGACY_NOTICES: dict[type, Any] = {
     PromptsListChanged: types.PromptListChangedNotification(),
     ResourcesListChanged: types.ResourceListChangedNotification(),
 }
-
-_LEVELS: tuple[types.LoggingLevel, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
-
-
-def _levels_from(level: str) -> frozenset[types.LoggingLevel]:
-    if level not in _LEVELS:
-        return frozenset(_LEVELS)
-    return frozenset(_LEVELS[_LEVELS.index(level) :])

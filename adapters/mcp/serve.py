@@ -18,8 +18,9 @@ from planfence.shared_memory import open_async_store
 
 from .http_guard import TOKEN_ENV, HttpGuard, is_loopback
 from .policy_fit import warn_about_policy
-from .proxy import UpstreamMode, UpstreamTarget, open_proxy, stdio_upstream
+from .proxy import open_proxy
 from .stdio import native_stdio
+from .upstream import UpstreamMode, UpstreamTarget, stdio_upstream
 
 logger = logging.getLogger("planfence.mcp")
 

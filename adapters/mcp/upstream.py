@@ -30,7 +30,8 @@ from pydantic import TypeAdapter
 from planfence.shared_memory import PlanFenceError
 
 from .meta import clean_result_meta
-from .relay import Relay, is_modern, no_origin
+from .peers import is_modern, no_origin
+from .relay import Relay
 from .results import (
     UPSTREAM_ERROR,
     UPSTREAM_TIMEOUT,

@@ -3,6 +3,9 @@
 gate = Gate(store, Policy.load("policy.toml"))
 verdict = await gate.check("ship_order", {"order_id": "7"}, plan_id)
 outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_once)
+
+Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
+`GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`.
 """
 
 from .audit import AUDIT_SOURCE, Decision
@@ -23,8 +26,25 @@ from .decision import (
 from .explain import explain
 from .gate import Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
 from .heads import HeadSource
-from .plans import create_plan, create_plan_sync, plan_key, refreshed_parents
+from .middleware import (
+    BLOCKED,
+    DONE,
+    REPLANNING,
+    Allowed,
+    CallNext,
+    GateMiddleware,
+    Judgement,
+    Middleware,
+    Refused,
+    ToolCall,
+    action_done,
+    fold_step,
+    run_middleware,
+    summary,
+)
+from .plans import CHAIN, PlanStamper, create_plan, create_plan_sync, plan_key, refreshed_parents
 from .policy import KeyTemplate, Policy, PolicyError, ScopeError, ToolPolicy
+from .reads import ReadSet, add_reads, merge_reads, parents_of, read_heads, reads_of, refreshed
 from .snapshot import Flag, PlanSnapshot, snapshot, snapshot_and_log
 from .store_heads import StoreHeads
 
@@ -32,40 +52,63 @@ __all__ = [
     "ALLOW",
     "AUDIT_SOURCE",
     "BLOCK",
+    "BLOCKED",
     "BLOCK_REASONS",
+    "CHAIN",
+    "DONE",
     "REPLAN",
+    "REPLANNING",
+    "Allowed",
+    "CallNext",
     "CheckRequest",
     "Checker",
     "CheckerFactory",
     "Decision",
     "Flag",
     "Gate",
+    "GateMiddleware",
     "GuardedExecutor",
     "HeadAnswer",
     "HeadSource",
+    "Judgement",
     "KeyTemplate",
+    "Middleware",
     "Outcome",
     "PlanSnapshot",
+    "PlanStamper",
     "Policy",
     "PolicyError",
+    "ReadSet",
     "Reason",
+    "Refused",
     "Replanned",
     "ScopeError",
     "StaleKey",
     "StoreHeads",
     "SyncGate",
+    "ToolCall",
     "ToolPolicy",
     "Verdict",
+    "action_done",
+    "add_reads",
     "checker_factory",
     "checker_path",
     "create_plan",
     "create_plan_sync",
     "explain",
     "fail_closed",
+    "fold_step",
     "gate_checker",
     "gate_flow",
+    "merge_reads",
+    "parents_of",
     "plan_key",
+    "read_heads",
+    "reads_of",
+    "refreshed",
     "refreshed_parents",
+    "run_middleware",
     "snapshot",
     "snapshot_and_log",
+    "summary",
 ]

@@ -28,7 +28,14 @@ from planfence.adapters.autogen import (
     replan_selector,
     run_outcome,
 )
-from planfence.plugins.gate import gate_checker
+from planfence.plugins.gate import (
+    CallNext,
+    Judgement,
+    Middleware,
+    ToolCall,
+    create_plan,
+    gate_checker,
+)
 from planfence.shared_memory import create_async_store, open_async_store
 
 TASK = "Book the flight for trip 42."
@@ -213,3 +220,38 @@ def test_missing_extra_names_the_pip_command() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert "pip install 'planfence[autogen]'" in out
+
+
+class SeenTools(Middleware):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    async def on_call_tool(self, call: ToolCall, call_next: CallNext) -> Judgement:
+        self.seen.append((call.tool, call.plan))
+        return await call_next(call)
+
+
+async def test_workbench_calls_pass_through_user_middleware() -> None:
+    store = create_async_store("memory://")
+    await store.setup()
+    await store.own(REQ, "customer")
+    current = await store.put(REQ, {"destination": "Lisbon"}, author="customer")
+    plan = await create_plan(store, author="planner", parents=[current.id])
+    ran: list[str] = []
+
+    def book_flight(destination: str) -> str:
+        ran.append(destination)
+        return "booked"
+
+    seen = SeenTools()
+    fence = FencedWorkbench(
+        StaticWorkbench([FunctionTool(book_flight, description="Book.")]),
+        store=store,
+        policy=POLICY,
+        middleware=[seen],
+    )
+    fence.bind(plan.id)
+    result = await fence.call_tool("book_flight", {"destination": "Lisbon"})
+    assert not result.is_error and ran == ["Lisbon"]
+    assert seen.seen == [("book_flight", plan.id)]
+    await store.aclose()

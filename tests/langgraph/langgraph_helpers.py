@@ -11,9 +11,8 @@ from langchain_core.outputs import ChatResult
 from langchain_core.tools import tool
 from pydantic import Field
 
-from planfence.adapters.langgraph._judging import StoreBridge
 from planfence.plugins.gate import Policy
-from planfence.shared_memory import AsyncStore, Store
+from planfence.shared_memory import AsyncStore, Store, StoreBridge
 
 REQ = "trip/42/requirements"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])

@@ -18,6 +18,7 @@ from langgraph_helpers import POLICY, REQ, Trip, book
 
 from planfence.adapters.langgraph import PlanfenceMiddleware
 from planfence.demos.baselines import freshness_checker
+from planfence.plugins.gate import CallNext, Judgement, Middleware, Refused, ToolCall, Verdict
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
 TASK = {"messages": [{"role": "user", "content": "Book the flight for trip 42."}]}
@@ -162,3 +163,30 @@ def test_current_plan_runs_first_time(sync_store: Store) -> None:
     state = agent.invoke(TASK)
     assert trip.booked == ["Lisbon"]
     assert (state["planfence_outcome"]["status"], state["planfence_replans"]) == ("done", 0)
+
+
+class Budget(Middleware):
+    """A user's own middleware around the gate: counts calls and refuses past a budget."""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+        self.seen: list[str] = []
+
+    async def on_call_tool(self, call: ToolCall, call_next: CallNext) -> Judgement:
+        self.seen.append(call.tool)
+        if self.left <= 0:
+            return Refused(Verdict("block", "over_budget", call.tool, call.plan, call.agent))
+        self.left -= 1
+        return await call_next(call)
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_user_middleware_wraps_every_tool_call(sync_store: Store, run: str) -> None:
+    trip = Trip(sync_store)
+    trip.put("Lisbon")
+    budget = Budget(calls=0)
+    agent, _ = agent_for(trip, sync_store, [book("Lisbon", 0), "Done."], {}, middleware=[budget])
+    state = agent.invoke(TASK) if run == "invoke" else await agent.ainvoke(TASK)
+    assert budget.seen == ["book_flight"] and trip.booked == []
+    assert state["planfence_outcome"]["status"] == "blocked"
+    assert state["planfence_outcome"]["reason"] == "over_budget"

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 from planfence.plugins.gate import Decision
 from planfence.shared_memory import (
     AdvanceHead,
+    AsyncStore,
+    ConfigError,
     HeadConflictError,
     NotOwnerError,
     Record,
@@ -17,8 +22,10 @@ from planfence.shared_memory import (
     StoreUnavailableError,
     UnknownRecordError,
     WriteBatch,
+    create_async_store,
     open_store,
 )
+from planfence.shared_memory.sync import Portal, StoreBridge, stream_twin, twin
 
 REQ = "trip/42/requirements"
 
@@ -109,3 +116,91 @@ def test_sqlite_url_options(tmp_path: Path) -> None:
         open_store(f"sqlite:///{tmp_path / 'b.db'}?synchronous=sometimes")
     with pytest.raises(ConfigError, match="unknown SQLite store option"):
         open_store(f"sqlite:///{tmp_path / 'c.db'}?journal=off")
+
+
+def _public_coroutine_methods() -> list[str]:
+    lifecycle = {"setup", "aclose"}  # a sync Store runs these itself, when opened and closed
+    return sorted(
+        name
+        for name, fn in inspect.getmembers(AsyncStore)
+        if not name.startswith("_")
+        and name not in lifecycle
+        and (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn))
+    )
+
+
+@pytest.mark.parametrize("name", _public_coroutine_methods())
+def test_every_async_method_has_a_sync_twin(name: str) -> None:
+    made = Store.__dict__.get(name)
+    assert isinstance(made, twin | stream_twin), f"Store.{name} is not generated from AsyncStore"
+    assert made.name == name
+    stream = inspect.isasyncgenfunction(getattr(AsyncStore, name))
+    assert isinstance(made, stream_twin) == stream
+
+
+def test_twins_run_the_backend_method_and_keep_its_signature(store: Store) -> None:
+    store.own(REQ, "planner")
+    first = store.put(REQ, 1, author="planner")
+    assert inspect.signature(store.put) == inspect.signature(store.aio.put)
+    assert store.put.__doc__ == store.aio.put.__doc__
+    assert store.last_seq() == 2
+    feed = list(store.subscribe(0, idle_timeout=0.05))
+    assert [(c.kind, c.key) for c in feed] == [("owner", REQ), ("head", REQ)]
+    assert feed[-1].head == first.id
+    assert list(store.subscribe(feed[-1].seq, idle_timeout=0.01)) == []
+
+
+def test_portal_calls_from_async_code_and_refuses_its_own_thread() -> None:
+    portal = Portal("planfence-test-portal")
+    try:
+
+        async def where() -> int:
+            return threading.get_ident()
+
+        async def nested() -> None:
+            portal.call(where)
+
+        assert portal.call(where) != threading.get_ident()
+        assert anyio.run(portal.acall, where) != threading.get_ident()
+        with pytest.raises(RuntimeError, match="own portal thread"):
+            portal.call(nested)
+    finally:
+        portal.close()
+
+
+async def test_bridge_reaches_every_kind_of_store(store: Store, store_url: str) -> None:
+    async def head(aio: AsyncStore, key: str) -> str | None:
+        return await aio.head(key)
+
+    store.own(REQ, "planner")
+    rec = store.put(REQ, 1, author="planner")
+    bridge = StoreBridge(store)
+    assert bridge.aio is store.aio
+    assert await bridge.acall(head, REQ) == rec.id
+    assert await asyncio.to_thread(bridge.call, head, REQ) == rec.id
+    if not store_url.startswith("memory"):  # a URL opens its own store of the same data
+        by_url = StoreBridge(store_url)
+        assert await by_url.acall(head, REQ) == rec.id
+        await by_url.aclose()
+        assert by_url.store is None
+
+
+def test_bridge_drives_an_async_store_from_sync_code() -> None:
+    async def make() -> AsyncStore:
+        aio = create_async_store("memory://")
+        await aio.setup()
+        return aio
+
+    aio = Portal.shared().call(make)
+    bridge = StoreBridge(aio)
+
+    async def own(s: AsyncStore) -> None:
+        await s.own(REQ, "planner")
+
+    async def owner(s: AsyncStore) -> str | None:
+        return await s.owner(REQ)
+
+    bridge.call(own)
+    assert bridge.call(owner) == "planner"
+    with pytest.raises(ConfigError):
+        StoreBridge(42)  # type: ignore[arg-type]

@@ -1,0 +1,154 @@
+"""LangGraph tool calls through the gate's seam: a `ToolCallRequest` becomes a `ToolCall`, and a
+`Refused` becomes the error `ToolMessage` the model reads. Shared by the agent middleware and the
+hand-written graph's tool node."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from planfence.plugins.gate import (
+    REPLANNING,
+    CheckerFactory,
+    GateMiddleware,
+    Judgement,
+    Middleware,
+    PlanStamper,
+    Policy,
+    ReadSet,
+    ToolCall,
+    Verdict,
+    explain,
+    fold_step,
+    merge_reads,
+    summary,
+)
+from planfence.shared_memory import AsyncStore, Store, StoreBridge
+from planfence.shared_memory.extras import extra_imports
+
+with extra_imports("langgraph", "planfence.adapters.langgraph"):
+    from langchain_core.messages import ToolMessage
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.types import Command
+
+from .store import ReadLog, track_reads
+
+ToolAnswer = ToolMessage | Command[Any]
+
+
+def tool_call(request: ToolCallRequest, agent: str | None) -> ToolCall:
+    """The seam's view of a request: tool, arguments, and the plan from graph state."""
+    state = request.state if isinstance(request.state, Mapping) else {}
+    call = request.tool_call
+    args = dict(call.get("args") or {})
+    return ToolCall(call["name"], args, state.get("planfence_plan"), agent)
+
+
+class ToolGating:
+    """The seam for a LangGraph class: `gate` judges tool calls, `stamper` stamps plans, over one
+    store. Its `wrap_tool_call` / `awrap_tool_call` gate each call: the answer carries the
+    verdict and what the tool read, and a refused call never runs."""
+
+    gate: GateMiddleware
+    stamper: PlanStamper
+    policy: Policy
+
+    def _join_seam(
+        self,
+        store: AsyncStore | Store,
+        policy: Policy | Mapping[str, Any] | str,
+        checker: CheckerFactory | str | None,
+        agent: str,
+        author: str,
+        middleware: Iterable[Middleware],
+    ) -> None:
+        bridge = StoreBridge(store)
+        self.gate = GateMiddleware(
+            bridge, policy, checker=checker, agent=agent, middleware=middleware
+        )
+        self.stamper = PlanStamper(bridge, author)
+        self.policy = self.gate.policy
+
+    def _tool_reads(self, log: ReadLog) -> ReadSet:
+        """What the tool read, from the stores whose reads plans cite."""
+        return log.get(self.gate.bridge.aio)
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolAnswer],
+    ) -> ToolAnswer:
+        judged = self.gate.judge_sync(tool_call(request, self.gate.agent))
+        if not judged.allowed:
+            return refusal(request, judged.verdict)
+        with track_reads() as log:
+            result = handler(request)
+        return with_verdict(result, judged, self._tool_reads(log))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolAnswer]],
+    ) -> ToolAnswer:
+        judged = await self.gate.judge(tool_call(request, self.gate.agent))
+        if not judged.allowed:
+            return refusal(request, judged.verdict)
+        with track_reads() as log:
+            result = await handler(request)
+        return with_verdict(result, judged, self._tool_reads(log))
+
+
+def fold_into_state(
+    state: object, notes: list[dict[str, Any]]
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """One tool step's verdicts folded into its outcome (see `fold_step`), and the state update
+    that records it: the outcome, and one more replan spent when the step was refused for one."""
+    fields = state if isinstance(state, Mapping) else {}
+    spent = int(fields.get("planfence_replans", 0) or 0)
+    outcome = fold_step(notes, spent)
+    update: dict[str, Any] = {"planfence_outcome": outcome}
+    if outcome is not None and outcome["status"] == REPLANNING:
+        update["planfence_replans"] = spent + 1
+    return outcome, update
+
+
+def refusal_message(request: ToolCallRequest, verdict: Verdict) -> ToolMessage:
+    """The error `ToolMessage` the model reads when the gate refuses a call."""
+    return ToolMessage(
+        content=explain(verdict),
+        tool_call_id=request.tool_call["id"] or "",
+        name=request.tool_call["name"],
+        status="error",
+        artifact={"planfence": summary(verdict)},
+    )
+
+
+def refusal(request: ToolCallRequest, verdict: Verdict) -> Command[Any]:
+    """The refused call's answer: the error message, and the verdict for the step's fold."""
+    return Command(
+        update={
+            "messages": [refusal_message(request, verdict)],
+            "planfence_verdicts": [summary(verdict)],
+        }
+    )
+
+
+def with_verdict(result: ToolAnswer, judged: Judgement, reads: ReadSet) -> ToolAnswer:
+    """The call's own answer, with the verdict and what the tool read added to the update."""
+    extra: dict[str, Any] = {"planfence_verdicts": [summary(judged.verdict)]}
+    if reads:
+        extra["planfence_tool_reads"] = reads
+    if isinstance(result, ToolMessage):
+        return Command(update={"messages": [result], **extra})
+    if isinstance(result, Command) and isinstance(result.update, dict) and result.graph is None:
+        log = [*result.update.get("planfence_verdicts", []), *extra["planfence_verdicts"]]
+        reads = merge_reads(result.update.get("planfence_tool_reads"), reads)
+        update = {**result.update, **extra, "planfence_verdicts": log}
+        if reads:
+            update["planfence_tool_reads"] = reads
+        return replace(result, update=update)
+    return result  # an update for the parent graph: nothing of this graph's to add
+
+
+__all__ = ["ToolGating", "refusal", "refusal_message", "tool_call", "with_verdict"]

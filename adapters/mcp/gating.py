@@ -1,0 +1,137 @@
+"""`tools/call` through the gate's seam: every call is judged before it goes upstream, and
+judged again before each retry and before an answer to the upstream's question is handed over
+(the plan may go stale while a client answers)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from planfence.plugins.gate import GateMiddleware, Judgement, ToolCall, Verdict
+from planfence.shared_memory import PlanFenceError, validate_agent
+from planfence.shared_memory.extras import extra_imports
+
+with extra_imports("mcp", "the MCP proxy"):
+    import mcp  # noqa: F401  (the `mcp` extra)
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+
+from .catalog import ToolCatalog
+from .forwarding import Forwarder, InputRefused, Revoked
+from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN
+from .results import (
+    INPUT_REFUSED,
+    MALFORMED_META,
+    PROXY_ERROR,
+    ProxyFailure,
+    decision_meta,
+    fit_to_tool,
+    to_wire_result,
+)
+from .upstream import UpstreamFailure
+
+logger = logging.getLogger("planfence.mcp")
+
+
+class Judged:
+    """The latest judgement of one gated call; `recheck` judges it again."""
+
+    def __init__(self, gate: GateMiddleware, call: ToolCall) -> None:
+        self.gate = gate
+        self.call = call
+        self.latest: Judgement | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        assert self.latest is not None, "judged before the first check"
+        return self.latest.verdict
+
+    @property
+    def allowed(self) -> bool:
+        return self.latest is not None and self.latest.allowed
+
+    async def recheck(self) -> bool:
+        self.latest = await self.gate.judge(self.call)
+        return self.allowed
+
+
+class GatedCalls:
+    """The proxy's `tools/call` handler."""
+
+    def __init__(self, gate: GateMiddleware, forwarder: Forwarder, catalog: ToolCatalog) -> None:
+        self.gate = gate
+        self.forwarder = forwarder
+        self.catalog = catalog
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> dict[str, Any]:
+        tool = params.name
+        try:
+            result = await self._gated_call(ctx, tool, params)
+        except Exception as exc:  # a handler exception would become a protocol error
+            logger.exception("proxy failure on %s", tool)
+            result = to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
+        return await fit_to_tool(result, tool, self.catalog)
+
+    async def _gated_call(
+        self, ctx: ServerRequestContext[Any], tool: str, params: types.CallToolRequestParams
+    ) -> dict[str, Any]:
+        raw = dict(ctx.params or {})
+        meta = raw.get("_meta")
+        meta = meta if isinstance(meta, Mapping) else {}
+        call = ToolCall(tool, params.arguments or {}, meta.get(META_PLAN), meta.get(META_AGENT))
+        if call.agent is not None:
+            try:
+                validate_agent(call.agent)
+            except PlanFenceError as exc:
+                message = f"{META_AGENT}: {exc}"
+                refused = await self.gate.refuse(call, MALFORMED_META, message, by="mcp-proxy")
+                return to_wire_result(refused.verdict)
+
+        judged = Judged(self.gate, call)
+        if not await judged.recheck():
+            return to_wire_result(judged.verdict)
+        # Forward exactly the call that was judged, whatever else the raw request carried.
+        raw["name"] = tool
+        raw["arguments"] = dict(call.args)
+
+        on_progress = None
+        if meta.get(PROGRESS_TOKEN) is not None:
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                await ctx.session.report_progress(progress, total, message)
+
+        upstream = self.forwarder.upstream
+        with self.forwarder.relay.forwarding(ctx, judged.recheck) as origin:
+            try:
+                result = await self.forwarder.forward(
+                    origin, "tools/call", raw, upstream.call_timeout, on_progress
+                )
+            except Revoked:
+                return to_wire_result(judged.verdict)
+            except UpstreamFailure as exc:
+                if not judged.allowed:
+                    return to_wire_result(judged.verdict)
+                return to_wire_result(
+                    ProxyFailure(exc.code, tool, str(exc), decision_meta(judged.verdict))
+                )
+            except InputRefused as exc:
+                if not judged.allowed:
+                    return to_wire_result(judged.verdict)
+                message = f"the client did not answer the upstream's question: {exc.error.message}"
+                return to_wire_result(
+                    ProxyFailure(INPUT_REFUSED, tool, message, decision_meta(judged.verdict))
+                )
+        if not judged.allowed:
+            # Judged again mid-call (a handshake-era upstream's question) and refused: the
+            # upstream got an error instead of the answer; its result is not the client's.
+            return to_wire_result(judged.verdict)
+        out_meta = dict(result.get("_meta") or {})
+        out_meta[META_DECISION] = decision_meta(judged.verdict)
+        result["_meta"] = out_meta
+        return result
