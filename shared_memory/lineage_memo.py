@@ -52,8 +52,9 @@ def memo_walk(
     *,
     max_records: int = DEFAULT_MAX_RECORDS,
 ) -> Fetch:
-    """`walk_frontier` that does not descend below records whose frontier the memo holds, and
-    remembers the frontier of every record it walked through when the walk was complete.
+    """`walk_frontier` that reads the roots, does not descend below records whose frontier the
+    memo holds, and remembers the frontier of every record it walked through when the walk was
+    complete.
 
     `visited` and `records` count and hold the records this walk read, not the whole lineage.
     """
@@ -64,14 +65,18 @@ def memo_walk(
     unknown: set[str] = set()
     level = list(root_ids)
     truncated = False
+    first = True
     while level:
         need = []
         for rid in level:
-            hit = memo.get(rid, keys)
+            # The roots are always read (one row each: a plan's parents are what it cites), so
+            # a cycle through them is seen as the reference walk sees it; below them, the memo.
+            hit = None if first else memo.get(rid, keys)
             if hit is None:
                 need.append(rid)
             else:
                 hits[rid] = hit
+        first = False
         if not need:
             break
         if len(seen) + len(need) > max_records:

@@ -145,3 +145,22 @@ def test_the_control_a_scope_blind_memo_gives_wrong_frontiers() -> None:
         wide = frozenset({"req", "quote"})  # the walk now stops at the quote
         ref = frontier_sync(lookup(records), [plan.id], wide)
         assert (memo_frontier(records, [plan.id], wide, memo).versions == ref.versions) is agrees
+
+
+def test_a_cycle_through_the_roots_is_seen_even_when_the_memo_knows_them() -> None:
+    # Records 1 and 2 cite each other (only tampering can make that); a first walk from 3 stops
+    # at 1 (its key is in scope) and remembers F(1). A walk from the roots 1 and 2 must still
+    # read them and see the cycle, as the reference walk does.
+    a, b = rid(1), rid(2)
+    records = {
+        a: Record(id=a, key="a", value=1, parents=(b,), author="t"),
+        b: Record(id=b, key="a", value=2, parents=(a,), author="t"),
+        rid(3): Record(id=rid(3), key="plan", value=3, parents=(a,), author="t"),
+    }
+    memo = FrontierMemo()
+    scope = frozenset({"a"})
+    assert memo_frontier(records, [rid(3)], scope, memo).complete
+    assert memo.get(a, scope) is not None
+    got = memo_frontier(records, [a, b], scope, memo)
+    ref = frontier_sync(lookup(records), [a, b], scope)
+    assert ref.cycle and got.cycle and not got.complete
