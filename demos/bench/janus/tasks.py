@@ -13,19 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory.errors import MissingExtraError
+from planfence.shared_memory.extras import extra_imports
 
 DEFAULT_FAMILY = "basic_arithmetic"
 
 
 def generate(family: str, count: int, seed: int) -> list[dict[str, Any]]:
     """`count` tasks of one reasoning-gym family, reproducible for a seed."""
-    try:
+    with extra_imports("tasks", "generating task files"):
         import reasoning_gym
-    except ImportError as exc:
-        if (exc.name or "").split(".")[0] != "reasoning_gym":
-            raise
-        raise MissingExtraError("generating task files", "tasks") from exc
     dataset = reasoning_gym.create_dataset(family, size=count, seed=seed)
     return [
         {"id": f"{family}-{seed}-{i}", "question": str(e["question"]), "answer": str(e["answer"])}
