@@ -47,6 +47,7 @@ from .policy import KeyTemplate, Policy, PolicyError, ScopeError, ToolPolicy
 from .reads import ReadSet, add_reads, merge_reads, parents_of, read_heads, reads_of, refreshed
 from .snapshot import Flag, PlanSnapshot, snapshot, snapshot_and_log
 from .store_heads import StoreHeads
+from .templates import decode_segment, encode_segment
 
 __all__ = [
     "ALLOW",
@@ -95,6 +96,8 @@ __all__ = [
     "checker_path",
     "create_plan",
     "create_plan_sync",
+    "decode_segment",
+    "encode_segment",
     "explain",
     "fail_closed",
     "fold_step",

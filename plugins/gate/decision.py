@@ -24,7 +24,8 @@ from planfence.shared_memory import (
     is_record_id,
 )
 
-from .policy import Policy, ScopeError
+from .policy import Policy
+from .templates import ScopeError
 from .values import value_digests
 
 ALLOW: Literal["allow"] = "allow"

@@ -11,7 +11,7 @@ from hypothesis import example, find, given
 from hypothesis import strategies as st
 
 from planfence.plugins.gate import Gate, KeyTemplate, Policy, PolicyError, ScopeError, create_plan
-from planfence.plugins.gate.policy import decode_segment, encode_segment
+from planfence.plugins.gate.templates import decode_segment, encode_segment
 from planfence.shared_memory import StoreLimits, open_async_store, validate_key
 
 UNBOUNDED = StoreLimits(max_key_length=1 << 30)
