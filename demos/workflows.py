@@ -167,24 +167,7 @@ async def run_workflow(
     planner = "planner"
     cost = Cost()
 
-    # Owners take their keys and publish their first versions, in one write (under eager sync
-    # the first versions go through the replicas like every later write). The run's first entry
-    # in the feed marks where it starts.
-    first = {
-        suffix: Record.create(all_keys[suffix], value, author=owner, limits=store.limits)
-        for suffix, (owner, value) in owners.items()
-        if executor != "eager"
-    }
-    setup = await store.write(
-        WriteBatch(
-            records=tuple(first.values()),
-            ops=(
-                *(AssignOwner(all_keys[s], owner, owner) for s, (owner, _) in owners.items()),
-                *(AdvanceHead(all_keys[s], rec.id, None, owners[s][0]) for s, rec in first.items()),
-            ),
-        )
-    )
-    start = setup[0].seq - 1
+    first, start = await _take_keys(store, owners, all_keys, publish=executor != "eager")
 
     async def key_space() -> dict[str, str]:
         """The workflow's shared key space, key -> owner: what `store_key_space(store, prefix)`
@@ -266,37 +249,9 @@ async def run_workflow(
     seq = ran_at[0] if ran_at else await feed_end(store, start)
     actions = [ActionLog(wf.tool, dict(outcome.args), outcome.plan_id, seq, outcome.final.verdict)]
 
-    steps = []
-    for v in outcome.verdicts:
-        stale = await changes_since_plan(store, ((s.key, s.used, s.current) for s in v.stale))
-        steps.append(
-            {"verdict": v.verdict, "reason": v.reason, "message": v.message, "stale": stale}
-        )
-
-    action_rows = []
-    invalid = 0
-    for a in actions:
-        executed = a.verdict == "allow"
-        stale_rows: list[dict[str, Any]] = []
-        valid = True
-        if executed:
-            verdict = await judge(store, policy, a, since=start)
-            valid = verdict.valid
-            stale_rows = await changes_since_plan(
-                store, ((k, verdict.used[k], verdict.heads.get(k)) for k in verdict.stale)
-            )
-        if executed and not valid:
-            invalid += 1
-        action_rows.append(
-            {
-                "tool": a.tool,
-                "args": a.args,
-                "valid": valid,
-                "verdict": a.verdict,
-                "executed": executed,
-                "stale": stale_rows,
-            }
-        )
+    steps = [await _step_row(store, v) for v in outcome.verdicts]
+    action_rows = [await _action_row(store, policy, a, start) for a in actions]
+    invalid = sum(1 for row in action_rows if row["executed"] and not row["valid"])
     current, _ = await read_all()
     completed = outcome.executed and wf.goal(outcome.args, current) and invalid == 0
     return WorkflowResult(
@@ -312,3 +267,58 @@ async def run_workflow(
         steps=steps,
         cost=cost,
     )
+
+
+async def _take_keys(
+    store: AsyncStore,
+    owners: Mapping[str, tuple[str, Any]],
+    all_keys: Mapping[str, str],
+    *,
+    publish: bool,
+) -> tuple[dict[str, Record], int]:
+    """Owners take their keys and (unless `publish` is off: under eager sync the first versions
+    go through the replicas like every later write) publish their first versions, in one write.
+    Returns those versions and the feed position just before the run's first entry."""
+    first = {
+        suffix: Record.create(all_keys[suffix], value, author=owner, limits=store.limits)
+        for suffix, (owner, value) in owners.items()
+        if publish
+    }
+    setup = await store.write(
+        WriteBatch(
+            records=tuple(first.values()),
+            ops=(
+                *(AssignOwner(all_keys[s], owner, owner) for s, (owner, _) in owners.items()),
+                *(AdvanceHead(all_keys[s], rec.id, None, owners[s][0]) for s, rec in first.items()),
+            ),
+        )
+    )
+    return first, setup[0].seq - 1
+
+
+async def _step_row(store: AsyncStore, v: Verdict) -> dict[str, Any]:
+    stale = await changes_since_plan(store, ((s.key, s.used, s.current) for s in v.stale))
+    return {"verdict": v.verdict, "reason": v.reason, "message": v.message, "stale": stale}
+
+
+async def _action_row(
+    store: AsyncStore, policy: Policy, action: ActionLog, start: int
+) -> dict[str, Any]:
+    """One executed (or refused) action, judged against the store's history since `start`."""
+    executed = action.verdict == "allow"
+    stale_rows: list[dict[str, Any]] = []
+    valid = True
+    if executed:
+        verdict = await judge(store, policy, action, since=start)
+        valid = verdict.valid
+        stale_rows = await changes_since_plan(
+            store, ((k, verdict.used[k], verdict.heads.get(k)) for k in verdict.stale)
+        )
+    return {
+        "tool": action.tool,
+        "args": action.args,
+        "valid": valid,
+        "verdict": action.verdict,
+        "executed": executed,
+        "stale": stale_rows,
+    }
