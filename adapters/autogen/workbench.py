@@ -9,6 +9,12 @@ turn, calls act under the plan given to `bind` (for driving the workbench direct
 A refusal comes back as `ToolResult(is_error=True)` naming the records that changed, and the
 wrapped tool does not run. Nothing raises out of `call_tool`: an exception there leaves
 `AssistantAgent` waiting on a tool stream that never ends.
+
+AutoGen traces each tool run as an `execute_tool` span, which a `StaticWorkbench` opens inside
+the tool's `run_json`. In front of one, the gate runs inside that span, so its
+`planfence.check` span is the child of the tool's `execute_tool` span (and a refusal marks it as
+an error): the fence calls twins of the workbench's tools whose `run` is checked first. In front
+of any other workbench the gate runs before the call is handed over.
 """
 
 from __future__ import annotations
@@ -38,7 +44,14 @@ from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("autogen", "planfence.adapters.autogen"):
     from autogen_core import CancellationToken, Component, ComponentModel
-    from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbench
+    from autogen_core.tools import (
+        BaseTool,
+        StaticWorkbench,
+        TextResultContent,
+        ToolResult,
+        ToolSchema,
+        Workbench,
+    )
 from pydantic import BaseModel
 from typing_extensions import Self
 
@@ -78,6 +91,61 @@ def agent_turn(turn: Turn) -> Iterator[Turn]:
         # A turn's stream closed from another task has lost its context along with the turn.
         with suppress(ValueError):
             _TURN.reset(token)
+
+
+class Refusal(Exception):
+    """A tool run stopped by the gate (inside the tool's span: the span records the error)."""
+
+
+class _Pending:
+    """One call through a fence, judged when its tool starts (inside AutoGen's span)."""
+
+    def __init__(self, fence: FencedWorkbench, call: ToolCall) -> None:
+        self.fence = fence
+        self.call = call
+        self.judged: Judgement | None = None
+
+    async def decide(self) -> None:
+        if self.judged is None:
+            self.judged = await self.fence.gate.judge(self.call)
+        if isinstance(self.judged, Refused):
+            raise Refusal(self.judged.message)
+
+
+_PENDING: ContextVar[_Pending | None] = ContextVar("planfence_autogen_pending", default=None)
+
+
+def _checked_twin(tool: Any, fence: FencedWorkbench) -> Any:
+    """A shallow copy of `tool` that asks the gate before it runs. A `BaseTool` runs `run`
+    inside the span its `run_json` opens, so the check goes there; a tool with its own
+    `run_json` is checked as that starts. The original tool does the work (and keeps any state)."""
+    twin = copy.copy(tool)
+    inside = isinstance(tool, BaseTool) and type(tool).run_json is BaseTool.run_json
+    attr = "run" if inside else "run_json"
+    original = getattr(tool, attr)
+
+    async def checked(*args: Any, **kwargs: Any) -> Any:
+        pending = _PENDING.get()
+        if pending is None or pending.fence is not fence:
+            raise Refusal("a fenced tool ran outside its fence's call")  # never unchecked
+        await pending.decide()
+        return await original(*args, **kwargs)
+
+    setattr(twin, attr, checked)
+    return twin
+
+
+def _checked_inside(workbench: Workbench, fence: FencedWorkbench) -> StaticWorkbench | None:
+    """A `StaticWorkbench` like `workbench` whose tools check first; None for any other kind
+    (a subclass with its own `call_tool` included, or one whose tools cannot be reached), which
+    is checked before the call instead."""
+    if type(workbench).call_tool is not StaticWorkbench.call_tool:
+        return None
+    tools = getattr(workbench, "_tools", None)
+    overrides = getattr(workbench, "_tool_overrides", None)
+    if not isinstance(tools, list) or not isinstance(overrides, dict):
+        return None
+    return StaticWorkbench([_checked_twin(t, fence) for t in tools], tool_overrides=overrides)
 
 
 class FencedWorkbenchConfig(BaseModel):
@@ -136,6 +204,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         self._plan_id: str | None = None
         self._tools: list[ToolSchema] | None = None
         self.verdicts: deque[Verdict] = deque(maxlen=self.VERDICT_HISTORY)
+        self._inside = _checked_inside(workbench, self)
 
     # ---- the plan the calls act under
 
@@ -187,21 +256,41 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         args = dict(arguments or {})
         turn = self._turn()
         plan_id = turn.plan_id if turn is not None else self._plan_id
-        judged: Judgement
         if turn is not None and turn.overlapped:
             error = ConcurrentTurnError(
                 f"agent {turn.agent!r} ran turns concurrently; it plans from one conversation"
             )
-            judged = Refused(fail_closed(name, plan_id, self.agent, error))
-        else:
-            # The gate sees a copy: the tool runs with exactly the arguments the model sent.
-            judged = await self.gate.judge(ToolCall(name, copy.deepcopy(args), plan_id))
+            refused = Refused(fail_closed(name, plan_id, self.agent, error))
+            self._keep(turn, refused)
+            return _error(name, refused.message)
+        # The gate sees a copy: the tool runs with exactly the arguments the model sent.
+        call = ToolCall(name, copy.deepcopy(args), plan_id)
+        if self._inside is None:
+            judged = await self.gate.judge(call)
+            self._keep(turn, judged)
+            if isinstance(judged, Refused):
+                return _error(name, judged.message)
+            return await self.inner.call_tool(name, args, cancellation_token, call_id)
+        # Judged when the tool starts, inside the span AutoGen opens for it.
+        pending = _Pending(self, call)
+        token = _PENDING.set(pending)
+        try:
+            result = await self._inside.call_tool(name, args, cancellation_token, call_id)
+        finally:
+            _PENDING.reset(token)
+        if pending.judged is None:
+            # The tool never started (an unknown tool, arguments it rejects): judged all the
+            # same, so the decision is audited and a refusal says why in the gate's words.
+            pending.judged = await self.gate.judge(call)
+        self._keep(turn, pending.judged)
+        if isinstance(pending.judged, Refused):
+            return _error(name, pending.judged.message)
+        return result
+
+    def _keep(self, turn: Turn | None, judged: Judgement) -> None:
         if turn is not None:
             turn.verdicts.append(judged.verdict)
         self.verdicts.append(judged.verdict)
-        if isinstance(judged, Refused):
-            return _error(name, judged.message)
-        return await self.inner.call_tool(name, args, cancellation_token, call_id)
 
     async def check(self, name: str, args: Mapping[str, Any]) -> Verdict:
         """The gate's verdict for a call now: under the current turn's plan, else the bound

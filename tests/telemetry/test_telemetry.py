@@ -1,17 +1,14 @@
 """OpenTelemetry: the gate and Janus report spans and metrics to a configured SDK, and nothing
 without one.
 
-The SDK's in-memory exporter and metric reader collect what planfence reports; the global
-providers are installed for one test and removed afterwards (the API allows setting them once per
-process, so the fixture resets its private once-flags, as OpenTelemetry's own tests do).
+The SDK's in-memory exporter and metric reader collect what planfence reports (the `otel`
+fixture, otel_helpers.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,62 +20,12 @@ from planfence.shared_memory import AsyncStore
 
 pytest.importorskip("opentelemetry.sdk", reason="pip install opentelemetry-sdk")
 
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-    InMemorySpanExporter,
-)
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
-from opentelemetry.util._once import Once
+from otel_helpers import Collected, reset_globals
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 POLICY = Policy.from_toml('[tools.ship_order]\ndepends_on = ["order/{order_id}"]\n')
-
-
-@dataclass
-class Collected:
-    spans: InMemorySpanExporter
-    metrics: InMemoryMetricReader
-
-    def finished(self, prefix: str = "planfence.") -> list[ReadableSpan]:
-        return [s for s in self.spans.get_finished_spans() if s.name.startswith(prefix)]
-
-    def points(self, name: str) -> list[Any]:
-        data = self.metrics.get_metrics_data()
-        found = []
-        for rm in data.resource_metrics if data else ():
-            for sm in rm.scope_metrics:
-                for metric in sm.metrics:
-                    if metric.name == name:
-                        found.extend(metric.data.data_points)
-        return found
-
-
-def _reset_globals() -> None:
-    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
-    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
-    metrics._internal._METER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
-    metrics._internal._METER_PROVIDER = None  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-def otel() -> Iterator[Collected]:
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    meters = MeterProvider(metric_readers=[reader])
-    _reset_globals()
-    trace.set_tracer_provider(provider)
-    metrics.set_meter_provider(meters)
-    try:
-        yield Collected(spans, reader)
-    finally:
-        provider.shutdown()
-        meters.shutdown()
-        _reset_globals()
 
 
 def test_the_readme_gate_run_reports_its_decisions(otel: Collected) -> None:
@@ -161,7 +108,7 @@ async def test_janus_decisions_are_spans_and_counted(otel: Collected) -> None:
 
 
 def test_without_a_provider_nothing_is_made() -> None:
-    _reset_globals()
+    reset_globals()
     assert telemetry.gate_span("t", None).__enter__() is telemetry.NOTHING
     assert not telemetry._tracing() and not telemetry._metering()
 
@@ -175,7 +122,7 @@ def _section(heading: str) -> str:
 
 def test_the_readme_exporter_setup_runs(otel: Collected) -> None:
     [code] = re.findall(r"```python\n(.*?)```", _section("Tracing and metrics"), re.S)
-    _reset_globals()
+    reset_globals()
     exec(compile(code, "README-otel", "exec"), {"__name__": "readme"})
     assert telemetry._tracing()
     asyncio.run(asyncio.sleep(0))
