@@ -88,11 +88,12 @@ def memo_walk(
             if rec.key not in keys:
                 nxt.extend(p for p in rec.parents if p not in seen and p not in unknown)
         level = [p for p in dict.fromkeys(nxt) if p not in seen and p not in hits]
-    cycle = find_cycle(seen)
+    # Nothing read (every root remembered, the common case of a check): nothing to learn.
+    cycle = find_cycle(seen) if seen else ()
     reached: set[tuple[str, str]] = {(r.key, rid) for rid, r in seen.items() if r.key in keys}
     for hit in hits.values():
         reached.update(hit)
-    if not (unknown or truncated or cycle):
+    if seen and not (unknown or truncated or cycle):
         memo.put(_frontiers(seen, hits, keys), keys)
     versions: dict[str, set[str]] = {k: set() for k in keys}
     for key, rid in reached:

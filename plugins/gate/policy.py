@@ -21,6 +21,7 @@ import string
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +234,22 @@ class ToolPolicy:
 
     def scope(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         """The keys D(a) for a call with `args`. Raises `ScopeError`."""
+        fixed = self._fixed_scope
+        if fixed is not None:
+            return fixed
         return tuple(sorted({t.fill(args) for t in self.depends_on}))
+
+    @cached_property
+    def _fixed_scope(self) -> tuple[str, ...] | None:
+        """D(a) of a tool whose templates have no placeholders: filling them never reads the
+        arguments, so every call has the same scope (None: it depends on the arguments, or the
+        templates do not fill, and each call fills them again and fails the same way)."""
+        if any(t.fields for t in self.depends_on):
+            return None
+        try:
+            return tuple(sorted({t.fill({}) for t in self.depends_on}))
+        except Exception:
+            return None
 
 
 @dataclass(frozen=True)

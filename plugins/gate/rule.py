@@ -177,7 +177,7 @@ def decide(
         return req.verdict(scope=scope, frontier=frontier, **problem)
     current = {k: heads[k].head for k in scope}
     stale = stale_keys(frontier, current)
-    known = {"scope": scope, "frontier": frontier, "heads": current, "stale": stale}
+    known: dict[str, Any] = {"scope": scope, "frontier": frontier, "heads": current, "stale": stale}
     if not stale:
         return req.verdict(ALLOW, CURRENT, f"{len(scope)} dependencies current", **known)
     changed = ", ".join(s.key for s in stale)

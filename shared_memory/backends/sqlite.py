@@ -235,6 +235,9 @@ class SQLiteStore(AsyncStore):
 
     def _answer_one(self, conn: sqlite3.Connection, op: ReadOp) -> Any:
         if isinstance(op, GetRecords):
+            if len(op.ids) == 1:  # a plan, read on every check: the plain index lookup is cheaper
+                rows = conn.execute(f"SELECT {RECORD_COLS} FROM records WHERE id = ?", op.ids)
+                return [_stored(r) for r in rows]
             rows = conn.execute(
                 f"SELECT {RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(op.ids)),),
