@@ -36,6 +36,23 @@ class FrontierMemo:
         with self._lock:
             return self._entries.get((record_id, scope))
 
+    def frontier(self, roots: Iterable[str], scope: Iterable[str]) -> Frontier | None:
+        """The frontier of `roots` over `scope` when every root's is remembered (else None),
+        without a walk: what `memo_walk` returns when it has nothing to read."""
+        root_ids = tuple(dict.fromkeys(roots))
+        keys = frozenset(scope)
+        versions: dict[str, set[str]] = {k: set() for k in keys}
+        with self._lock:
+            for rid in root_ids:
+                hit = self._entries.get((rid, keys))
+                if hit is None:
+                    return None
+                for key, version in hit:
+                    versions[key].add(version)
+        return Frontier(
+            roots=root_ids, versions={k: frozenset(v) for k, v in versions.items()}, visited=0
+        )
+
     def put(self, found: Mapping[str, Reached], scope: frozenset[str]) -> None:
         with self._lock:
             for rid, reached in found.items():
