@@ -1,0 +1,189 @@
+"""Key templates: the keys a call depends on, filled from its arguments.
+
+`order/{order_id}` fills one key segment from an argument; `{customer.id}` reaches into nested
+arguments; `{path:path}` takes a value with `/` as several segments; `{url:enc}` takes any text,
+encoded into one segment (`encode_segment`).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from planfence.shared_memory import InvalidKeyError, PlanFenceError, validate_key
+
+
+class ScopeError(PlanFenceError, ValueError):
+    """A template whose argument is missing or does not form a valid key."""
+
+
+# Matched with `fullmatch` only: a `$` anchor would also accept a final newline.
+_FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+)*")
+_PLACEHOLDER_RE = re.compile(r"\{([^{}:]+)(?::([^{}]*))?\}")
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*")
+
+# How a placeholder turns an argument into key text (the part after the colon).
+SEGMENT = "segment"  # the default: exactly one key segment, as given
+PATH = "path"  # a value with '/' fills several segments
+ENC = "enc"  # any text, encoded into one segment (`encode_segment`)
+CONVERTORS = (SEGMENT, PATH, ENC)
+
+# Bytes `encode_segment` keeps as they are (anywhere but first: only letters and digits there).
+_KEPT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-:@+")
+_ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ESCAPE_RE = re.compile(r"=([0-9A-F]{2})")
+
+
+def encode_segment(text: str) -> str:
+    """The `{name:enc}` encoding: any string as one valid key segment, reversibly.
+
+    UTF-8 bytes; letters, digits and `_ . - : @ +` stay as they are (the first byte only if it
+    is a letter or digit), every other byte becomes `=XX` (two uppercase hex digits). A result
+    that is empty or starts with `=` gets a leading `_`. So `Europe/Lisbon` is
+    `Europe=2FLisbon`, `ana@example.com` stays as it is, and `""` is `_`.
+    """
+    out: list[str] = []
+    # surrogatepass: JSON can carry a lone surrogate ("\ud800"), and it must encode too.
+    for i, byte in enumerate(text.encode("utf-8", "surrogatepass")):
+        kept = byte in _ALNUM if i == 0 else byte in _KEPT
+        out.append(chr(byte) if kept else f"={byte:02X}")
+    body = "".join(out)
+    return "_" + body if not body or body.startswith("=") else body
+
+
+def decode_segment(segment: str) -> str:
+    """The text `encode_segment` encoded as `segment`.
+
+    Raises:
+        ValueError: `segment` is not an encoding `encode_segment` produces.
+    """
+    body = segment[1:] if segment.startswith("_") else segment
+    raw = bytearray()
+    pos = 0
+    for m in _ESCAPE_RE.finditer(body):
+        raw += body[pos : m.start()].encode("ascii", "replace")
+        raw.append(int(m.group(1), 16))
+        pos = m.end()
+    raw += body[pos:].encode("ascii", "replace")
+    try:
+        text = raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        raise ValueError(f"{segment!r} is not an encoded segment") from None
+    if encode_segment(text) != segment:  # only the one canonical spelling decodes
+        raise ValueError(f"{segment!r} is not an encoded segment")
+    return text
+
+
+@dataclass(frozen=True)
+class KeyTemplate:
+    """A key with `{argument}` placeholders, filled from a call's arguments.
+
+    `{name}` fills one key segment; `{name:path}` a value with `/`, as several segments, each
+    checked (none empty, `.` or `..`); `{name:enc}` any text, encoded into one segment
+    (`encode_segment`). `name` may reach into nested arguments: `{customer.id}`, `{items.0}`.
+    """
+
+    text: str
+    fields: tuple[str, ...]
+    convertors: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> KeyTemplate:
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"key template must be a non-empty string, got {text!r}")
+        fields: list[str] = []
+        convertors: list[str] = []
+        try:
+            parsed = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise ValueError(f"bad key template {text!r}: {exc}") from None
+        for _literal, name, spec, conv in parsed:
+            if name is None:
+                continue
+            if not _FIELD_RE.fullmatch(name) or conv or (spec and spec not in CONVERTORS):
+                raise ValueError(
+                    f"bad placeholder {{{name}{':' + spec if spec else ''}}} in {text!r}: use "
+                    "{argument}, {argument.field}, {argument:path} or {argument:enc}"
+                )
+            fields.append(name)
+            convertors.append(spec or SEGMENT)
+        if not fields:
+            validate_key(text)
+            return cls(text, (), ())
+        # A filled segment is one or more key characters, so "x" stands for any of them: when the
+        # template does not even fill to a key with it, no call can ever resolve this template.
+        sample = "".join(lit + ("x" if name is not None else "") for lit, name, _, _ in parsed)
+        try:
+            validate_key(sample)
+        except InvalidKeyError:
+            raise ValueError(
+                f"key template {text!r} can never fill to a valid key: use segments of letters, "
+                "digits and _.-:@+= separated by '/', and {argument} placeholders"
+            ) from None
+        return cls(text, tuple(fields), tuple(convertors))
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The top-level argument names the template reads, in order, once each."""
+        return tuple(dict.fromkeys(f.split(".", 1)[0] for f in self.fields))
+
+    def fill(self, args: Mapping[str, Any]) -> str:
+        """The key for a call with `args`. Raises `ScopeError`, naming the convertor that would
+        take a value the placeholder's own convertor refuses."""
+        kinds = self.convertors or (SEGMENT,) * len(self.fields)
+        values = {
+            (name, kind): _convert(name, kind, _lookup(args, name))
+            for name, kind in zip(self.fields, kinds, strict=True)
+        }
+        # One pass over the template: an argument value is never read as a placeholder itself.
+        out = _PLACEHOLDER_RE.sub(lambda m: values[m.group(1), m.group(2) or SEGMENT], self.text)
+        try:
+            return validate_key(out)
+        except InvalidKeyError as exc:
+            plain = dict.fromkeys(n for n, kind in values if kind != ENC)
+            hint = ", ".join(f"{{{n}:enc}}" for n in plain)
+            more = f" ({hint} takes any text)" if hint else ""
+            raise ScopeError(f"{self.text!r} filled to an invalid key: {exc}{more}") from None
+
+
+def _convert(name: str, kind: str, text: str) -> str:
+    if kind == ENC:
+        return encode_segment(text)
+    if kind == PATH:
+        segments = text.split("/")
+        if any(not seg or seg in (".", "..") for seg in segments):
+            raise ScopeError(
+                f"argument {name!r} = {text!r} cannot name key segments: it has an empty, '.' or "
+                f"'..' segment; {{{name}:enc}} takes any text as one segment"
+            )
+        bad = [seg for seg in segments if not _SEGMENT_RE.fullmatch(seg)]
+        if bad:
+            raise ScopeError(
+                f"argument {name!r} = {text!r} cannot name key segments: {bad[0]!r} is not a key "
+                f"segment (letters, digits and _.-:@+=); {{{name}:enc}} takes any text"
+            )
+        return text
+    if not text or "/" in text:
+        why = "it is empty" if not text else f"it has '/' ({{{name}:path}} takes it as segments)"
+        raise ScopeError(
+            f"argument {name!r} = {text!r} cannot name a key segment: {why}; "
+            f"{{{name}:enc}} takes any text"
+        )
+    return text
+
+
+def _lookup(args: Mapping[str, Any], path: str) -> str:
+    cur: Any = args
+    for part in path.split("."):
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            raise ScopeError(f"argument {path!r} is missing from the call")
+    if isinstance(cur, bool) or not isinstance(cur, str | int):
+        raise ScopeError(f"argument {path!r} must be a string or integer, got {type(cur).__name__}")
+    return str(cur)
