@@ -109,7 +109,10 @@ def snapshot_flow(
 
 def _scope(store: AsyncStore, root_id: str, scope: Iterable[str]) -> tuple[str, ...]:
     validate_record_id(root_id)
-    return _valid_scope(tuple(scope), store.limits)
+    keys = tuple(scope)
+    if all(type(k) is str for k in keys):
+        return _valid_scope(keys, store.limits)
+    return tuple(sorted({validate_key(k, store.limits) for k in keys}))  # raises: not a key
 
 
 @lru_cache(maxsize=1024)
