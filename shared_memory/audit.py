@@ -9,9 +9,10 @@ smallest entries and names the ones it left out.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from .records import JSON, StoreLimits, canonical_json
+from .records import JSON, StoreLimits
 
 MAX_DEPTH = 32
 OMITTED_KEY = "_truncated"
@@ -50,9 +51,12 @@ def bound_json(value: JSON, max_bytes: int, depth: int = 0) -> JSON:
 
 
 def _size(value: Any) -> int:
+    """The UTF-8 length of `value` as canonical JSON (key order does not change it), without
+    canonical_json's key check: the write encodes the entry again, and refuses what is not JSON."""
     try:
-        return len(canonical_json(value).encode("utf-8"))
-    except ValueError:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return len(text.encode("utf-8"))
+    except (TypeError, ValueError, RecursionError):
         return len(repr(value))  # not JSON: the write refuses it later, with the real reason
 
 

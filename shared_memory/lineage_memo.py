@@ -36,6 +36,23 @@ class FrontierMemo:
         with self._lock:
             return self._entries.get((record_id, scope))
 
+    def frontier(self, roots: Iterable[str], scope: Iterable[str]) -> Frontier | None:
+        """The frontier of `roots` over `scope` when every root's is remembered (else None),
+        without a walk: what `memo_walk` returns when it has nothing to read."""
+        root_ids = tuple(dict.fromkeys(roots))
+        keys = frozenset(scope)
+        versions: dict[str, set[str]] = {k: set() for k in keys}
+        with self._lock:
+            for rid in root_ids:
+                hit = self._entries.get((rid, keys))
+                if hit is None:
+                    return None
+                for key, version in hit:
+                    versions[key].add(version)
+        return Frontier(
+            roots=root_ids, versions={k: frozenset(v) for k, v in versions.items()}, visited=0
+        )
+
     def put(self, found: Mapping[str, Reached], scope: frozenset[str]) -> None:
         with self._lock:
             for rid, reached in found.items():
@@ -93,11 +110,12 @@ def memo_walk(
             if rec.key not in keys:
                 nxt.extend(p for p in rec.parents if p not in seen and p not in unknown)
         level = [p for p in dict.fromkeys(nxt) if p not in seen and p not in hits]
-    cycle = find_cycle(seen)
+    # Nothing read (every root remembered, the common case of a check): nothing to learn.
+    cycle = find_cycle(seen) if seen else ()
     reached: set[tuple[str, str]] = {(r.key, rid) for rid, r in seen.items() if r.key in keys}
     for hit in hits.values():
         reached.update(hit)
-    if not (unknown or truncated or cycle):
+    if seen and not (unknown or truncated or cycle):
         memo.put(_frontiers(seen, hits, keys), keys)
     versions: dict[str, set[str]] = {k: set() for k in keys}
     for key, rid in reached:

@@ -130,9 +130,12 @@ def memo_walk_flow(
 ) -> ReadFlow[Frontier]:
     """`memo_walk` as reads: records below a remembered frontier are never read, so a plan on an
     already-walked lineage costs one row per parent; the first walk of a lineage prefetches it."""
+    root_ids, keys = tuple(dict.fromkeys(roots)), tuple(sorted(set(scope)))
+    remembered = memo.frontier(root_ids, keys)
+    if remembered is not None:  # a plan checked before: nothing to read
+        return remembered
     known = dict(prefetched)
-    keys = tuple(sorted(set(scope)))
-    walk = memo_walk(roots, keys, memo, max_records=max_records)
+    walk = memo_walk(root_ids, keys, memo, max_records=max_records)
     try:
         ids = next(walk)
         while True:

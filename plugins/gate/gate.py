@@ -136,11 +136,11 @@ class Gate(GuardedExecutor):
                 decision_id = await self.store.log(self._decision(verdict))
             except Exception as exc:
                 return self._audit_failed(verdict, exc)
-        return replace(verdict, decision_id=decision_id)
+        return verdict if decision_id is None else verdict.evolve(decision_id=decision_id)
 
     @staticmethod
     def _stamp(verdict: Verdict, start: float) -> Verdict:
-        return replace(verdict, latency_ms=round((time.perf_counter() - start) * 1000, 4))
+        return verdict.evolve(latency_ms=round((time.perf_counter() - start) * 1000, 4))
 
     @staticmethod
     def _audit_failed(verdict: Verdict, exc: Exception) -> Verdict:

@@ -20,16 +20,22 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from planfence.shared_memory import ConfigError, InvalidKeyError
 
-from .templates import KeyTemplate, ScopeError
-
-__all__ = ["KeyTemplate", "Policy", "PolicyError", "ScopeError", "ToolPolicy"]
-
-_TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
+from .templates import (
+    CONVERTORS,
+    ENC,
+    PATH,
+    SEGMENT,
+    KeyTemplate,
+    ScopeError,
+    decode_segment,
+    encode_segment,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +51,10 @@ class PolicyError(ConfigError):
         self.line = line
         where = f"{source}:{line}" if line else source
         super().__init__(f"{where}: {message}")
+
+
+# Tool names: matched with `fullmatch` only.
+_TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,22 @@ class ToolPolicy:
 
     def scope(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         """The keys D(a) for a call with `args`. Raises `ScopeError`."""
+        fixed = self._fixed_scope
+        if fixed is not None:
+            return fixed
         return tuple(sorted({t.fill(args) for t in self.depends_on}))
+
+    @cached_property
+    def _fixed_scope(self) -> tuple[str, ...] | None:
+        """D(a) of a tool whose templates have no placeholders: filling them never reads the
+        arguments, so every call has the same scope (None: it depends on the arguments, or the
+        templates do not fill, and each call fills them again and fails the same way)."""
+        if any(t.fields for t in self.depends_on):
+            return None
+        try:
+            return tuple(sorted({t.fill({}) for t in self.depends_on}))
+        except Exception:
+            return None
 
 
 @dataclass(frozen=True)
@@ -253,3 +278,18 @@ def _line_of(text: str, name: str, table: str = "tools.") -> int | None:
 def _line_from_message(msg: str) -> int | None:
     m = re.search(r"line (\d+)", msg)
     return int(m.group(1)) if m else None
+
+
+__all__ = [
+    "CONVERTORS",
+    "ENC",
+    "PATH",
+    "SEGMENT",
+    "KeyTemplate",
+    "Policy",
+    "PolicyError",
+    "ScopeError",
+    "ToolPolicy",
+    "decode_segment",
+    "encode_segment",
+]

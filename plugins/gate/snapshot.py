@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from weakref import WeakKeyDictionary
 
 from planfence.shared_memory import (
@@ -22,6 +23,7 @@ from planfence.shared_memory import (
     QueryJournal,
     ReadFlow,
     Record,
+    StoreLimits,
     ToEntry,
     WriteBatch,
     validate_key,
@@ -107,7 +109,17 @@ def snapshot_flow(
 
 def _scope(store: AsyncStore, root_id: str, scope: Iterable[str]) -> tuple[str, ...]:
     validate_record_id(root_id)
-    return tuple(sorted({validate_key(k, store.limits) for k in scope}))
+    keys = tuple(scope)
+    if all(type(k) is str for k in keys):
+        return _valid_scope(keys, store.limits)
+    return tuple(sorted({validate_key(k, store.limits) for k in keys}))  # raises: not a key
+
+
+@lru_cache(maxsize=1024)
+def _valid_scope(scope: tuple[str, ...], limits: StoreLimits) -> tuple[str, ...]:
+    """The keys of `scope`, checked against `limits`, sorted, once each. Remembered: a gate asks
+    for the same few scopes on every check, and the answer depends on nothing else."""
+    return tuple(sorted({validate_key(k, limits) for k in scope}))
 
 
 async def snapshot(

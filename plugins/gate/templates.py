@@ -1,10 +1,8 @@
-"""Key templates: how a tool's declared keys are filled from the call's arguments.
+"""Key templates: the keys a call depends on, filled from its arguments.
 
-A placeholder fills one key segment (`order/{order_id}`, `{customer.id}` for nested values);
-`{path:path}` takes a value with `/` as several checked segments (`clock/{tz:path}` with
-`Europe/Lisbon`), and `{url:enc}` any text, encoded into one segment (`encode_segment`: URLs,
-e-mail addresses, free text). A value that fits no key is a `ScopeError`, which names the
-convertor that would take it.
+`order/{order_id}` fills one key segment from an argument; `{customer.id}` reaches into nested
+arguments; `{path:path}` takes a value with `/` as several segments; `{url:enc}` takes any text,
+encoded into one segment (`encode_segment`).
 """
 
 from __future__ import annotations

@@ -235,6 +235,9 @@ class SQLiteStore(AsyncStore):
 
     def _answer_one(self, conn: sqlite3.Connection, op: ReadOp) -> Any:
         if isinstance(op, GetRecords):
+            if len(op.ids) == 1:  # a plan, read on every check: the plain index lookup is cheaper
+                rows = conn.execute(f"SELECT {RECORD_COLS} FROM records WHERE id = ?", op.ids)
+                return [_stored(r) for r in rows]
             rows = conn.execute(
                 f"SELECT {RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(op.ids)),),
@@ -283,19 +286,29 @@ class SQLiteStore(AsyncStore):
     @staticmethod
     def _write_tx(conn: sqlite3.Connection, batch: WriteBatch) -> WriteResult:
         at = utc_now()
-        states = {
-            r[0]: KeyState(r[0], r[1], r[2], r[3])
-            for r in conn.execute(
-                "SELECT key, owner, head, version FROM keys "
-                "WHERE key IN (SELECT value FROM json_each(?))",
-                (json.dumps(batch.keys()),),
+        keys, refs = batch.keys(), sorted(batch.referenced_ids())
+        # A batch of journal entries alone (the gate's audit record) touches no key or record.
+        states = (
+            {
+                r[0]: KeyState(r[0], r[1], r[2], r[3])
+                for r in conn.execute(
+                    "SELECT key, owner, head, version FROM keys "
+                    "WHERE key IN (SELECT value FROM json_each(?))",
+                    (json.dumps(keys),),
+                )
+            }
+            if keys
+            else {}
+        )
+        found = (
+            dict(
+                conn.execute(
+                    "SELECT id, key FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(refs),),
+                ).fetchall()
             )
-        }
-        found = dict(
-            conn.execute(
-                "SELECT id, key FROM records WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(sorted(batch.referenced_ids())),),
-            ).fetchall()
+            if refs
+            else {}
         )
         record_keys = {**found, **{r.id: r.key for r in batch.records}}
         planned = plan_batch(batch, states, set(found), record_keys, at)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,8 +14,10 @@ from planfence.plugins.gate.decision import (
     CheckRequest,
     HeadAnswer,
     PlanView,
+    args_digest,
     decide,
 )
+from planfence.plugins.gate.values import value_digests
 from planfence.shared_memory import KIND_PLAN, Frontier, KeyState, Record
 
 ORDER, ADDR = "order/7", "address/ana"
@@ -229,3 +232,20 @@ def test_reason_codes_are_an_enum_that_reads_as_its_value() -> None:
     assert json.loads(json.dumps(got.to_dict()))["reason"] == "stale_dependencies"
     logged = Decision(source="gate", verdict=got.verdict, reason=got.reason)
     assert type(logged.reason) is str and logged.reason == "stale_dependencies"
+
+
+def test_evolve_copies_like_replace_and_refuses_unknown_fields() -> None:
+    got = decide(REQ, SCOPE, view(), ONE_CHANGED, budget_spent=False, max_records=100)
+    stamped = got.evolve(latency_ms=1.5, decision_id=7)
+    assert stamped == replace(got, latency_ms=1.5, decision_id=7)
+    assert (got.latency_ms, got.decision_id) == (0.0, None)  # the original is unchanged
+    with pytest.raises(TypeError, match="no field 'latency'"):
+        got.evolve(latency=1)
+
+
+def test_a_request_digests_its_arguments_once_into_every_verdict() -> None:
+    req = CheckRequest("ship", {"order_id": "7", "n": 12}, PLAN.id, "executor")
+    got = decide(req, SCOPE, view(), CURRENT, budget_spent=False, max_records=100)
+    assert got.args_digest == args_digest(req.args) and len(got.args_digest) == 64
+    assert dict(got.value_digests) == value_digests(req.args)
+    assert got.value_digests is req.value_digests

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from planfence.plugins.gate import KeyTemplate, Policy, PolicyError, ScopeError
 
@@ -150,3 +152,21 @@ def test_lint_lists_every_problem_and_the_declared_tools(tmp_path: Path) -> None
     assert policy.tool_names == ("get_weather", "ship_order")
     assert policy.uncovered_tools(["ship_order", "rm_rf"]) == ["rm_rf"]
     assert policy.unused_tools(["ship_order"]) == ["get_weather"]
+
+
+@given(st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=5), st.integers())))
+def test_a_tool_without_placeholders_has_one_scope_whatever_the_arguments(
+    args: dict[str, object],
+) -> None:
+    fixed = Policy().declare("t", ["b/x", "a/y", "b/x"]).get("t")
+    assert fixed is not None
+    assert fixed.scope(args) == ("a/y", "b/x")
+
+
+def test_a_tool_with_a_placeholder_fills_its_scope_on_every_call() -> None:
+    tool = Policy().declare("t", ["config/main", "order/{order_id}"]).get("t")
+    assert tool is not None
+    assert tool.scope({"order_id": "7"}) == ("config/main", "order/7")
+    assert tool.scope({"order_id": "8"}) == ("config/main", "order/8")
+    with pytest.raises(ScopeError):
+        tool.scope({})

@@ -93,6 +93,12 @@ def test_memo_matches_the_walk(
         assert got.complete == ref.complete
         again = memo_frontier(records, roots, scope, memo)  # now from the memo where complete
         assert again.versions == ref.versions and again.complete == ref.complete
+        remembered = memo.frontier(roots, scope)  # no walk: only when every root is remembered
+        if ref.complete:
+            assert remembered is not None and remembered.versions == ref.versions
+            assert remembered.complete
+        else:
+            assert remembered is None or remembered.versions == ref.versions
 
 
 def test_a_plan_on_a_walked_lineage_reads_one_row_per_parent() -> None:

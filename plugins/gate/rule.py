@@ -1,0 +1,263 @@
+"""The PlanFence rule, pure: what a call may do, given what was read for it.
+
+Valid(a)  <=>  for every x in D(a): F_a(x) == {H(x)}
+
+`resolve_call` holds the checks that need no reads (the tool's declaration, its scope D(a), the
+plan reference's form); `decide` judges a loaded `PlanView` against the owners' heads. Neither
+reads, writes or looks at a clock. Whatever cannot be proven current is blocked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from planfence.shared_memory import (
+    KIND_PLAN,
+    Frontier,
+    KeyState,
+    Record,
+    canonical_json,
+    is_record_id,
+)
+
+from .policy import Policy, ScopeError
+from .values import value_digests
+from .verdicts import (
+    ALLOW,
+    BLOCK,
+    BLOCK_REASONS,
+    CURRENT,
+    INCOMPLETE_LINEAGE,
+    INTERNAL_ERROR,
+    LINEAGE_TOO_LARGE,
+    MISSING_PLAN,
+    OWNER_UNREACHABLE,
+    REPLAN,
+    SCOPE_UNRESOLVED,
+    STALE,
+    STALE_AFTER_REPLAN,
+    UNDECLARED_TOOL,
+    UNGATED,
+    UNKNOWN_PLAN,
+    UNKNOWN_RECORD,
+    StaleKey,
+    Verdict,
+    VerdictKind,
+)
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    tool: str
+    args: Mapping[str, Any]
+    plan_id: Any
+    agent: str | None = None
+    replan_spent: bool = False  # the caller already used its one replan for this action
+
+    @cached_property
+    def args_digest(self) -> str:
+        """SHA-256 of the arguments' canonical JSON, computed once per check."""
+        return args_digest(self.args)
+
+    @cached_property
+    def value_digests(self) -> dict[str, str]:
+        """Digests of the arguments' values by path (see `values`), computed once per check."""
+        return value_digests(self.args)
+
+    def verdict(
+        self,
+        verdict: VerdictKind,
+        reason: str,
+        message: str = "",
+        scope: tuple[str, ...] = (),
+        **kw: Any,
+    ) -> Verdict:
+        """A verdict about this call, with its digests."""
+        return Verdict(
+            verdict,
+            reason,
+            self.tool,
+            self.plan_id if isinstance(self.plan_id, str) else None,
+            self.agent,
+            message=message,
+            scope=scope,
+            args_digest=self.args_digest,
+            value_digests=self.value_digests,
+            **kw,
+        )
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """What was read for a check: the plan record, its frontier over D(a), the owners/heads of
+    D(a), and whether the plan it supersedes was refused as stale."""
+
+    plan: Record | None
+    frontier: Frontier | None = None
+    states: Mapping[str, KeyState] = field(default_factory=dict)
+    superseded_refused_stale: bool = False
+
+
+@dataclass(frozen=True)
+class HeadAnswer:
+    head: str | None = None
+    error: str | None = None  # OWNER_UNREACHABLE or OWNER_UNAUTHENTICATED
+    detail: str = ""
+
+
+def args_digest(args: Mapping[str, Any]) -> str:
+    try:
+        text = canonical_json(dict(args))
+    except Exception:
+        text = repr(sorted(args.items(), key=lambda kv: str(kv[0])))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def base_verdict(req: CheckRequest) -> Verdict:
+    """The verdict a check starts from: block, until proven otherwise."""
+    return req.verdict(BLOCK, INTERNAL_ERROR)
+
+
+def resolve_call(
+    req: CheckRequest, policy: Policy, base: Verdict | None = None
+) -> Verdict | tuple[str, ...]:
+    """The checks that need no reads, shared by the gate and the baselines: the tool's
+    declaration, its scope D(a) for these arguments, and the plan reference's form. Returns the
+    scope, or the verdict that ends the check (built from `base` when given)."""
+
+    def end(kind: VerdictKind, reason: str, message: str, scope: tuple[str, ...] = ()) -> Verdict:
+        if base is None:
+            return req.verdict(kind, reason, message, scope)
+        return replace(base, verdict=kind, reason=reason, message=message, scope=scope)
+
+    tool = policy.get(req.tool)
+    if tool is None:
+        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} has no dependency declaration")
+    if tool.ungated:
+        return end(ALLOW, UNGATED, "tool is declared ungated")
+    try:
+        scope = tool.scope(req.args)
+    except ScopeError as exc:
+        return end(BLOCK, SCOPE_UNRESOLVED, str(exc))
+    if not scope:  # a gated tool that depends on nothing cannot be proven current
+        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} declares no dependencies")
+    if req.plan_id is None or req.plan_id == "":
+        return end(BLOCK, MISSING_PLAN, "the call carries no plan reference", scope)
+    if not is_record_id(req.plan_id):
+        message = f"malformed plan reference {str(req.plan_id)[:80]!r}"
+        return end(BLOCK, UNKNOWN_PLAN, message, scope)
+    return scope
+
+
+def decide(
+    req: CheckRequest,
+    scope: tuple[str, ...],
+    view: PlanView,
+    heads: Mapping[str, HeadAnswer],
+    *,
+    budget_spent: bool,
+    max_records: int,
+) -> Verdict:
+    """The PlanFence rule on data already loaded: allow iff, for every x in D(a), F_a(x) == {H(x)}.
+
+    Everything that cannot be proven current blocks; a stale plan gets one replan unless the
+    budget along its `supersedes` chain is spent. Pure: no reads, no clock.
+    """
+    problem = plan_problem(req, view) or lineage_problem(view, scope, max_records)
+    if problem is not None:
+        return req.verdict(scope=scope, **problem)
+    assert view.frontier is not None
+    frontier = frontier_of(view.frontier, scope)
+    problem = owner_problem(scope, view.states, heads)
+    if problem is not None:
+        return req.verdict(scope=scope, frontier=frontier, **problem)
+    current = {k: heads[k].head for k in scope}
+    stale = stale_keys(frontier, current)
+    known: dict[str, Any] = {"scope": scope, "frontier": frontier, "heads": current, "stale": stale}
+    if not stale:
+        return req.verdict(ALLOW, CURRENT, f"{len(scope)} dependencies current", **known)
+    changed = ", ".join(s.key for s in stale)
+    if budget_spent or req.replan_spent or view.superseded_refused_stale:
+        message = f"stale again after the one replan: {changed}"
+        return req.verdict(BLOCK, STALE_AFTER_REPLAN, message, **known)
+    message = f"plan was derived from outdated versions of {changed}; replan once"
+    return req.verdict(REPLAN, STALE, message, **known)
+
+
+Problem = dict[str, Any]  # the fields of a blocking verdict: reason, message (and what is known)
+
+
+def _block(reason: str, message: str) -> Problem:
+    return {"verdict": BLOCK, "reason": reason, "message": message}
+
+
+def plan_problem(req: CheckRequest, view: PlanView) -> Problem | None:
+    """The plan reference names no stored plan record."""
+    if view.plan is None:
+        return _block(UNKNOWN_PLAN, f"no plan {req.plan_id} in the store")
+    if view.plan.kind != KIND_PLAN:
+        return _block(UNKNOWN_PLAN, f"record {req.plan_id} is a {view.plan.kind!r}, not a plan")
+    return None
+
+
+def lineage_problem(view: PlanView, scope: tuple[str, ...], max_records: int) -> Problem | None:
+    """The walk from the plan cannot give one version per key: unknown ids, a cycle, the bound,
+    or a key in D(a) the plan never reached."""
+    fr = view.frontier
+    if fr is None:
+        return _block(INTERNAL_ERROR, "no frontier was computed")
+    if fr.unknown:
+        return {
+            **_block(
+                UNKNOWN_RECORD,
+                f"lineage cites {len(fr.unknown)} record(s) the store does not hold: "
+                + ", ".join(sorted(fr.unknown)[:3]),
+            ),
+            "frontier": frontier_of(fr, scope),
+        }
+    if fr.cycle:
+        return _block(INCOMPLETE_LINEAGE, "lineage contains a parent cycle")
+    if fr.truncated:
+        return _block(LINEAGE_TOO_LARGE, f"lineage walk exceeded {max_records} records")
+    unused = [k for k in scope if not fr.used(k)]
+    if unused:
+        return {
+            **_block(INCOMPLETE_LINEAGE, "the plan's lineage never reaches " + ", ".join(unused)),
+            "frontier": frontier_of(fr, scope),
+        }
+    return None
+
+
+def owner_problem(
+    scope: tuple[str, ...], states: Mapping[str, KeyState], heads: Mapping[str, HeadAnswer]
+) -> Problem | None:
+    """A key without an owner, or an owner that did not answer for its key with a head."""
+    unowned = [k for k in scope if k not in states]
+    if unowned:
+        return _block(UNKNOWN_RECORD, "no owner for " + ", ".join(unowned))
+    for k in scope:
+        owner = states[k].owner
+        ans = heads.get(k)
+        if ans is None:
+            return _block(OWNER_UNREACHABLE, f"owner {owner!r} gave no head for {k}")
+        if ans.error is not None:
+            reason = ans.error if ans.error in BLOCK_REASONS else OWNER_UNREACHABLE
+            return _block(reason, f"owner {owner!r} of {k}: {ans.detail or ans.error}")
+    return None
+
+
+def frontier_of(fr: Frontier, scope: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    return {k: tuple(sorted(fr.used(k))) for k in scope}
+
+
+def stale_keys(
+    frontier: Mapping[str, tuple[str, ...]], heads: Mapping[str, str | None]
+) -> tuple[StaleKey, ...]:
+    """The keys whose versions the plan used are not exactly the current head."""
+    return tuple(
+        StaleKey(k, used, heads[k]) for k, used in frontier.items() if set(used) != {heads[k]}
+    )
