@@ -49,7 +49,7 @@ ungated = true
 REPEAT, QUICK_REPEAT = 300, 20
 WARMUP, QUICK_WARMUP = 30, 3
 PATHS = ("direct", "proxied", "ungated", "inprocess")
-COLD_STARTS, QUICK_COLD_STARTS = 5, 1
+COLD_STARTS, QUICK_COLD_STARTS = 3, 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
