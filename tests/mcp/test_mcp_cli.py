@@ -134,7 +134,7 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
     assert "ratio proxied/direct" in done.stdout and "in-server gate" in done.stdout
 
 
-@pytest.mark.parametrize("module", ["proxy", "relay", "serve"])
+@pytest.mark.parametrize("module", ["proxy", "relay", "serve", "in_server"])
 def test_importing_the_proxy_without_mcp_names_the_extra(module: str) -> None:
     code = (
         "import sys\n"
@@ -148,3 +148,18 @@ def test_importing_the_proxy_without_mcp_names_the_extra(module: str) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "pip install 'planfence[mcp]'" in done.stdout
+
+
+def test_importing_the_fastmcp_gate_without_fastmcp_names_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['fastmcp'] = None\n"
+        "from planfence.shared_memory import MissingExtraError\n"
+        "try:\n"
+        "    import planfence.adapters.mcp.fastmcp_gate\n"
+        "except MissingExtraError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'planfence[fastmcp]'" in done.stdout
