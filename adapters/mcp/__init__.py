@@ -1,4 +1,5 @@
-"""planfence for MCP: a proxy that passes every `tools/call` through the PlanFence gate.
+"""planfence for MCP: a proxy that passes every `tools/call` through the PlanFence gate, and
+the same gate as middleware inside an MCP server (`PlanFenceGate`, `FastMCPGate`).
 
     async with open_proxy(gate, stdio_upstream(["mcp-server-git", "--repository", "."])) as (
         proxy,
@@ -19,10 +20,14 @@ from planfence.adapters._lazy import lazy_exports
 from .meta import META_AGENT, META_DECISION, META_PLAN, META_REFUSAL, forwardable_meta
 
 if TYPE_CHECKING:
+    from .fastmcp_gate import FastMCPGate
+    from .in_server import PlanFenceGate
     from .proxy import PlanFenceProxy, open_proxy
     from .upstream import Upstream, UpstreamFailure, stdio_upstream
 
 _EXPORTS = {
+    "FastMCPGate": "fastmcp_gate",
+    "PlanFenceGate": "in_server",
     "PlanFenceProxy": "proxy",
     "open_proxy": "proxy",
     "Upstream": "upstream",
@@ -37,6 +42,8 @@ __all__ = [
     "META_DECISION",
     "META_PLAN",
     "META_REFUSAL",
+    "FastMCPGate",
+    "PlanFenceGate",
     "PlanFenceProxy",
     "Upstream",
     "UpstreamFailure",

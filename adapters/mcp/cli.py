@@ -20,7 +20,7 @@ from planfence.adapters.cli.common import (
     port_number,
     store_url,
 )
-from planfence.shared_memory import ConfigError
+from planfence.shared_memory import ConfigError, validate_agent
 from planfence.shared_memory.extras import extra_imports
 
 HELP = "serve an MCP server through the PlanFence gate (every tools/call checked first)"
@@ -59,6 +59,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="ORIGIN",
         help="HTTP: a browser origin (scheme://host[:port]) allowed besides loopback ones; "
         "repeatable",
+    )
+    p.add_argument(
+        "--agent",
+        default=None,
+        metavar="NAME",
+        help="act for agent NAME: serve planfence_read/planfence_keys/planfence_write and stamp "
+        "a plan from what the client session read for every gated call without one in _meta",
     )
     p.add_argument(
         "--upstream-url", default=None, metavar="URL", help="a streamable-HTTP upstream server"
@@ -111,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
 
         from .http_guard import read_token
         from .serve import serve
+    if args.agent is not None:
+        validate_agent(args.agent)
     try:
         token = read_token(args.auth_token_file, os.environ)
     except ValueError as exc:
@@ -131,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         "request_timeout": args.request_timeout if args.request_timeout > 0 else None,
         "auth_token": token,
         "allowed_origins": tuple(args.allow_origin),
+        "agent": args.agent,
     }
     anyio.run(lambda: serve(**options))
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import GateMiddleware, Judgement, ToolCall, Verdict
@@ -30,6 +31,7 @@ from .results import (
     fit_to_tool,
     to_wire_result,
 )
+from .sessions import SessionPlans
 from .upstream import UpstreamFailure
 
 logger = logging.getLogger("planfence.mcp")
@@ -60,16 +62,25 @@ class Judged:
 class GatedCalls:
     """The proxy's `tools/call` handler."""
 
-    def __init__(self, gate: GateMiddleware, forwarder: Forwarder, catalog: ToolCatalog) -> None:
+    def __init__(
+        self,
+        gate: GateMiddleware,
+        forwarder: Forwarder,
+        catalog: ToolCatalog,
+        sessions: SessionPlans | None = None,
+    ) -> None:
         self.gate = gate
         self.forwarder = forwarder
         self.catalog = catalog
+        self.sessions = sessions
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> dict[str, Any]:
         tool = params.name
         try:
+            if self.sessions is not None and self.sessions.serves(tool):
+                return await self.sessions.call(ctx, tool, params.arguments or {})
             result = await self._gated_call(ctx, tool, params)
         except Exception as exc:  # a handler exception would become a protocol error
             logger.exception("proxy failure on %s", tool)
@@ -91,8 +102,17 @@ class GatedCalls:
                 refused = await self.gate.refuse(call, MALFORMED_META, message, by="mcp-proxy")
                 return to_wire_result(refused.verdict)
 
+        stamped = False
+        if self.sessions is not None and call.plan is None and META_PLAN not in meta:
+            plan = await self.sessions.plan_for(ctx, tool)
+            if plan is not None:
+                call = replace(call, plan=plan, agent=call.agent or self.sessions.agent)
+                stamped = True
+
         judged = Judged(self.gate, call)
         if not await judged.recheck():
+            if self.sessions is not None:
+                return to_wire_result(self.sessions.explain(ctx, judged.verdict, stamped))
             return to_wire_result(judged.verdict)
         # Forward exactly the call that was judged, whatever else the raw request carried.
         raw["name"] = tool

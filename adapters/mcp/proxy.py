@@ -52,6 +52,7 @@ from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused
 from .gating import GatedCalls
 from .relay import Relay
+from .sessions import SessionPlans
 from .subscriptions import Subscriptions
 from .upstream import _NO_CACHE, Upstream, UpstreamFailure, UpstreamMode, UpstreamTarget, _version
 
@@ -67,6 +68,8 @@ class PlanFenceProxy:
         name: the name the proxy gives itself to its clients.
         relay: delivers what the upstream sends besides answers (the upstream's own relay).
         middleware: middleware around the gate, outermost first (see `GateMiddleware`).
+        agent: serve the proxy's own record tools and stamp plans for calls without one, as
+            this agent (see `sessions.py`); None: every plan comes in `_meta`.
     """
 
     def __init__(
@@ -77,6 +80,7 @@ class PlanFenceProxy:
         name: str = "planfence-proxy",
         relay: Relay | None = None,
         middleware: Iterable[Middleware] = (),
+        agent: str | None = None,
     ) -> None:
         self.gate = gate
         self.upstream = upstream
@@ -85,7 +89,9 @@ class PlanFenceProxy:
         seam = GateMiddleware(gate.store, gate.policy, checker=gate, middleware=middleware)
         self.catalog = ToolCatalog(upstream)
         self.forwarder = Forwarder(upstream, self.relay)
-        self.calls = GatedCalls(seam, self.forwarder, self.catalog)
+        # `--agent`: the proxy's own tools and plans stamped per session (see `sessions.py`).
+        self.sessions = SessionPlans(gate.store, gate.policy, agent) if agent else None
+        self.calls = GatedCalls(seam, self.forwarder, self.catalog, self.sessions)
         self.subscriptions = Subscriptions(upstream, self.relay)
 
     @property
@@ -156,6 +162,8 @@ class PlanFenceProxy:
     ) -> dict[str, Any]:
         listing = await self._passthrough("tools/list")(ctx, params)
         self.catalog.observe(listing)
+        if self.sessions is not None and not (params and params.cursor):
+            listing = {**listing, "tools": [*listing.get("tools", []), *self.sessions.tools()]}
         return listing
 
     def _passthrough(
@@ -207,6 +215,7 @@ async def open_proxy(
     call_timeout: float | None = 60.0,
     request_timeout: float | None = 30.0,
     middleware: Iterable[Middleware] = (),
+    agent: str | None = None,
 ) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy's server; the upstream closes on exit.
 
@@ -217,6 +226,7 @@ async def open_proxy(
         call_timeout: seconds a forwarded tool call may take (None: no limit).
         request_timeout: seconds any other forwarded request may take.
         middleware: middleware around the gate, outermost first.
+        agent: serve the proxy's own record tools and stamp plans per session, as this agent.
 
     Yields:
         The proxy and its MCP server, ready to `run` on a transport.
@@ -229,5 +239,5 @@ async def open_proxy(
         request_timeout=request_timeout,
         relay=relay,
     ) as upstream:
-        proxy = PlanFenceProxy(gate, upstream, relay=relay, middleware=middleware)
+        proxy = PlanFenceProxy(gate, upstream, relay=relay, middleware=middleware, agent=agent)
         yield proxy, proxy.build_server()

@@ -39,6 +39,7 @@ async def serve(
     request_timeout: float | None = 30.0,
     auth_token: str | None = None,
     allowed_origins: tuple[str, ...] = (),
+    agent: str | None = None,
 ) -> None:
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
     policy = Policy.load(policy_path)
@@ -53,6 +54,7 @@ async def serve(
             mode=upstream_mode,
             call_timeout=call_timeout,
             request_timeout=request_timeout,
+            agent=agent,
         ) as (proxy, server):
             await warn_about_policy(policy, proxy.catalog)
             if transport == "http":

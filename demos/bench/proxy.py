@@ -1,10 +1,12 @@
 """`planfence bench proxy`: what the MCP proxy adds to a tool call.
 
 One trivial echo tool, called over stdio (a) directly, (b) through `planfence proxy` with the gate
-on (a real plan checked against the benchmark's own store, every decision audited), and (c)
-through the proxy as an ungated tool. The three clients are open at once and called in turn, so
-drift on a shared machine hits all three alike. Run as a module, this file is the trivial
-upstream server.
+on (a real plan checked against the benchmark's own store, every decision audited), (c) through
+the proxy as an ungated tool, and (d) on the same server with the gate inside it as server
+middleware (`PlanFenceGate`, gate on). The clients are open at once and called in turn, so drift
+on a shared machine hits all alike. Then cold start: launch to the first `tools/list`, directly
+and through the proxy. Run as a module, this file is the trivial upstream server (`--gate POLICY
+STORE`: with the in-server gate).
 """
 
 from __future__ import annotations
@@ -46,13 +48,22 @@ ungated = true
 """
 REPEAT, QUICK_REPEAT = 300, 20
 WARMUP, QUICK_WARMUP = 30, 3
-PATHS = ("direct", "proxied", "ungated")
+PATHS = ("direct", "proxied", "ungated", "inprocess")
+COLD_STARTS, QUICK_COLD_STARTS = 3, 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_quick(parser, f"{QUICK_REPEAT} timed calls per path")
     add_repeat(parser, REPEAT, QUICK_REPEAT, "timed calls per path")
     add_warmup(parser, WARMUP, QUICK_WARMUP)
+    parser.add_argument(
+        "--cold-starts",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"launches timed per server for cold start (default {COLD_STARTS}, "
+        f"--quick {QUICK_COLD_STARTS})",
+    )
     add_bench_store(parser)
     add_output(parser)
 
@@ -70,8 +81,10 @@ def run(args: argparse.Namespace) -> int:
     check_store(args.store, shared=True)
     results = new_results(stores=[], calls=0, warmup=warmup)
 
+    cold_starts = max(1, pick(args.cold_starts, args.quick, COLD_STARTS, QUICK_COLD_STARTS))
+
     def measure() -> None:
-        anyio.run(_measure, repeat, warmup, args.store, results)
+        anyio.run(_measure, repeat, warmup, args.store, results, cold_starts)
 
     return run_bench(args, results, measure, _show)
 
@@ -85,6 +98,12 @@ def _show(r: Mapping[str, Any]) -> None:
     print(f"proxied (gate)  p50 {r['proxied_p50_ms']:.3f} ms   p99 {r['proxied_p99_ms']:.3f} ms")
     print(f"proxied ungated p50 {r['ungated_p50_ms']:.3f} ms")
     print(f"ratio proxied/direct at p50: {r['ratio_p50']:.2f}x")
+    print(f"in-server gate  p50 {r['inprocess_p50_ms']:.3f} ms")
+    print(f"ratio in-server gate/direct at p50: {r['inprocess_ratio_p50']:.2f}x")
+    cold = r.get("cold_start_ms") or {}
+    if cold:
+        direct, proxy = cold["direct"], cold["proxy"]
+        print(f"cold start to tools/list: direct {direct:.0f} ms, proxy {proxy:.0f} ms")
 
 
 def _summary(samples: Mapping[str, list[float]]) -> dict[str, Any]:
@@ -102,11 +121,15 @@ def _summary(samples: Mapping[str, list[float]]) -> dict[str, Any]:
         "proxied_p99_ms": pct("proxied", 99),
         "ungated_p50_ms": pct("ungated", 50),
         "ratio_p50": round(pct("proxied", 50) / pct("direct", 50), 3),
+        "inprocess_p50_ms": pct("inprocess", 50),
+        "inprocess_ratio_p50": round(pct("inprocess", 50) / pct("direct", 50), 3),
         "calls": calls,
     }
 
 
-async def _measure(calls: int, warmup: int, store_url: str | None, results: dict[str, Any]) -> None:
+async def _measure(
+    calls: int, warmup: int, store_url: str | None, results: dict[str, Any], cold_starts: int
+) -> None:
     """Fill `results` in when the calls end, also when they are cut short (Ctrl-C): then with
     the rounds that completed."""
     from mcp import Client
@@ -139,10 +162,13 @@ async def _measure(calls: int, warmup: int, store_url: str | None, results: dict
             proxied = StdioServerParameters(
                 command=sys.executable, args=[*proxy, "--", *upstream], env=env
             )
+            gated = [*upstream, "--gate", str(policy), target.url]
+            in_server = StdioServerParameters(command=gated[0], args=gated[1:], env=env)
             gated_meta = cast("RequestParamsMeta", {"dev.planfence/plan": plan.id})
             async with (
                 Client(direct, cache=None) as d,
                 Client(proxied, cache=None) as p,
+                Client(in_server, cache=None) as g,
             ):
                 paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
                     "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
@@ -150,6 +176,9 @@ async def _measure(calls: int, warmup: int, store_url: str | None, results: dict
                         "echo", {"key": "k", "text": str(i)}, meta=gated_meta
                     ),
                     "ungated": lambda i: p.call_tool("echo_free", {"text": str(i)}),
+                    "inprocess": lambda i: g.call_tool(
+                        "echo", {"key": "k", "text": str(i)}, meta=gated_meta
+                    ),
                 }
                 with Progress("bench proxy", warmup + calls) as progress:
                     for i in range(warmup + calls):
@@ -163,16 +192,38 @@ async def _measure(calls: int, warmup: int, store_url: str | None, results: dict
                                 samples[name].append(elapsed * 1000.0)
                         what = "warm-up" if i < warmup else f"call {i - warmup + 1}/{calls}"
                         progress.advance(what)
+            results["cold_start_ms"] = {
+                "direct": await _cold_start(direct, cold_starts),
+                "proxy": await _cold_start(proxied, cold_starts),
+            }
     finally:
         results.update(_summary(samples))
         target.cleanup()
 
 
-def serve_upstream() -> None:
-    """The trivial upstream: two echo tools, one the policy gates and one it exempts."""
+async def _cold_start(params: Any, runs: int) -> float:
+    """Median milliseconds from launching the server to the answer of the first `tools/list`."""
+    from mcp import Client
+
+    times: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        async with Client(params, cache=None) as client:
+            await client.list_tools()
+            times.append((time.perf_counter() - start) * 1000.0)
+    return round(percentile(times, 50), 1)
+
+
+def serve_upstream(argv: list[str]) -> None:
+    """The trivial upstream: two echo tools, one the policy gates and one it exempts; with
+    `--gate POLICY STORE`, the gate runs inside it as server middleware."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("planfence-bench-echo")
+    if argv[:1] == ["--gate"]:
+        from planfence.adapters.mcp import PlanFenceGate
+
+        server.middleware.append(PlanFenceGate(argv[2], argv[1]))
 
     @server.tool()
     def echo(key: str, text: str) -> str:
@@ -186,4 +237,4 @@ def serve_upstream() -> None:
 
 
 if __name__ == "__main__":
-    serve_upstream()
+    serve_upstream(sys.argv[1:])

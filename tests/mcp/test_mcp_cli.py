@@ -110,7 +110,9 @@ def test_missing_mcp_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch
 
 def test_bench_proxy_smoke(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    done = planfence("bench", "proxy", "--repeat", "5", "--warmup", "2", "--out", str(out))
+    done = planfence(
+        "bench", "proxy", "--repeat", "5", "--warmup", "2", "--cold-starts", "1", "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     timings = {
@@ -120,15 +122,19 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
         "proxied_p99_ms",
         "ungated_p50_ms",
         "ratio_p50",
+        "inprocess_p50_ms",
+        "inprocess_ratio_p50",
     }
-    assert set(data) == {*timings, "calls", "warmup", "stores", "interrupted"}
+    assert set(data) == {*timings, "cold_start_ms", "calls", "warmup", "stores", "interrupted"}
+    assert set(data["cold_start_ms"]) == {"direct", "proxy"}
+    assert all(v > 0 for v in data["cold_start_ms"].values())
     assert data["calls"] == 5 and data["warmup"] == 2 and data["interrupted"] is False
     assert all(data[k] > 0 for k in timings)
     assert [s["backend"] for s in data["stores"]] == ["sqlite"]
-    assert "ratio proxied/direct" in done.stdout
+    assert "ratio proxied/direct" in done.stdout and "in-server gate" in done.stdout
 
 
-@pytest.mark.parametrize("module", ["proxy", "relay", "serve"])
+@pytest.mark.parametrize("module", ["proxy", "relay", "serve", "in_server"])
 def test_importing_the_proxy_without_mcp_names_the_extra(module: str) -> None:
     code = (
         "import sys\n"
@@ -142,3 +148,18 @@ def test_importing_the_proxy_without_mcp_names_the_extra(module: str) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "pip install 'planfence[mcp]'" in done.stdout
+
+
+def test_importing_the_fastmcp_gate_without_fastmcp_names_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['fastmcp'] = None\n"
+        "from planfence.shared_memory import MissingExtraError\n"
+        "try:\n"
+        "    import planfence.adapters.mcp.fastmcp_gate\n"
+        "except MissingExtraError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'planfence[fastmcp]'" in done.stdout

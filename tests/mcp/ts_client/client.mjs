@@ -5,9 +5,11 @@
 //
 // Scenario: {"transport": "stdio", "command": "...", "args": [...], "env": {...}}
 //        or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "headers": {...}}
-//        plus "calls": [{"name": "...", "arguments": {...}, "meta": {...}}]
+//        plus "calls": [{"name": "...", "arguments": {...}, "meta": {...}}
+//                       | {"run": ["command", "arg", ...]}]  (run to completion between calls)
 // Report:   {"tools": [{"name", "hasOutputSchema"}],
 //            "results": [{"ok": true, "result": CallToolResult} | {"ok": false, "error": {...}}]}
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -37,6 +39,10 @@ try {
   const listed = await client.listTools(undefined, { timeout });
   report.tools = listed.tools.map((t) => ({ name: t.name, hasOutputSchema: !!t.outputSchema }));
   for (const call of scenario.calls ?? []) {
+    if (call.run) {
+      execFileSync(call.run[0], call.run.slice(1), { stdio: ["ignore", "ignore", "inherit"] });
+      continue;
+    }
     const params = { name: call.name, arguments: call.arguments ?? {} };
     if (call.meta) params._meta = call.meta;
     try {

@@ -1,0 +1,87 @@
+"""The gate inside a FastMCP server (the `fastmcp` extra): FastMCP's own middleware.
+
+    mcp.add_middleware(FastMCPGate("sqlite:///team.db", "policy.toml"))
+
+Same contract as the proxy and `PlanFenceGate`: the plan comes in the call's `_meta`, a refused
+call never reaches the tool and gets the proxy's refusal result (fitted to the tool's
+`outputSchema`), an allowed call's result carries `_meta["dev.planfence/decision"]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from planfence.shared_memory import MissingExtraError
+
+from .in_server import ToolJudge, with_decision
+
+try:
+    import fastmcp  # noqa: F401  (the `fastmcp` extra)
+except ImportError as exc:
+    if (exc.name or "").split(".")[0] != "fastmcp":
+        raise
+    raise MissingExtraError("the FastMCP middleware", "fastmcp") from exc
+
+import mcp_types as mt
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools.base import ToolResult
+
+
+def _request_meta(context: MiddlewareContext[Any]) -> Mapping[str, Any] | None:
+    # FastMCP leaves the client's `_meta` off the message; the request context has it.
+    meta = getattr(context.message, "meta", None)
+    if meta is None and context.fastmcp_context is not None:
+        request = context.fastmcp_context.request_context
+        meta = getattr(request, "meta", None) if request is not None else None
+    if isinstance(meta, Mapping):
+        return meta
+    if meta is not None and hasattr(meta, "model_dump"):
+        dumped: dict[str, Any] = meta.model_dump(by_alias=True, exclude_none=True)
+        return dumped
+    return None
+
+
+class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
+    """The gate as FastMCP middleware: every `tools/call` is judged first.
+
+    Args:
+        store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge`.
+        policy: a `Policy`, its dict form, or the TOML file's path.
+        agent: who calls, when a call's `_meta` does not say.
+        middleware: planfence middleware around the gate, outermost first.
+    """
+
+    def __init__(self, store: Any, policy: Any, **options: Any) -> None:
+        self.judge = ToolJudge(store, policy, **options)
+
+    async def on_call_tool(
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        params = context.message
+        refusal, decision = await self.judge.judge(
+            params.name, params.arguments, _request_meta(context)
+        )
+        if refusal is None:
+            result = await call_next(context)
+            result.meta = with_decision({"_meta": result.meta or {}}, decision)["_meta"]
+            return result
+        await self._learn_schema(context, params.name)
+        fitted = await self.judge.fit(refusal, params.name)
+        return ToolResult.from_mcp_result(mt.CallToolResult.model_validate(fitted))
+
+    async def _learn_schema(self, context: MiddlewareContext[Any], name: str) -> None:
+        """Tell the catalog whether the tool declares an `outputSchema` (FastMCP knows)."""
+        server = context.fastmcp_context.fastmcp if context.fastmcp_context else None
+        try:
+            tool = await server.get_tool(name) if server is not None else None
+        except Exception:  # no such tool: the refusal then carries no structured content
+            return
+        if tool is not None:
+            listing = {"name": name, "outputSchema": tool.output_schema}
+            self.judge.catalog.observe({"tools": [listing]})
+
+
+__all__ = ["FastMCPGate"]

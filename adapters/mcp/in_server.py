@@ -1,0 +1,156 @@
+"""The gate inside an MCP server built on the official SDK: no proxy process.
+
+    server.middleware.append(PlanFenceGate("sqlite:///team.db", "policy.toml"))
+
+`PlanFenceGate` is the SDK's own server middleware (`Server.middleware`, and `MCPServer`'s
+`middleware=` argument or property), so it works for the low-level `Server` and the high-level
+`MCPServer` alike. It follows the proxy's contract: the plan comes in the call's
+`_meta["dev.planfence/plan"]` (the agent in `dev.planfence/agent`); a refused call never reaches
+the tool and is answered with the proxy's refusal result (`results.py`), fitted to the tool's
+`outputSchema`; an allowed call's result carries `_meta["dev.planfence/decision"]`. The policy
+is the same TOML file the proxy reads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from planfence.plugins.gate import GateMiddleware, Middleware, Policy, ToolCall
+from planfence.shared_memory import AsyncStore, PlanFenceError, Store, StoreBridge, validate_agent
+from planfence.shared_memory.extras import extra_imports
+
+with extra_imports("mcp", "the MCP server middleware"):
+    import mcp  # noqa: F401  (the `mcp` extra)
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp_types.methods import serialize_server_result
+
+from .catalog import ToolCatalog
+from .meta import META_AGENT, META_DECISION, META_PLAN
+from .results import MALFORMED_META, decision_meta, fit_to_tool, to_wire_result
+
+PolicySource = Policy | Mapping[str, Any] | str | os.PathLike[str]
+
+
+def load_policy(policy: PolicySource) -> Policy:
+    """A `Policy`; a string or path names the TOML file (as `planfence proxy --policy`)."""
+    if isinstance(policy, (str, os.PathLike)):
+        return Policy.load(os.fspath(policy))
+    return Policy.coerce(policy)
+
+
+class _NoLister:
+    """The catalog learns a server's tools from its own `tools/list`, never from a connection."""
+
+    request_timeout: float | None = None
+
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None, *, read_timeout: float | None = None
+    ) -> dict[str, Any]:
+        raise LookupError("the tools are listed through the server itself")
+
+
+class ToolJudge:
+    """What every in-server adapter shares: a tool call in, a refusal result or None out, and
+    the allowed result stamped with the decision.
+
+    Args:
+        store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge`.
+        policy: a `Policy`, its dict form, or the TOML file's path.
+        agent: who calls, when a call's `_meta` does not say.
+        middleware: planfence middleware around the gate, outermost first.
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore | Store | StoreBridge | str,
+        policy: PolicySource,
+        *,
+        agent: str | None = None,
+        middleware: Iterable[Middleware] = (),
+    ) -> None:
+        self.seam = GateMiddleware(store, load_policy(policy), agent=agent, middleware=middleware)
+        self.catalog = ToolCatalog(_NoLister())
+
+    @property
+    def policy(self) -> Policy:
+        return self.seam.policy
+
+    async def judge(
+        self, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """(refusal result or None, the decision `_meta` for an allowed call)."""
+        meta = meta or {}
+        call = ToolCall(tool, dict(args or {}), meta.get(META_PLAN), meta.get(META_AGENT))
+        if call.agent is not None:
+            try:
+                validate_agent(call.agent)
+            except PlanFenceError as exc:
+                message = f"{META_AGENT}: {exc}"
+                refused = await self.seam.refuse(call, MALFORMED_META, message, by="mcp-server")
+                return to_wire_result(refused.verdict), {}
+        judgement = await self.seam.judge(call)
+        if not judgement.allowed:
+            return to_wire_result(judgement.verdict), {}
+        return None, decision_meta(judgement.verdict)
+
+    async def fit(self, refusal: dict[str, Any], tool: str) -> dict[str, Any]:
+        return await fit_to_tool(refusal, tool, self.catalog)
+
+
+def with_decision(result: Mapping[str, Any], decision: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(result)
+    meta = out.get("_meta")
+    out["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), META_DECISION: dict(decision)}
+    return out
+
+
+class PlanFenceGate(ToolJudge):
+    """The gate as an official-SDK server middleware: every `tools/call` is judged first.
+
+    `server.middleware.append(PlanFenceGate(store, "policy.toml"))` on a low-level `Server`;
+    `MCPServer(name, middleware=[PlanFenceGate(...)])` or `mcp.middleware.append(...)` on the
+    high-level one. Arguments as `ToolJudge`.
+    """
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method != "tools/call":
+            result = await call_next(ctx)
+            if ctx.method == "tools/list" and isinstance(result, Mapping):
+                self.catalog.observe(result)
+            return result
+        params = ctx.params or {}
+        tool = params.get("name")
+        if not isinstance(tool, str):
+            return await call_next(ctx)  # the SDK answers a malformed call itself
+        args = params.get("arguments")
+        meta = params.get("_meta")
+        refusal, decision = await self.judge(
+            tool,
+            args if isinstance(args, Mapping) else None,
+            meta if isinstance(meta, Mapping) else None,
+        )
+        if refusal is None:
+            result = await call_next(ctx)
+            if isinstance(result, Mapping):
+                return with_decision(result, decision)
+            return result
+        if not self.catalog.loaded:
+            listed = await call_next(_listing(ctx))
+            if isinstance(listed, Mapping):
+                self.catalog.observe(listed)
+        fitted = await self.fit(refusal, tool)
+        # A result that skips the handler is shaped for the wire here, for the caller's era.
+        return serialize_server_result("tools/call", ctx.protocol_version, fitted)
+
+
+def _listing(ctx: ServerRequestContext[Any, Any]) -> ServerRequestContext[Any, Any]:
+    return replace(ctx, method="tools/list", params={})
+
+
+__all__ = ["PlanFenceGate", "ToolJudge", "load_policy", "with_decision"]

@@ -1,0 +1,115 @@
+"""`planfence proxy --agent NAME`: a client that cannot set `_meta` reads records through the
+proxy's own tools, and its gated calls get plans stamped from exactly what its session read.
+Scripted with the official Python client, with no `_meta` at all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_helpers import TRIP_KEY, World, connect, http_proxy, refusal
+
+ARGS = {"destination": "Lisbon", "trip": "t1"}
+
+
+def body(result: Any) -> dict[str, Any]:
+    assert result.is_error is False, result.content[0].text
+    return dict(json.loads(result.content[0].text))
+
+
+async def conversation(client: Any, world: World) -> None:
+    """The whole allow / replan / allow / replan / block cycle, and a refused write."""
+    names = {t.name for t in (await client.list_tools()).tools}
+    assert {"planfence_read", "planfence_keys", "planfence_write", "book"} <= names
+
+    listed = body(await client.call_tool("planfence_keys", {"prefix": "trip/"}))
+    assert [k["key"] for k in listed["keys"]] == [TRIP_KEY]
+
+    # Nothing read yet: nothing to plan from.
+    unread = refusal(await client.call_tool("book", ARGS))
+    assert unread["reason"] == "missing_plan" and "planfence_read" in unread["message"]
+
+    read = body(await client.call_tool("planfence_read", {"key": TRIP_KEY}))
+    assert (read["value"], read["record"]) == ({"destination": "Lisbon"}, world.first.id)
+    allowed = await client.call_tool("book", ARGS)
+    assert allowed.is_error is False
+    assert allowed.meta["dev.planfence/decision"]["verdict"] == "allow"
+
+    # An owner updates what the session read: the next call is refused for a replan, and the
+    # refusal names the key and says to read it again.
+    await world.revise({"destination": "Porto"})
+    refused = refusal(await client.call_tool("book", ARGS))
+    assert refused["verdict"] == "replan"
+    assert [s["key"] for s in refused["stale"]] == [TRIP_KEY]
+    assert TRIP_KEY in refused["message"] and "planfence_read" in refused["message"]
+
+    read = body(await client.call_tool("planfence_read", {"key": TRIP_KEY}))
+    assert read["value"] == {"destination": "Porto"}
+    porto = await client.call_tool("book", {"destination": "Porto", "trip": "t1"})
+    assert porto.is_error is False
+    assert porto.structured_content == {"booking": "t1-Porto", "destination": "Porto"}
+
+    # Two updates in a row: the replan is stale again, and the call is blocked.
+    await world.revise({"destination": "Madrid"})
+    assert refusal(await client.call_tool("book", ARGS))["verdict"] == "replan"
+    await client.call_tool("planfence_read", {"key": TRIP_KEY})
+    await world.revise({"destination": "Rome"})
+    blocked = refusal(await client.call_tool("book", ARGS))
+    assert (blocked["verdict"], blocked["reason"]) == ("block", "stale_after_replan")
+
+    # The session's agent does not own the trip: its write is refused, and nothing is written.
+    write = await client.call_tool("planfence_write", {"key": TRIP_KEY, "value": {"x": 1}})
+    assert write.is_error is True
+    assert "owned by planner" in write.content[0].text
+    assert (await world.store.get(await world.store.head(TRIP_KEY) or "")).value == {
+        "destination": "Rome"
+    }
+    # Only the two allowed calls ran.
+    assert [e["destination"] for e in world.effects_log("book")] == ["Lisbon", "Porto"]
+
+
+async def own_notes(world: World) -> None:
+    await world.store.own("notes/executor", "executor")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_stdio_session_without_meta(world: World, mode: str) -> None:
+    await own_notes(world)
+    async with connect(world.proxy_params("--agent", "executor"), mode) as client:
+        await conversation(client, world)
+        written = body(
+            await client.call_tool("planfence_write", {"key": "notes/executor", "value": "hi"})
+        )
+    assert (await world.store.get(written["record"])).value == "hi"
+
+
+async def test_an_http_session_without_meta(world: World, tmp_path: Path) -> None:
+    async with (
+        http_proxy(world, tmp_path, "--agent", "executor") as url,
+        connect(url, "legacy") as client,
+    ):
+        await conversation(client, world)
+
+
+async def test_without_a_session_the_plan_must_come_in_meta(world: World, tmp_path: Path) -> None:
+    # 2026-era HTTP requests stand alone: nothing to remember reads in.
+    async with (
+        http_proxy(world, tmp_path, "--agent", "executor") as url,
+        connect(url, "auto") as client,
+    ):
+        assert client.protocol_version == "2026-07-28"
+        read = body(await client.call_tool("planfence_read", {"key": TRIP_KEY}))
+        assert read["value"] == {"destination": "Lisbon"}
+        refused = refusal(await client.call_tool("book", ARGS))
+    assert refused["reason"] == "missing_plan"
+    assert "_meta" in refused["message"] and "dev.planfence/plan" in refused["message"]
+    assert world.effects_log("book") == []
+
+
+async def test_without_agent_the_proxy_serves_only_the_upstream_tools(world: World) -> None:
+    async with connect(world.proxy_params(), "legacy") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "planfence_read" not in names
+        assert refusal(await client.call_tool("book", ARGS))["reason"] == "missing_plan"
