@@ -86,6 +86,14 @@ class Rule:
     kind: RuleKind
     task_kind: int
     text: str
+    # Cheatsheets are dictionary keys (the stream's memos), hashed rule by rule at every step.
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.kind, self.task_kind, self.text)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 Cheatsheet = tuple[Rule, ...]
