@@ -83,6 +83,10 @@ class JanusController:
         self.encoder: Encoder = enc if isinstance(enc, CachedEncoder) else CachedEncoder(enc)
         self.render = render
         self.state = state if state is not None else JanusState.initial(self.config)
+        # Embeddings of the seen tasks in order: k-means reads all of them at every trigger,
+        # and the list only grows (unless trimmed), so new tasks are appended, not re-stacked.
+        self._seen_ids: list[str] = []
+        self._seen_vectors: np.ndarray | None = None
 
     # ---- persistence
 
@@ -108,7 +112,19 @@ class JanusController:
 
     def _vectors_of(self, state: JanusState) -> Any:
         def vectors_of(ids: Sequence[str]) -> np.ndarray:
-            return self.encoder.encode([state.seen[i].question for i in ids])
+            ids = list(ids)
+            if not ids:
+                return self.encoder.encode([])
+            known = len(self._seen_ids)
+            if self._seen_vectors is None or ids[:known] != self._seen_ids:
+                known, self._seen_ids, self._seen_vectors = 0, [], None
+            if len(ids) > known:
+                rows = self.encoder.encode([state.seen[i].question for i in ids[known:]])
+                if self._seen_vectors is not None:
+                    rows = np.concatenate([self._seen_vectors, rows])
+                self._seen_ids, self._seen_vectors = ids, rows
+            assert self._seen_vectors is not None
+            return self._seen_vectors
 
         return vectors_of
 

@@ -29,7 +29,7 @@ def build_coverage(
 ) -> Coverage:
     """Cluster every seen task into k groups and keep the task nearest each centroid."""
     result = kmeans(vectors, k, rng, init=previous, max_iter=max_iter)
-    picked = representatives(vectors, result.centroids)
+    picked = representatives(vectors, result.centroids, result.dists)
     return Coverage([ids[i] for i in picked], result.centroids)
 
 

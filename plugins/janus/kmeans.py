@@ -12,13 +12,23 @@ class KMeansResult:
     centroids: np.ndarray
     labels: np.ndarray
     iterations: int
+    dists: np.ndarray | None = None
+    """Squared distances of every point to `centroids`, when the last round computed them."""
 
 
-def _sq_dists(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+def _sq_norms(points: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.einsum("ij,ij->i", points, points)
+    return out
+
+
+def _sq_dists(
+    points: np.ndarray, centroids: np.ndarray, norms: np.ndarray | None = None
+) -> np.ndarray:
     # |p|^2 - 2 p.c + |c|^2, clipped: rounding can make tiny distances negative. einsum, not a
     # BLAS matmul: these matrices are small, and a threaded BLAS on a busy machine is 10x slower.
+    # `norms` is `_sq_norms(points)` when the caller already has it (same numbers either way).
     d = (
-        np.einsum("ij,ij->i", points, points)[:, None]
+        (_sq_norms(points) if norms is None else norms)[:, None]
         - 2.0 * np.einsum("ij,kj->ik", points, centroids)
         + np.einsum("ij,ij->i", centroids, centroids)[None, :]
     )
@@ -64,9 +74,11 @@ def kmeans(
     else:
         centroids = kmeans_pp_init(points, k, rng)
     labels = np.zeros(n, dtype=np.int64)
+    norms = _sq_norms(points)
     it = 0
+    dists, same = np.zeros((n, k)), False
     for it in range(1, max_iter + 1):
-        dists = _sq_dists(points, centroids)
+        dists = _sq_dists(points, centroids, norms)
         new_labels = np.argmin(dists, axis=1)
         new_centroids = centroids.copy()
         for c in range(k):
@@ -78,18 +90,31 @@ def kmeans(
                 new_centroids[c] = points[far]
                 new_labels[far] = c
         converged = it > 1 and np.array_equal(new_labels, labels)
+        # Usually the last round moved no centroid, so its distances are the final ones.
+        same = np.array_equal(new_centroids, centroids)
         labels, centroids = new_labels, new_centroids
         if converged:
             break
-    return KMeansResult(centroids, labels, it)
+    return KMeansResult(centroids, labels, it, dists if same else None)
 
 
-def representatives(points: np.ndarray, centroids: np.ndarray) -> list[int]:
-    """Index of the point nearest each centroid, all distinct (next nearest on collisions)."""
-    dists = _sq_dists(np.asarray(points, dtype=np.float64), centroids)
+def representatives(
+    points: np.ndarray, centroids: np.ndarray, dists: np.ndarray | None = None
+) -> list[int]:
+    """Index of the point nearest each centroid, all distinct (next nearest on collisions).
+
+    `dists`: the squared distances of `points` to `centroids`, when already known."""
+    if dists is None:
+        dists = _sq_dists(np.asarray(points, dtype=np.float64), centroids)
     chosen: list[int] = []
     taken: set[int] = set()
     for c in range(centroids.shape[0]):
+        # The first nearest point (what a stable sort puts first), unless it is taken.
+        nearest = int(np.argmin(dists[:, c]))
+        if nearest not in taken:
+            chosen.append(nearest)
+            taken.add(nearest)
+            continue
         for idx in np.argsort(dists[:, c], kind="stable"):
             if int(idx) not in taken:
                 chosen.append(int(idx))

@@ -9,6 +9,7 @@ rho = 0.2, 0.5 and 0.8, with paired differences and the verdict on the targets. 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from collections.abc import Callable, Mapping
@@ -19,17 +20,15 @@ from planfence.adapters.cli.common import UsageError, add_output, positive_int
 from planfence.plugins.janus import (
     MOMENTUM_SOURCES,
     Encoder,
-    HashingEncoder,
     JanusConfig,
     MomentumSource,
-    WordLlamaEncoder,
     wordllama_available,
 )
 
 from ..._support import Progress
 from ..common import add_quick, new_results, pick, run_bench
 from .report import BANNER, plot, print_calibration, print_paired, print_tables, verdict_lines
-from .run import Plan, Run, run_all
+from .run import Plan, Run, SharedEncoder, run_all
 from .stats import calibration, paired
 from .stream import StreamConfig
 from .tasks import DEFAULT_FAMILY, write_tasks
@@ -111,6 +110,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="held-out accuracy every N steps (default: %(default)s)",
     )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="worker processes, one seed at a time each; results do not depend on it "
+        "(default: the CPUs available)",
+    )
     add_output(p)
     p.add_argument("--plot", metavar="FILE", help="also save a figure (needs planfence[bench])")
     p.add_argument(
@@ -160,13 +167,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def encoder_factory(name: str) -> tuple[str, Callable[[], Encoder]]:
-    """The encoder's resolved name and a factory (one fresh encoder per stream)."""
+    """The encoder's resolved name and a factory (one cached encoder per process)."""
     if name == "auto":
         name = "wordllama" if wordllama_available() else "hashing"
-    if name == "wordllama":
-        model = WordLlamaEncoder()  # loads once; checks the extra now
-        return name, lambda: model
-    return name, HashingEncoder
+    factory = SharedEncoder("wordllama" if name == "wordllama" else "hashing")
+    factory()  # loads now, in this process: a missing extra is reported before any work
+    return name, factory
+
+
+def default_jobs() -> int:
+    """The CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def curves(runs: list[Run], every: int, steps: int) -> dict[str, Any]:
@@ -231,7 +245,8 @@ def run(args: argparse.Namespace) -> int:
     encoder, factory = encoder_factory(args.encoder)
     source: MomentumSource = args.momentum_source or JanusConfig().momentum_source
     stream = replace(StreamConfig(), stream_tasks=steps, order=args.order)
-    plan = Plan(seeds, rhos, stream, factory, source, args.curve_every)
+    jobs = args.jobs or default_jobs()
+    plan = Plan(seeds, rhos, stream, factory, source, args.curve_every, jobs)
     runs: list[Run] = []
     results = new_results()
 

@@ -9,19 +9,24 @@ per step on the same seed and rho.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import functools
+import multiprocessing
+import signal
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from planfence.plugins.janus import (
     CachedEncoder,
     Encoder,
+    HashingEncoder,
     JanusConfig,
     JanusController,
     MomentumSource,
     Task,
+    WordLlamaEncoder,
 )
 
 from .stream import Cheatsheet, Stream, StreamConfig, render
@@ -179,6 +184,26 @@ def run_reference(stream: Stream, name: str, *, rho: float, curve_every: int) ->
 
 
 @dataclass(frozen=True)
+class SharedEncoder:
+    """An encoder by name, loaded once per process (picklable, so a worker process can load it).
+
+    Every stream of a run shares it, so a text met again (a seed's tasks at every rho, an
+    early memory) is encoded once.
+    """
+
+    name: Literal["wordllama", "hashing"]
+
+    def __call__(self) -> Encoder:
+        return _loaded(self.name)
+
+
+@functools.cache
+def _loaded(name: str) -> Encoder:
+    inner: Encoder = WordLlamaEncoder() if name == "wordllama" else HashingEncoder()
+    return CachedEncoder(inner, max_items=200_000)
+
+
+@dataclass(frozen=True)
 class Plan:
     """What to run: seeds x rhos, every strategy, with one encoder and momentum source."""
 
@@ -188,12 +213,15 @@ class Plan:
     encoder: Callable[[], Encoder]
     momentum_source: MomentumSource = "deployed"
     curve_every: int = 25
+    jobs: int = 1
+    """Worker processes; above 1 `encoder` must be picklable (a `SharedEncoder`)."""
 
 
 async def run_seed(plan: Plan, rho: float, seed: int) -> list[Run]:
     """Every strategy (and the two references) on one stream."""
     stream = Stream(replace(plan.stream, rho=rho), seed)
-    encoder = CachedEncoder(plan.encoder())
+    made = plan.encoder()
+    encoder = made if isinstance(made, CachedEncoder) else CachedEncoder(made)
     base = JanusConfig(seed=seed, momentum_source=plan.momentum_source)
     every = plan.curve_every
     runs = [run_reference(stream, n, rho=rho, curve_every=every) for n in REFERENCE]
@@ -214,16 +242,63 @@ async def run_seed(plan: Plan, rho: float, seed: int) -> list[Run]:
     return runs
 
 
+def _cells(plan: Plan, seed: int) -> Iterator[tuple[float, list[Run]]]:
+    """One seed at every rho (its tasks, shared by every rho, are encoded once)."""
+    for rho in plan.rhos:
+        yield rho, asyncio.run(run_seed(plan, rho, seed))
+
+
+_worker_plan: Plan | None = None
+
+
+def _start_worker(plan: Plan) -> None:
+    global _worker_plan
+    # Ctrl-C is the parent's to handle: it stops the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker_plan = plan
+
+
+def _work(seed: int) -> tuple[int, list[tuple[float, list[Run]]]]:
+    assert _worker_plan is not None
+    return seed, list(_cells(_worker_plan, seed))
+
+
 def run_all(
     plan: Plan,
     *,
     progress: Callable[[str], None] = lambda _: None,
     runs: list[Run] | None = None,
 ) -> list[Run]:
-    """Every (rho, seed); `runs` receives each stream's runs as soon as they are done."""
+    """Every (rho, seed); `runs` holds the finished streams' runs as they come, always in
+    the order rho by rho, seed by seed (whatever order the workers finish in).
+
+    With `plan.jobs` > 1 the seeds run in that many worker processes; each stream's results
+    depend only on its seed and rho, so they are the same as in one process.
+    """
     runs = [] if runs is None else runs
-    for rho in plan.rhos:
+    done: dict[tuple[float, int], list[Run]] = {}
+
+    def finished(rho: float, seed: int, cell: list[Run]) -> None:
+        done[rho, seed] = cell
+        runs[:] = [r for h in plan.rhos for s in range(plan.seeds) for r in done.get((h, s), [])]
+        progress(f"rho {rho} seed {seed}")
+
+    jobs = min(plan.jobs, plan.seeds)
+    if jobs <= 1:
         for seed in range(plan.seeds):
-            runs.extend(asyncio.run(run_seed(plan, rho, seed)))
-            progress(f"rho {rho} seed {seed}")
+            for rho, cell in _cells(plan, seed):
+                finished(rho, seed, cell)
+        return runs
+    context = multiprocessing.get_context("spawn")
+    pool = context.Pool(jobs, initializer=_start_worker, initargs=(plan,))
+    try:
+        for seed, cells in pool.imap_unordered(_work, range(plan.seeds)):
+            for rho, cell in cells:
+                finished(rho, seed, cell)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
     return runs

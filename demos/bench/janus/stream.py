@@ -86,6 +86,14 @@ class Rule:
     kind: RuleKind
     task_kind: int
     text: str
+    # Cheatsheets are dictionary keys (the stream's memos), hashed rule by rule at every step.
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.kind, self.task_kind, self.text)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 Cheatsheet = tuple[Rule, ...]
@@ -151,6 +159,13 @@ class Stream:
         self._hold_kind = np.array([t.meta["kind"] for t in self.holdout])
         self._hold_base = np.array([t.meta["base"] for t in self.holdout])
         self._cache: dict[Cheatsheet, np.ndarray] = {}
+        # Every strategy walks the same stream, and their memories agree for long stretches:
+        # the solver's draws, the curator's candidates and the held-out score are pure
+        # functions of (memory, step), so each is computed once per stream.
+        self._attempts: dict[tuple[Cheatsheet, int], bool] = {}
+        self._proposals: dict[tuple[Cheatsheet, int, bool], Proposal] = {}
+        self._accuracy: dict[Cheatsheet, float] = {}
+        self._draws: dict[int, float] = {}
 
     def _rng(self, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, *key])
@@ -212,12 +227,22 @@ class Stream:
 
     def expected_accuracy(self, memory: Cheatsheet) -> float:
         """Mean solve probability over the held-out tasks: the final score, without test noise."""
-        return float(self._p(memory, self._hold_kind, self._hold_base).mean())
+        score = self._accuracy.get(memory)
+        if score is None:
+            score = float(self._p(memory, self._hold_kind, self._hold_base).mean())
+            self._accuracy[memory] = score
+        return score
 
     def attempt(self, memory: Cheatsheet, step: int) -> bool:
         """The agent's own attempt at stream task `step` (a draw shared by every strategy)."""
-        u = float(self._rng(3, step).random())
-        return u < self.p_correct(memory, self.tasks[step])
+        key = (memory, step)
+        solved = self._attempts.get(key)
+        if solved is None:
+            u = self._draws.get(step)
+            if u is None:
+                u = self._draws[step] = float(self._rng(3, step).random())
+            solved = self._attempts[key] = u < self.p_correct(memory, self.tasks[step])
+        return solved
 
     # ---- curator
 
@@ -240,6 +265,13 @@ class Stream:
 
     def propose(self, memory: Cheatsheet, step: int, solved: bool) -> Proposal:
         """The curator's candidate after stream task `step` (memory is not changed)."""
+        key = (memory, step, solved)
+        proposal = self._proposals.get(key)
+        if proposal is None:
+            proposal = self._proposals[key] = self._propose(memory, step, solved)
+        return proposal
+
+    def _propose(self, memory: Cheatsheet, step: int, solved: bool) -> Proposal:
         c = self.config
         rng = self._rng(4, step)
         task = self.tasks[step]

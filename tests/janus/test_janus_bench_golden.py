@@ -1,0 +1,45 @@
+"""The benchmark's numbers are pinned: speed work on the bench or the controller must not move
+them. `janus_bench_golden.json` holds the rows, curves, paired differences and calibration of
+2 seeds x rho {0.2, 0.8} x 60 steps, as the straightforward one-strategy-at-a-time loop
+produced them, with the hashing encoder and with WordLlama."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planfence.demos.bench import janus as bench
+from planfence.plugins.janus import wordllama_available
+
+GOLDEN = json.loads((Path(__file__).parent / "janus_bench_golden.json").read_text())
+ARGV = ("--seeds", "2", "--rho", "0.2", "0.8", "--steps", "60")
+
+
+def run_bench(tmp_path: Path, *argv: str) -> dict[str, Any]:
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    out = tmp_path / "janus.json"
+    assert bench.run(parser.parse_args([*ARGV, *argv, "--out", str(out)])) == 0
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+@pytest.mark.parametrize("encoder", ["hashing", "wordllama"])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_results_match_the_pinned_run(
+    encoder: str, jobs: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if encoder == "wordllama" and not wordllama_available():
+        pytest.skip("needs the embeddings extra")
+    doc = run_bench(tmp_path, "--encoder", encoder, "--jobs", jobs)
+    capsys.readouterr()
+    want = GOLDEN[encoder]
+    assert doc["config"]["encoder"] == encoder
+    assert doc["rows"] == want["rows"]
+    assert doc["curves"] == want["curves"]
+    assert doc["paired"] == want["paired"]
+    assert doc["calibration"] == want["calibration"]
