@@ -25,8 +25,7 @@ from planfence.plugins.janus import (
     wordllama_available,
 )
 
-from ..._support import Progress
-from ..common import add_quick, new_results, pick, run_bench
+from ..harness import Progress, add_quick, new_results, pick, run_bench
 from .report import BANNER, plot, print_calibration, print_paired, print_tables, verdict_lines
 from .run import Plan, Run, SharedEncoder, run_all
 from .stats import calibration, paired
