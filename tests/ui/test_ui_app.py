@@ -94,3 +94,44 @@ def test_requests_for_other_hosts_are_refused(world_store: tuple[Store, World]) 
     assert (
         TestClient(app, base_url="http://localhost:8765").get("/api/decisions").status_code == 200
     )
+
+
+def test_a_janus_key_page_lists_each_candidate_with_its_verdict_and_scores(
+    sqlite_url: str,
+) -> None:
+    import asyncio
+
+    from planfence.plugins.janus import (
+        FunctionEvaluator,
+        JanusConfig,
+        JanusController,
+        JanusStoreHook,
+        Task,
+    )
+    from planfence.shared_memory import open_async_store
+
+    config = JanusConfig(support_size=2, coverage_size=1, fresh_size=2, trigger="always", seed=5)
+    tasks = [Task(id=f"t{i}", question=f"fact {i % 3}?", answer=f"fact{i % 3}") for i in range(4)]
+
+    async def curate() -> None:
+        store = await open_async_store(sqlite_url)
+        judge = FunctionEvaluator(lambda memory, task: str(task.answer) in str(memory))
+        hook = await JanusStoreHook(
+            store, "team/notes", JanusController(judge, config=config), owner="janus"
+        ).open()
+        memories = ["fact0", "fact0 fact1", "fact1", "fact0 fact1 fact2"]
+        for memory, task in zip(memories, tasks, strict=True):
+            await hook.submit(memory, task, author="curator")
+        await store.aclose()
+
+    asyncio.run(curate())
+    with open_store(sqlite_url) as store:
+        client = TestClient(create_app(store), base_url="http://127.0.0.1")
+        data = client.get("/api/keys/team/notes").json()
+        page = client.get("/keys/team/notes").text
+    verdicts = [d["verdict"] for d in data["janus"]]
+    assert len(verdicts) == 4 and "keep" in verdicts and "deploy" in verdicts
+    compared = [d for d in data["janus"] if d["payload"]["compared"]]
+    assert compared and all(d["payload"]["scores"]["old"] is not None for d in compared)
+    assert data["owner"] == "janus" and len(data["history"]) >= 2
+    assert "Janus candidates" in page and page.count('class="verdict-keep"') >= 1
