@@ -7,7 +7,6 @@ the app never holds a store connection across requests on its own event loop.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -85,23 +84,17 @@ def key_json(store: Store, key: str) -> dict[str, Any]:
 
 
 def _history(store: Store, key: str, head: str | None) -> list[Record]:
-    """The key's versions from its head back through parents of the same key."""
+    """The key's versions from its head back through parents of the same key (each version is
+    read once: its parents' read also yields the next version)."""
     out: list[Record] = []
-    nxt = head
+    rec = store.get_many([head]).get(head) if head else None
     seen: set[str] = set()
-    while nxt and nxt not in seen and len(out) < HISTORY:
-        seen.add(nxt)
-        rec = store.get_many([nxt]).get(nxt)
-        if rec is None:
-            break
+    while rec is not None and rec.id not in seen and len(out) < HISTORY:
+        seen.add(rec.id)
         out.append(rec)
-        nxt = next((p for p in _same_key(store, rec.parents, key)), None)
+        parents = store.get_many(list(rec.parents))
+        rec = next((r for r in parents.values() if r.key == key), None)
     return out
-
-
-def _same_key(store: Store, ids: Iterable[str], key: str) -> list[str]:
-    found = store.get_many(list(ids))
-    return [i for i, r in found.items() if r.key == key]
 
 
 def _row(rec: Record) -> dict[str, Any]:

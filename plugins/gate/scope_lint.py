@@ -93,6 +93,7 @@ def lint_scopes(
         if call.plan not in walked:
             walked[call.plan] = lineage(call.plan)
         scope = set(call.scope)
+        declared = _declared(policy, call.tool)
         seen_here: set[tuple[str, str]] = set()
         for rec in walked[call.plan].records.values():
             if rec.kind == KIND_PLAN or rec.key in scope:
@@ -105,7 +106,7 @@ def lint_scopes(
             if not hits:
                 continue
             key = template_of(rec.key, by_digest)
-            if key in _declared(policy, call.tool):
+            if key in declared:
                 continue  # the policy covers it now
             flow = flows.setdefault((call.tool, key), Flow(call.tool, key))
             flow.arguments.update(arg for _, arg in hits)
