@@ -26,7 +26,8 @@ PlanFenceError
     │   └── AlreadyOwnedError    a key's first owner can be assigned once
     ├── HeadConflictError        compare-and-set lost: carries the current head
     ├── IntegrityError           a record read back does not hash to its id
-    └── StoreUnavailableError    the backend cannot be reached
+    ├── StoreUnavailableError    the backend cannot be reached
+    └── AuditBacklogError        a deferred audit that cannot keep another record [plugins.gate]
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from .audit import bound_payload, truncate_text
+from .audit import bound_detail, truncate_text
 from .errors import InvalidValueError
 from .model import plain
-from .records import JSON, StoreLimits
+from .records import JSON, StoreLimits, canonical_json
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class ToEntry(Protocol):
 def as_entry(item: Entry | ToEntry) -> Entry:
     if isinstance(item, Entry):
         return item
-    if isinstance(item, ToEntry):
+    if callable(getattr(item, "to_entry", None)):  # what isinstance(ToEntry) checks, faster
         return item.to_entry()
     raise InvalidValueError(f"not a journal entry: {type(item).__name__}")
 
@@ -99,14 +99,27 @@ def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
     def cut(text: Any) -> Any:
         return truncate_text(text, n) if isinstance(text, str) else text
 
-    return replace(
+    detail, text = bound_detail(dict(entry.detail), limits)
+    bounded = replace(
         entry,
         kind=cut(entry.kind),
         verdict=cut(entry.verdict),
         subject=cut(entry.subject),
         labels={cut(k): cut(v) for k, v in entry.labels.items()},
-        detail=bound_payload(dict(entry.detail), limits),
+        detail=detail,
     )
+    if text is not None:
+        object.__setattr__(bounded, _DETAIL_JSON, text)  # frozen, but this is a cache
+    return bounded
+
+
+_DETAIL_JSON = "_detail_json"
+
+
+def detail_json(entry: Entry) -> str:
+    """The canonical JSON of `entry.detail` (computed once, when `bound_entry` already did)."""
+    text = entry.__dict__.get(_DETAIL_JSON)
+    return text if isinstance(text, str) else canonical_json(dict(entry.detail))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from planfence.plugins.telemetry import gate_span
 from planfence.shared_memory import (
@@ -19,7 +19,9 @@ from planfence.shared_memory import (
 )
 
 from .audit import AUDIT_SOURCE, Decision
+from .audit_writer import DeferredAudit
 from .decision import (
+    ALLOW,
     AUDIT_UNAVAILABLE,
     BLOCK,
     CURRENT,
@@ -72,8 +74,10 @@ class Gate(GuardedExecutor):
         policy: the declared scopes D(a) per tool.
         heads: where heads come from; default the store itself (its owners' authoritative table).
         max_records: bound on a lineage walk (over it: `lineage_too_large`).
-        audit: write every decision to the store's decision log (an allow whose audit write fails
-            becomes a block).
+        audit: write every decision to the store's audit journal before answering (an allow
+            whose record cannot be written becomes a block). `"deferred"`: refusals as before,
+            allows queued and written in batches just after (see `audit_writer`); `False`: only
+            the stale refusals the replan budget needs.
     """
 
     name = "planfence"
@@ -85,14 +89,17 @@ class Gate(GuardedExecutor):
         *,
         heads: HeadSource | None = None,
         max_records: int = 10_000,
-        audit: bool = True,
+        audit: bool | Literal["deferred"] = True,
         agent: str | None = None,
     ) -> None:
+        if audit not in (True, False, "deferred"):
+            raise ValueError(f"audit must be True, False or 'deferred', not {audit!r}")
         self.store = store
         self.policy = policy
         self.head_source = heads
         self.max_records = max_records
-        self.audit = audit
+        self.audit = bool(audit)
+        self.deferred = DeferredAudit(store) if audit == "deferred" else None
         self.agent = agent
         # Records are immutable: the frontiers of lineages already walked are remembered (per
         # store), so checking a plan costs one row per parent whatever the lineage's depth.
@@ -129,6 +136,12 @@ class Gate(GuardedExecutor):
             verdict, decision_id = await self._drive(req, start)
         except Exception as exc:  # fail closed on anything unexpected
             verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
+        if self.deferred is not None and verdict.verdict == ALLOW:
+            try:
+                self.deferred.append(self._decision(verdict))
+            except Exception as exc:
+                return self._audit_failed(verdict, exc)
+            return verdict
         # Refusals for staleness are what the one-replan budget is made of: they are recorded even
         # with audit off, so the budget holds across gates and processes.
         if decision_id is None and (self.audit or verdict.reason in BUDGET_REASONS):
@@ -161,7 +174,7 @@ class Gate(GuardedExecutor):
         flow = gate_flow(req, self.policy, max_records=self.max_records)
         try:
             request = next(flow)
-            if isinstance(request, LoadPlan) and self.audit:
+            if isinstance(request, LoadPlan) and self.audit and self.deferred is None:
                 done = await self._decide_in_snapshot(flow, request, start)
                 if isinstance(done, tuple):
                     return done
@@ -262,7 +275,10 @@ class Gate(GuardedExecutor):
         return True
 
     async def _audited(self, plan_id: str, reasons: tuple[str, ...]) -> bool:
-        """Whether the journal holds a gate decision about `plan_id` with one of `reasons`."""
+        """Whether the journal (or this gate's deferred queue) holds a gate decision about
+        `plan_id` with one of `reasons`."""
+        if self.deferred is not None and self.deferred.holds(plan_id, reasons):
+            return True
         labels = {"reason": reasons}
         found = await self.store.journal(kind=AUDIT_SOURCE, subject=plan_id, labels=labels, limit=1)
         return bool(found)
@@ -296,8 +312,13 @@ class Gate(GuardedExecutor):
         )
 
     async def aclose(self) -> None:
-        if self.head_source is not None:
-            await self.head_source.aclose()
+        """Write the deferred audit's queue (if any) and close the head source."""
+        try:
+            if self.deferred is not None:
+                await self.deferred.aclose()
+        finally:
+            if self.head_source is not None:
+                await self.head_source.aclose()
 
 
 def heads_in(view: PlanView, ask: AskOwners) -> dict[str, HeadAnswer]:

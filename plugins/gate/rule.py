@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 from planfence.shared_memory import (
@@ -58,15 +57,23 @@ class CheckRequest:
     agent: str | None = None
     replan_spent: bool = False  # the caller already used its one replan for this action
 
-    @cached_property
+    # Computed once per check, on first use, and kept in the instance's dict (what
+    # functools.cached_property does, without the lock it takes on Python 3.11).
+    @property
     def args_digest(self) -> str:
-        """SHA-256 of the arguments' canonical JSON, computed once per check."""
-        return args_digest(self.args)
+        """SHA-256 of the arguments' canonical JSON."""
+        found = self.__dict__.get("_args_digest")
+        if found is None:
+            found = self.__dict__["_args_digest"] = args_digest(self.args)
+        return found  # type: ignore[no-any-return]
 
-    @cached_property
+    @property
     def value_digests(self) -> dict[str, str]:
-        """Digests of the arguments' values by path (see `values`), computed once per check."""
-        return value_digests(self.args)
+        """Digests of the arguments' values by path (see `values`)."""
+        found = self.__dict__.get("_value_digests")
+        if found is None:
+            found = self.__dict__["_value_digests"] = value_digests(self.args)
+        return found  # type: ignore[no-any-return]
 
     def verdict(
         self,

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..journal import Entry, JournalQuery
+from ..journal import Entry, JournalQuery, detail_json
 from ..records import Record, canonical_json
 
 RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
@@ -45,7 +45,7 @@ def entry_row(entry: Entry, at: str) -> tuple[str, str, str | None, str, str, st
         entry.subject,
         entry.verdict,
         canonical_json(dict(entry.labels)),
-        canonical_json(dict(entry.detail)),
+        detail_json(entry),
     )
 
 

@@ -53,9 +53,9 @@ async def replan_from(store: AsyncStore, old: Record) -> Record:
     return await create_plan(store, author="planner", parents=[head], supersedes=old.id)
 
 
-@pytest.mark.parametrize("audit", [True, False])
+@pytest.mark.parametrize("audit", [True, "deferred", False])
 async def test_budget_holds_along_the_whole_supersedes_chain(
-    astore: AsyncStore, audit: bool
+    astore: AsyncStore, audit: Any
 ) -> None:
     _, a = await seed(astore)
     gate = Gate(astore, POLICY, audit=audit)
@@ -167,9 +167,10 @@ async def test_budget_follows_the_chain_through_plans_that_only_made_ungated_cal
     assert (v.verdict, v.reason) == ("block", "stale_after_replan")
 
 
-async def test_a_gated_allow_restores_the_budget(astore: AsyncStore) -> None:
+@pytest.mark.parametrize("audit", [True, "deferred"])
+async def test_a_gated_allow_restores_the_budget(astore: AsyncStore, audit: Any) -> None:
     _, a = await seed(astore)
-    gate = Gate(astore, POLICY)
+    gate = Gate(astore, POLICY, audit=audit)
     await revise(astore, 1)
     assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
     b = await replan_from(astore, a)

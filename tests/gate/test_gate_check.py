@@ -391,9 +391,9 @@ async def test_a_trailing_newline_in_an_argument_cannot_reach_a_twin_key(
     assert (v.verdict, v.reason) == ("block", "scope_unresolved")
 
 
-@pytest.mark.parametrize("audit", [True, False])
+@pytest.mark.parametrize("audit", [True, "deferred", False])
 async def test_concurrent_checks_on_one_gate_each_see_their_own_plan(
-    astore: AsyncStore, audit: bool
+    astore: AsyncStore, audit: Any
 ) -> None:
     # The store is the head source, read with each plan's own snapshot: checks running side by
     # side on one gate must not answer one plan's heads from another plan's read.

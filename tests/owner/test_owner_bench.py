@@ -21,6 +21,8 @@ ROW_FIELDS = {
     "bare_read_p50_ms",
     "ratio_p50",
     "no_audit_p50_ms",
+    "deferred_p50_ms",
+    "deferred_ratio_p50",
     "no_audit_ratio_p50",
 }
 TRAFFIC_FIELDS = {"keys", "deps", "planfence_bytes", "allkeys_bytes"}

@@ -25,22 +25,27 @@ async def _measure(
     bare: Callable[[], Awaitable[object]],
     iterations: int,
 ) -> dict[str, Any]:
-    """Interleave allow-path checks (audited, as shipped, and without the audit write) with bare
-    reads; alternate which goes first."""
+    """Interleave allow-path checks (audited, as shipped; with the allow's record deferred; and
+    without the audit write) with bare reads; alternate which goes first."""
     allow_s: list[float] = []
+    deferred_s: list[float] = []
     quiet_s: list[float] = []
     bare_s: list[float] = []
-    quiet = Gate(
-        gate.store,
-        gate.policy,
-        heads=gate.head_source,
-        max_records=gate.max_records,
-        audit=False,
-        agent=gate.agent,
-    )
+
+    def variant(audit: bool | str) -> Gate:
+        return Gate(
+            gate.store,
+            gate.policy,
+            heads=gate.head_source,
+            max_records=gate.max_records,
+            audit=audit,  # type: ignore[arg-type]
+            agent=gate.agent,
+        )
+
+    quiet, deferred = variant(False), variant("deferred")
 
     async def one_check() -> None:
-        for g, samples in ((gate, allow_s), (quiet, quiet_s)):
+        for g, samples in ((gate, allow_s), (deferred, deferred_s), (quiet, quiet_s)):
             t0 = time.perf_counter()
             verdict = await g.check(case.tool, {}, case.plan)
             samples.append(time.perf_counter() - t0)
@@ -63,10 +68,11 @@ async def _measure(
             await one_read()
             await one_check()
         if i == warmup - 1:
-            allow_s.clear()
-            quiet_s.clear()
-            bare_s.clear()
+            for samples in (allow_s, deferred_s, quiet_s, bare_s):
+                samples.clear()
+    await deferred.deferred.aclose()  # type: ignore[union-attr]
     allow_p50 = percentile(allow_s, 50) * 1000
+    deferred_p50 = percentile(deferred_s, 50) * 1000
     quiet_p50 = percentile(quiet_s, 50) * 1000
     bare_p50 = percentile(bare_s, 50) * 1000
     return {
@@ -76,6 +82,8 @@ async def _measure(
         "allow_p99_ms": round(percentile(allow_s, 99) * 1000, 4),
         "bare_read_p50_ms": round(bare_p50, 4),
         "ratio_p50": round(allow_p50 / bare_p50, 3) if bare_p50 > 0 else None,
+        "deferred_p50_ms": round(deferred_p50, 4),
+        "deferred_ratio_p50": round(deferred_p50 / bare_p50, 3) if bare_p50 > 0 else None,
         "no_audit_p50_ms": round(quiet_p50, 4),
         "no_audit_ratio_p50": round(quiet_p50 / bare_p50, 3) if bare_p50 > 0 else None,
     }

@@ -13,20 +13,24 @@ def print_tables(result: Mapping[str, Any]) -> None:
     print(f"{result['repeat']} timed checks per latency row")
     print("Allow-path latency of Gate.check vs a bare read of the same heads")
     print("(audited = as shipped, the decision durably recorded before the call may run;")
+    print(" deferred = Gate(audit='deferred'), the allow's record written in a batch just after;")
     print(" no audit = Gate(audit=False), the lineage check alone)")
     print(
-        f"{'heads from':<10} {'|D(a)|':>6} {'depth':>5} {'allow p50':>10} {'allow p99':>10} "
-        f"{'bare p50':>9} {'ratio':>6} {'no-audit p50':>12} {'ratio':>6}"
+        f"{'heads from':<10} {'|D(a)|':>6} {'depth':>5} {'bare p50':>9} {'audited p50':>11} "
+        f"{'ratio':>6} {'p99':>9} {'deferred p50':>12} {'ratio':>6} {'no-audit p50':>12} "
+        f"{'ratio':>6}"
     )
+
+    def times(value: float | None) -> str:
+        return f"{value:.2f}x" if value is not None else "-"
+
     for r in result["rows"]:
-        ratio = f"{r['ratio_p50']:.2f}x" if r["ratio_p50"] is not None else "-"
-        quiet = r.get("no_audit_ratio_p50")
-        quiet_ratio = f"{quiet:.2f}x" if quiet is not None else "-"
         print(
             f"{r['heads_from']:<10} {r['deps']:>6} {r['depth']:>5} "
-            f"{r['allow_p50_ms']:>7.3f} ms {r['allow_p99_ms']:>7.3f} ms "
-            f"{r['bare_read_p50_ms']:>6.3f} ms {ratio:>6} "
-            f"{r['no_audit_p50_ms']:>9.3f} ms {quiet_ratio:>6}"
+            f"{r['bare_read_p50_ms']:>6.3f} ms {r['allow_p50_ms']:>8.3f} ms "
+            f"{times(r['ratio_p50']):>6} {r['allow_p99_ms']:>6.3f} ms "
+            f"{r['deferred_p50_ms']:>9.3f} ms {times(r['deferred_ratio_p50']):>6} "
+            f"{r['no_audit_p50_ms']:>9.3f} ms {times(r['no_audit_ratio_p50']):>6}"
         )
     if result.get("telemetry"):
         print()

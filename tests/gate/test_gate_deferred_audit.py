@@ -1,0 +1,120 @@
+"""`Gate(audit="deferred")`: allows are written in batches just after the answer, refusals before
+it; a journal that cannot be written turns later allows into blocks, and nothing queued is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, create_plan
+from planfence.plugins.gate.audit_writer import AuditBacklogError, DeferredAudit
+from planfence.shared_memory import AsyncStore, Record, StoreUnavailableError, create_async_store
+
+POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n')
+ARGS = {"id": "7"}
+
+
+async def seed(store: AsyncStore) -> Record:
+    await store.own("order/7", "sales")
+    order = await store.put("order/7", {"n": 0}, author="sales")
+    return await create_plan(store, author="planner", parents=[order.id])
+
+
+async def gate_entries(store: AsyncStore) -> list[Any]:
+    return list(await store.journal(kind=AUDIT_SOURCE, limit=1000))
+
+
+class FlakyWrites:
+    """Wraps a store's write primitive: fails while `down` is set (a disk full, a lost server)."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        self.down = False
+        self._write = store._write
+        store._write = self  # type: ignore[method-assign]
+
+    async def __call__(self, batch: Any) -> Any:
+        if self.down:
+            raise StoreUnavailableError("injected: the journal cannot be written")
+        return await self._write(batch)
+
+
+async def test_allows_are_recorded_after_the_answer_and_refusals_before(astore: AsyncStore) -> None:
+    plan = await seed(astore)
+    gate = Gate(astore, POLICY, audit="deferred")
+    allows = [await gate.check("ship", ARGS, plan.id) for _ in range(5)]
+    assert all(v.verdict == "allow" and v.decision_id is None for v in allows)
+    blocked = await gate.check("ship", ARGS, "f" * 64)  # no such plan: refused, on record now
+    assert blocked.verdict == "block" and blocked.decision_id is not None
+    await gate.aclose()
+    entries = await gate_entries(astore)
+    assert sorted(e.verdict for e in entries) == ["allow"] * 5 + ["block"]
+    assert {e.subject for e in entries if e.verdict == "allow"} == {plan.id}
+
+
+async def test_the_writer_batches_without_being_closed(astore: AsyncStore) -> None:
+    plan = await seed(astore)
+    gate = Gate(astore, POLICY, audit="deferred")
+    for _ in range(20):
+        assert (await gate.check("ship", ARGS, plan.id)).allowed
+    assert gate.deferred is not None
+    for _ in range(200):  # written within max_delay by the background task, no flush asked
+        if gate.deferred.written == 20:
+            break
+        await asyncio.sleep(0.01)
+    assert gate.deferred.written == 20 and len(await gate_entries(astore)) == 20
+    await gate.aclose()
+
+
+async def test_a_journal_that_cannot_be_written_blocks_later_allows_and_loses_nothing(
+    tmp_path: Any,
+) -> None:
+    store = create_async_store(f"sqlite:///{tmp_path / 's.db'}")
+    plan = await seed(store)
+    flaky = FlakyWrites(store)
+    gate = Gate(store, POLICY, audit="deferred")
+    assert gate.deferred is not None
+    assert (await gate.check("ship", ARGS, plan.id)).allowed
+    flaky.down = True
+    with pytest.raises(AuditBacklogError):
+        await gate.deferred.flush()
+    v = await gate.check("ship", ARGS, plan.id)
+    assert (v.verdict, v.reason) == ("block", "audit_unavailable")
+    assert "not being written" in v.message
+    flaky.down = False
+    await gate.deferred.flush()  # the batch that failed is written now
+    assert (await gate.check("ship", ARGS, plan.id)).allowed
+    await gate.aclose()
+    entries = await gate_entries(store)
+    assert sorted(e.verdict for e in entries) == ["allow", "allow"]  # the block had no record
+    await store.aclose()
+
+
+async def test_a_full_queue_blocks(astore: AsyncStore) -> None:
+    plan = await seed(astore)
+    gate = Gate(astore, POLICY, audit="deferred")
+    assert gate.deferred is not None
+    gate.deferred.max_pending = 3
+    gate.deferred.max_delay = 60.0  # the writer sleeps through the test
+    verdicts = [await gate.check("ship", ARGS, plan.id) for _ in range(4)]
+    assert [v.verdict for v in verdicts] == ["allow"] * 3 + ["block"]
+    assert verdicts[-1].reason == "audit_unavailable"
+    await gate.aclose()
+    assert len(await gate_entries(astore)) == 3
+
+
+async def test_a_closed_writer_refuses(astore: AsyncStore) -> None:
+    writer = DeferredAudit(astore)
+    await writer.aclose()
+    plan = await seed(astore)
+    gate = Gate(astore, POLICY, audit="deferred")
+    gate.deferred = writer
+    v = await gate.check("ship", ARGS, plan.id)
+    assert (v.verdict, v.reason) == ("block", "audit_unavailable")
+
+
+def test_audit_takes_true_false_or_deferred() -> None:
+    store = create_async_store("memory://")
+    with pytest.raises(ValueError, match="deferred"):
+        Gate(store, POLICY, audit="later")  # type: ignore[arg-type]
