@@ -27,6 +27,8 @@ class FrontierMemo:
     def __init__(self, capacity: int = 200_000) -> None:
         self.capacity = capacity
         self._entries: OrderedDict[tuple[str, frozenset[str]], Reached] = OrderedDict()
+        # Frontier objects already built for one root: immutable, and asked for on every check.
+        self._built: dict[tuple[str, frozenset[str]], Frontier] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -41,6 +43,10 @@ class FrontierMemo:
         without a walk: what `memo_walk` returns when it has nothing to read."""
         root_ids = tuple(dict.fromkeys(roots))
         keys = frozenset(scope)
+        if len(root_ids) == 1:  # a plan checked before: its frontier, as last built
+            found = self._built.get((root_ids[0], keys))
+            if found is not None:
+                return found
         versions: dict[str, set[str]] = {k: set() for k in keys}
         with self._lock:
             for rid in root_ids:
@@ -49,9 +55,15 @@ class FrontierMemo:
                     return None
                 for key, version in hit:
                     versions[key].add(version)
-        return Frontier(
+        built = Frontier(
             roots=root_ids, versions={k: frozenset(v) for k, v in versions.items()}, visited=0
         )
+        if len(root_ids) == 1:
+            with self._lock:
+                if len(self._built) >= self.capacity // 4:
+                    self._built.clear()
+                self._built[(root_ids[0], keys)] = built
+        return built
 
     def put(self, found: Mapping[str, Reached], scope: frozenset[str]) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import GateMiddleware, Middleware, Policy, ToolCall
+from planfence.plugins.gate import AuditMode, GateMiddleware, Middleware, Policy, ToolCall
 from planfence.shared_memory import AsyncStore, PlanFenceError, Store, StoreBridge, validate_agent
 from planfence.shared_memory.extras import extra_imports
 
@@ -62,6 +62,8 @@ class ToolJudge:
         policy: a `Policy`, its dict form, or the TOML file's path.
         agent: who calls, when a call's `_meta` does not say.
         middleware: planfence middleware around the gate, outermost first.
+        audit: how the gate records decisions (see `Gate`): True, before it answers;
+            "deferred", allows written in batches just after (a faster allow path).
     """
 
     def __init__(
@@ -71,8 +73,11 @@ class ToolJudge:
         *,
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = True,
     ) -> None:
-        self.seam = GateMiddleware(store, load_policy(policy), agent=agent, middleware=middleware)
+        self.seam = GateMiddleware(
+            store, load_policy(policy), agent=agent, middleware=middleware, audit=audit
+        )
         self.catalog = ToolCatalog(_NoLister())
 
     @property

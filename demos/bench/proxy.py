@@ -2,11 +2,12 @@
 
 One trivial echo tool, called over stdio (a) directly, (b) through `planfence proxy` with the gate
 on (a real plan checked against the benchmark's own store, every decision audited), (c) through
-the proxy as an ungated tool, and (d) on the same server with the gate inside it as server
-middleware (`PlanFenceGate`, gate on). The clients are open at once and called in turn, so drift
-on a shared machine hits all alike. Then cold start: launch to the first `tools/list`, directly
-and through the proxy. Run as a module, this file is the trivial upstream server (`--gate POLICY
-STORE`: with the in-server gate).
+the proxy as an ungated tool, and on the same server with the gate inside it as server middleware
+(`PlanFenceGate`, gate on): (d) as shipped, every decision on record before the tool runs, and
+(e) with `audit="deferred"`, allows recorded in batches just after. The clients are open at once
+and called in turn, so drift on a shared machine hits all alike. Then cold start: launch to the
+first `tools/list`, directly and through the proxy. Run as a module, this file is the trivial
+upstream server (`--gate POLICY STORE`: with the in-server gate).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ ungated = true
 """
 REPEAT, QUICK_REPEAT = 300, 20
 WARMUP, QUICK_WARMUP = 30, 3
-PATHS = ("direct", "proxied", "ungated", "inprocess")
+PATHS = ("direct", "proxied", "ungated", "inprocess", "inprocess_deferred")
 COLD_STARTS, QUICK_COLD_STARTS = 3, 1
 
 
@@ -100,6 +101,10 @@ def _show(r: Mapping[str, Any]) -> None:
     print(f"ratio proxied/direct at p50: {r['ratio_p50']:.2f}x")
     print(f"in-server gate  p50 {r['inprocess_p50_ms']:.3f} ms")
     print(f"ratio in-server gate/direct at p50: {r['inprocess_ratio_p50']:.2f}x")
+    print(
+        f"in-server gate, deferred audit p50 {r['inprocess_deferred_p50_ms']:.3f} ms "
+        f"({r['inprocess_deferred_ratio_p50']:.2f}x direct)"
+    )
     cold = r.get("cold_start_ms") or {}
     if cold:
         direct, proxy = cold["direct"], cold["proxy"]
@@ -123,6 +128,8 @@ def _summary(samples: Mapping[str, list[float]]) -> dict[str, Any]:
         "ratio_p50": round(pct("proxied", 50) / pct("direct", 50), 3),
         "inprocess_p50_ms": pct("inprocess", 50),
         "inprocess_ratio_p50": round(pct("inprocess", 50) / pct("direct", 50), 3),
+        "inprocess_deferred_p50_ms": pct("inprocess_deferred", 50),
+        "inprocess_deferred_ratio_p50": round(pct("inprocess_deferred", 50) / pct("direct", 50), 3),
         "calls": calls,
     }
 
@@ -164,11 +171,16 @@ async def _measure(
             )
             gated = [*upstream, "--gate", str(policy), target.url]
             in_server = StdioServerParameters(command=gated[0], args=gated[1:], env=env)
+            deferring = [*upstream, "--gate-deferred", str(policy), target.url]
+            in_server_deferred = StdioServerParameters(
+                command=deferring[0], args=deferring[1:], env=env
+            )
             gated_meta = cast("RequestParamsMeta", {"dev.planfence/plan": plan.id})
             async with (
                 Client(direct, cache=None) as d,
                 Client(proxied, cache=None) as p,
                 Client(in_server, cache=None) as g,
+                Client(in_server_deferred, cache=None) as gd,
             ):
                 paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
                     "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
@@ -177,6 +189,9 @@ async def _measure(
                     ),
                     "ungated": lambda i: p.call_tool("echo_free", {"text": str(i)}),
                     "inprocess": lambda i: g.call_tool(
+                        "echo", {"key": "k", "text": str(i)}, meta=gated_meta
+                    ),
+                    "inprocess_deferred": lambda i: gd.call_tool(
                         "echo", {"key": "k", "text": str(i)}, meta=gated_meta
                     ),
                 }
@@ -216,14 +231,16 @@ async def _cold_start(params: Any, runs: int) -> float:
 
 def serve_upstream(argv: list[str]) -> None:
     """The trivial upstream: two echo tools, one the policy gates and one it exempts; with
-    `--gate POLICY STORE`, the gate runs inside it as server middleware."""
+    `--gate POLICY STORE`, the gate runs inside it as server middleware (`--gate-deferred`: with
+    the deferred audit)."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("planfence-bench-echo")
-    if argv[:1] == ["--gate"]:
+    if argv[:1] in (["--gate"], ["--gate-deferred"]):
         from planfence.adapters.mcp import PlanFenceGate
 
-        server.middleware.append(PlanFenceGate(argv[2], argv[1]))
+        audit = "deferred" if argv[0] == "--gate-deferred" else True
+        server.middleware.append(PlanFenceGate(argv[2], argv[1], audit=audit))
 
     @server.tool()
     def echo(key: str, text: str) -> str:

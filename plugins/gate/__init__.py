@@ -24,7 +24,7 @@ from .decision import (
     gate_flow,
 )
 from .explain import explain
-from .gate import Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
+from .gate import AuditMode, Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
 from .heads import HeadSource
 from .middleware import (
     BLOCKED,
@@ -60,6 +60,7 @@ __all__ = [
     "REPLAN",
     "REPLANNING",
     "Allowed",
+    "AuditMode",
     "CallNext",
     "CheckRequest",
     "Checker",

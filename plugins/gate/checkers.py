@@ -12,15 +12,17 @@ from collections.abc import Callable
 
 from planfence.shared_memory import AsyncStore, ConfigError
 
-from .gate import Gate, GuardedExecutor
+from .gate import AuditMode, Gate, GuardedExecutor
 from .policy import Policy
 
 CheckerFactory = Callable[[AsyncStore, Policy, "str | None"], GuardedExecutor]
 
 
-def gate_checker(store: AsyncStore, policy: Policy, agent: str | None = None) -> GuardedExecutor:
+def gate_checker(
+    store: AsyncStore, policy: Policy, agent: str | None = None, *, audit: AuditMode = True
+) -> GuardedExecutor:
     """The default: the PlanFence gate over the store."""
-    return Gate(store, policy, agent=agent)
+    return Gate(store, policy, agent=agent, audit=audit)
 
 
 def checker_factory(spec: CheckerFactory | str | None) -> CheckerFactory:

@@ -60,6 +60,7 @@ from .policy import Policy
 from .snapshot import Flag, PlanSnapshot, frontier_memo, snapshot, snapshot_and_log
 
 T = TypeVar("T")
+AuditMode = bool | Literal["deferred"]
 BUDGET_REASONS = (STALE, STALE_AFTER_REPLAN)
 MAX_SUPERSEDES_CHAIN = 64
 # A plan superseding a plan that the gate refused as stale gets no second replan.
@@ -89,7 +90,7 @@ class Gate(GuardedExecutor):
         *,
         heads: HeadSource | None = None,
         max_records: int = 10_000,
-        audit: bool | Literal["deferred"] = True,
+        audit: AuditMode = True,
         agent: str | None = None,
     ) -> None:
         if audit not in (True, False, "deferred"):
@@ -395,6 +396,7 @@ class SyncGate:
 __all__ = [
     "AUDIT_SOURCE",
     "STALE",
+    "AuditMode",
     "CallFn",
     "Checker",
     "Gate",

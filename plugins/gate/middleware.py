@@ -31,10 +31,10 @@ from typing import Any, ClassVar, Protocol
 from planfence.shared_memory import AsyncStore, PlanFenceError, Store, StoreBridge
 
 from .audit import AUDIT_SOURCE, Decision
-from .checkers import CheckerFactory, checker_factory
+from .checkers import CheckerFactory, checker_factory, gate_checker
 from .decision import ALLOW, BLOCK, CURRENT, REPLAN, UNGATED, Verdict, fail_closed
 from .explain import explain
-from .gate import Checker
+from .gate import AuditMode, Checker
 from .policy import Policy
 
 logger = logging.getLogger("planfence.gate")
@@ -132,6 +132,8 @@ class GateMiddleware(Middleware):
             "module:name" path, or a ready checker (a `Gate`); default the gate.
         agent: who calls, when the call does not say.
         middleware: middleware around the gate, outermost first.
+        audit: how the default gate records its decisions (`Gate`'s `audit`: True, before it
+            answers; "deferred", allows in batches just after; False, refusals only).
     """
 
     def __init__(
@@ -142,10 +144,12 @@ class GateMiddleware(Middleware):
         checker: Checker | CheckerFactory | str | None = None,
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = True,
     ) -> None:
         self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
         self.policy = Policy.coerce(policy)
         self.agent = agent
+        self.audit = audit
         self.fixed: Checker | None = None
         if checker is None or isinstance(checker, str) or callable(checker):
             self.factory = checker_factory(checker)
@@ -161,8 +165,20 @@ class GateMiddleware(Middleware):
             return self.fixed
         hit = self._by_store.get(id(store))
         if hit is None or hit[0] is not store:
-            hit = self._by_store[id(store)] = (store, self.factory(store, self.policy, self.agent))
+            if self.factory is gate_checker:
+                made = gate_checker(store, self.policy, self.agent, audit=self.audit)
+            else:
+                made = self.factory(store, self.policy, self.agent)
+            hit = self._by_store[id(store)] = (store, made)
         return hit[1]
+
+    async def aclose(self) -> None:
+        """Close the checkers this middleware built (a deferred audit writes its queue)."""
+        built, self._by_store = list(self._by_store.values()), {}
+        for _, checker in built:
+            close = getattr(checker, "aclose", None)
+            if close is not None:
+                await close()
 
     async def on_call_tool(self, call: ToolCall, call_next: CallNext) -> Judgement:
         verdict = await self.verdict(call)

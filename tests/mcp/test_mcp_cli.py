@@ -124,6 +124,8 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
         "ratio_p50",
         "inprocess_p50_ms",
         "inprocess_ratio_p50",
+        "inprocess_deferred_p50_ms",
+        "inprocess_deferred_ratio_p50",
     }
     assert set(data) == {*timings, "cold_start_ms", "calls", "warmup", "stores", "interrupted"}
     assert set(data["cold_start_ms"]) == {"direct", "proxy"}
