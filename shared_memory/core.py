@@ -21,6 +21,7 @@ from .records import DEFAULT_LIMITS, StoreLimits, VerifiedRecords
 from .urls import redact_url
 
 T = TypeVar("T")
+_ANSWERED: dict[frozenset[type[Any]], frozenset[type[Any]]] = {}  # optional reads -> all answered
 Decide = Callable[[T], WriteBatch | None]
 
 
@@ -82,20 +83,25 @@ class StoreCore:
 
     # ---- answering reads
 
+    @property
+    def _answered(self) -> frozenset[type[Any]]:
+        """The read ops this backend answers (core and optional)."""
+        optional = self.optional_reads
+        found = _ANSWERED.get(optional)
+        if found is None:
+            found = _ANSWERED[optional] = optional | CORE_READS
+        return found
+
     def _asked(self, ops: Sequence[ReadOp]) -> list[ReadOp]:
-        known = self.optional_reads | CORE_READS
+        known = self._answered
         return [op for op in ops if type(op) in known]
 
     def _decoded(self, ops: Sequence[ReadOp], raw: Sequence[Any]) -> list[Any]:
         """One answer per op: records verified (dicts by id), key states by key, and None for an
         optional op this backend does not answer."""
         answers = iter(raw)
-        return [
-            self._decode(op, next(answers))
-            if type(op) in (self.optional_reads | CORE_READS)
-            else None
-            for op in ops
-        ]
+        known = self._answered
+        return [self._decode(op, next(answers)) if type(op) in known else None for op in ops]
 
     def _decode(self, op: ReadOp, raw: Any) -> Any:
         if isinstance(op, GetRecords | Lineage):

@@ -45,7 +45,6 @@ from .sql import (
     label_rows,
     record_row,
 )
-from .sqlite_checkpoint import AUTOCHECKPOINT_PAGES, WAL_SIZE_LIMIT, Checkpointer
 from .sqlite_files import (
     _SYNC_MODES,
     _file_uri,
@@ -83,9 +82,6 @@ class SQLiteStore(AsyncStore):
         self.poll_interval = 0.02
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planfence-sqlite")
         self._conn: sqlite3.Connection | None = None
-        self._checkpointer = (
-            None if self.path == ":memory:" else Checkpointer(self._checkpoint_connection)
-        )
         self._ready = False
         self._closed = False
 
@@ -123,19 +119,9 @@ class SQLiteStore(AsyncStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-            if not memory:
-                conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
-                conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         except BaseException:
             conn.close()
             raise
-        return conn
-
-    def _checkpoint_connection(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            _file_uri(self.path, "rw"), timeout=1.0, isolation_level=None, uri=True
-        )
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -156,7 +142,8 @@ class SQLiteStore(AsyncStore):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, guarded)
 
-    def _in_tx(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    @staticmethod
+    def _in_tx(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn.execute("BEGIN IMMEDIATE")
         try:
             out = fn(conn)
@@ -165,8 +152,6 @@ class SQLiteStore(AsyncStore):
             if conn.in_transaction:  # also after a failed COMMIT, so the lock is released
                 conn.execute("ROLLBACK")
             raise
-        if self._checkpointer is not None:
-            self._checkpointer.committed()
         return out
 
     async def setup(self) -> None:
@@ -200,8 +185,6 @@ class SQLiteStore(AsyncStore):
         self._closed = True
         self._ready = False
         self._executor.shutdown(wait=False)
-        if self._checkpointer is not None:
-            self._checkpointer.close()
 
     # ---- primitives
 
