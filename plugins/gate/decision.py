@@ -155,10 +155,10 @@ def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -
     if plan_problem(req, view) is None and lineage_problem(view, scope, max_records) is None:
         owners = owners_of(scope, view.states)
         if owners and all(k in view.states for k in scope):
-            assert view.frontier is not None
+            known = frontier_of(view.frontier, scope) if view.frontier is not None else {}
             answers = yield AskOwners(owners)
             if isinstance(answers, IOFailure):
-                return failed(answers, frontier=frontier_of(view.frontier, scope))
+                return failed(answers, frontier=known)
             heads = answers
             moved = tuple(k for k in scope if k in heads and heads[k].moved_on(view.states[k]))
             if moved:
@@ -166,12 +166,12 @@ def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -
                 # ask them, once. What still disagrees afterwards blocks in `decide`.
                 fresh = yield ReloadOwners(moved)
                 if isinstance(fresh, IOFailure):
-                    return failed(fresh, frontier=frontier_of(view.frontier, scope))
+                    return failed(fresh, frontier=known)
                 view, again = relearned(view, moved, fresh)
                 if again:
                     more = yield AskOwners(again)
                     if isinstance(more, IOFailure):
-                        return failed(more, frontier=frontier_of(view.frontier, scope))
+                        return failed(more, frontier=known)
                     heads = {**heads, **more}
     verdict = decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
     if verdict.verdict == REPLAN and view.plan is not None and view.plan.supersedes:

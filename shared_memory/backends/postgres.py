@@ -401,7 +401,9 @@ def _key_states(rows: list[Any]) -> list[KeyState]:
 
 
 def _changes(rows: list[Any]) -> list[Change]:
-    return [Change(int(r[0]), *r[1:8], int(r[8]), r[9]) for r in rows]
+    return [
+        Change(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], int(r[8]), r[9]) for r in rows
+    ]
 
 
 def _append_args(entry: Entry, at: str) -> tuple[Any, ...]:
