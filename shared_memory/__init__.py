@@ -61,6 +61,7 @@ from .records import (
     validate_key,
 )
 from .replica import Replica
+from .signing import HEAD_TYPE, HeadSigner, HeadVerifier, head_claim, head_signed_by, sign_head
 from .store import AsyncStore
 from .sync import Portal, Store, StoreBridge
 from .urls import redact_url
@@ -68,6 +69,7 @@ from .urls import redact_url
 __all__ = [
     "CURRENT",
     "DEFAULT_STORE_URL",
+    "HEAD_TYPE",
     "JSON",
     "KIND_FACT",
     "KIND_PLAN",
@@ -85,6 +87,8 @@ __all__ = [
     "GetKeys",
     "GetRecords",
     "HeadConflictError",
+    "HeadSigner",
+    "HeadVerifier",
     "IdsWithPrefix",
     "IntegrityError",
     "InvalidKeyError",
@@ -122,10 +126,13 @@ __all__ = [
     "frontier_async",
     "frontier_flow",
     "frontier_sync",
+    "head_claim",
+    "head_signed_by",
     "is_record_id",
     "open_async_store",
     "open_store",
     "redact_url",
+    "sign_head",
     "validate_agent",
     "validate_key",
     "walk_frontier",

@@ -23,6 +23,7 @@ from .errors import (
 from .journal import Entry, ToEntry, as_entry, bound_entry
 from .model import Change, KeyState
 from .records import Record, StoreLimits, validate_agent, validate_key, validate_record_id
+from .signing import HeadSigner, sign_head
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,14 @@ class WriteBatch:
     """Everything one atomic write stores: new records, owner/head operations, journal entries.
 
     `decisions` takes journal entries, or anything with a `to_entry()` (the gate's `Decision`).
+    `signer` signs the head advances made by its agent, with the sequence and epoch the write
+    commits (the store's own signer when None; see `signing`).
     """
 
     records: tuple[Record, ...] = ()
     ops: tuple[Op, ...] = ()
     decisions: tuple[Entry | ToEntry, ...] = ()
+    signer: HeadSigner | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decisions", tuple(as_entry(d) for d in self.decisions))
@@ -127,7 +131,7 @@ def checked_batch(batch: WriteBatch, limits: StoreLimits) -> WriteBatch:
             if op.expected is not None:
                 validate_record_id(op.expected)
     entries = tuple(bound_entry(e, limits) for e in batch.entries)
-    return WriteBatch(tuple(records), batch.ops, entries)
+    return WriteBatch(tuple(records), batch.ops, entries, batch.signer)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,10 @@ def plan_batch(
         existing_ids: the referenced ids the store already holds.
         record_keys: key of every record an `AdvanceHead` points at (store or batch).
 
+    A transfer starts a new owner epoch and drops the head's signature (it was the previous
+    owner's); a head advance by the batch signer's agent is signed with its new sequence and
+    the key's epoch.
+
     Raises:
         UnknownRecordError, UnknownKeyError, NotOwnerError, AlreadyOwnedError, HeadConflictError.
     """
@@ -177,9 +185,10 @@ def plan_batch(
         if op.by != state.owner:
             raise NotOwnerError(op.key, op.by, state.owner)
         if isinstance(op, TransferOwner):
-            cur[op.key] = KeyState(op.key, op.new_owner, state.head, state.version)
+            epoch = state.epoch + 1
+            cur[op.key] = KeyState(op.key, op.new_owner, state.head, state.version, epoch)
             changes.append(
-                Change(0, op.key, "owner", state.head, state.head, op.new_owner, op.by, at)
+                Change(0, op.key, "owner", state.head, state.head, op.new_owner, op.by, at, epoch)
             )
         else:
             if op.expected != state.head:
@@ -189,9 +198,16 @@ def plan_batch(
                     f"record {op.record_id} is a version of "
                     f"{record_keys.get(op.record_id)!r}, not of {op.key!r}"
                 )
-            cur[op.key] = KeyState(op.key, state.owner, op.record_id, state.version + 1)
-            changes.append(
-                Change(0, op.key, "head", op.record_id, state.head, state.owner, op.by, at)
-            )
+            seq, epoch = state.version + 1, state.epoch
+            sig = _signature(batch.signer, op, seq, epoch)
+            cur[op.key] = KeyState(op.key, state.owner, op.record_id, seq, epoch, sig)
+            moved = (op.record_id, state.head, state.owner, op.by, at, epoch, sig)
+            changes.append(Change(0, op.key, "head", *moved))
     touched = {op.key for op in batch.ops}
     return PlannedWrite({k: cur[k] for k in touched}, created, changes)
+
+
+def _signature(signer: HeadSigner | None, op: AdvanceHead, seq: int, epoch: int) -> str | None:
+    if signer is None or signer.agent != op.by:
+        return None
+    return sign_head(signer, op.key, op.record_id, seq, epoch)

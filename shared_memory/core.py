@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 from .batches import WriteBatch, WriteResult, checked_batch
 from .reads import CORE_READS, GetKeys, GetRecords, Lineage, ReadFlow, ReadOp
 from .records import DEFAULT_LIMITS, StoreLimits, VerifiedRecords
+from .signing import HeadSigner
 from .urls import redact_url
 
 T = TypeVar("T")
@@ -32,6 +34,10 @@ class StoreCore:
     poll_interval: float = 0.05
     optional_reads: ClassVar[frozenset[type[Any]]] = frozenset()
     """The optional read ops (beyond `CORE_READS`) this backend's `_read` answers."""
+
+    signer: HeadSigner | None = None
+    """Signs the head advances its agent makes through this store (see `signing`); set it
+    (`store.signer = signing_key`) or pass `signer=` to `open_store`."""
 
     def __init__(self, *, limits: StoreLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
@@ -80,6 +86,12 @@ class StoreCore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def _signed(self, batch: WriteBatch) -> WriteBatch:
+        """`batch`, signed by the store's signer unless it brings its own."""
+        if batch.signer is not None or self.signer is None or not batch.ops:
+            return batch
+        return replace(batch, signer=self.signer)
 
     # ---- answering reads
 
@@ -146,6 +158,6 @@ class StoreCore:
 
         def checked(result: T) -> WriteBatch | None:
             batch = decide(result)
-            return None if batch is None else checked_batch(batch, self.limits)
+            return None if batch is None else self._signed(checked_batch(batch, self.limits))
 
         return await self._transact(flow, checked)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from .errors import ConfigError
 from .records import DEFAULT_LIMITS, StoreLimits
+from .signing import HeadSigner
 from .store import AsyncStore
 from .sync import Store
 from .urls import redact_url
@@ -84,7 +85,11 @@ def _backend(scheme: str) -> BackendFactory | None:
 
 
 def create_async_store(
-    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS, create: bool = True
+    url: str | None = None,
+    *,
+    limits: StoreLimits = DEFAULT_LIMITS,
+    create: bool = True,
+    signer: HeadSigner | None = None,
 ) -> AsyncStore:
     """Build (but do not connect) the backend for `url`; `await store.setup()` or `async with`.
 
@@ -95,6 +100,8 @@ def create_async_store(
         create: whether a SQLite store whose file does not exist may be created (with its
             folders). A `?create=1` or `?create=0` flag on the URL overrides it. Memory and
             PostgreSQL stores ignore it.
+        signer: signs the head advances its agent makes (an Ed25519 `SigningKey`), so readers
+            that do not trust the store can check them (see `signing`).
 
     Raises:
         ConfigError: an unsupported or malformed URL. A SQLite store that may not be created
@@ -108,7 +115,10 @@ def create_async_store(
             f"unsupported store URL {redact_url(url)!r}: "
             "use memory://, sqlite:///path.db or postgresql://..."
         )
-    return factory(url, limits, create)
+    store = factory(url, limits, create)
+    if signer is not None:
+        store.signer = signer
+    return store
 
 
 def _flag(text: str) -> bool:
@@ -121,10 +131,14 @@ def _flag(text: str) -> bool:
 
 
 async def open_async_store(
-    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS, create: bool = True
+    url: str | None = None,
+    *,
+    limits: StoreLimits = DEFAULT_LIMITS,
+    create: bool = True,
+    signer: HeadSigner | None = None,
 ) -> AsyncStore:
     """A ready async store for `url` (see `create_async_store`); close it with `aclose()`."""
-    store = create_async_store(url, limits=limits, create=create)
+    store = create_async_store(url, limits=limits, create=create, signer=signer)
     try:
         await store.setup()
     except BaseException:
@@ -134,10 +148,14 @@ async def open_async_store(
 
 
 def open_store(
-    url: str | None = None, *, limits: StoreLimits = DEFAULT_LIMITS, create: bool = True
+    url: str | None = None,
+    *,
+    limits: StoreLimits = DEFAULT_LIMITS,
+    create: bool = True,
+    signer: HeadSigner | None = None,
 ) -> Store:
     """A ready synchronous store for `url` (default: $PLANFENCE_STORE or the local SQLite file).
 
-    `create` is as for `create_async_store`.
+    `create` and `signer` are as for `create_async_store`.
     """
-    return Store(create_async_store(url, limits=limits, create=create))
+    return Store(create_async_store(url, limits=limits, create=create, signer=signer))

@@ -17,14 +17,22 @@ CURRENT: Final = _Current()
 """`expected_head=CURRENT`: compare-and-set against the head read just before the write."""
 
 
+FIRST_EPOCH: Final = 1
+"""A key's owner epoch when it is first owned; every transfer adds one."""
+
+
 @dataclass(frozen=True)
 class KeyState:
-    """A key's owner and head; `version` counts the head moves."""
+    """A key's owner and head. `version` counts the head moves (the head's sequence number);
+    `epoch` counts the owners (1 for the first, +1 per transfer); `head_sig` is the owner's
+    signature over (key, head, version, epoch), when the writer signed (see `signing`)."""
 
     key: str
     owner: str
     head: str | None
     version: int = 0
+    epoch: int = FIRST_EPOCH
+    head_sig: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,10 @@ class Change:
     owner: str
     by: str
     at: str
+    epoch: int = FIRST_EPOCH
+    """The key's owner epoch after this change (a transfer starts a new one)."""
+    sig: str | None = None
+    """The owner's signature of the head it moved to, when it signed."""
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -50,6 +62,8 @@ class Change:
             "owner": self.owner,
             "by": self.by,
             "at": self.at,
+            "epoch": self.epoch,
+            "sig": self.sig,
         }
 
 

@@ -68,12 +68,29 @@ class AsyncStore(StoreCore):
         return (await self._write(WriteBatch(ops=(AssignOwner(key, owner, by),)))).changes[0]
 
     async def transfer(self, key: str, new_owner: str, *, by: str) -> Change:
-        """Hand `key` to `new_owner`; only the current owner may."""
+        """Hand `key` to `new_owner`; only the current owner may. The key's owner epoch goes up
+        by one in the same write (the change carries it), so answers and signed heads of the
+        previous owner stop counting; the head stays, unsigned until its new owner signs it.
+
+        Raises:
+            NotOwnerError: `by` does not own `key`. UnknownKeyError: `key` has no owner.
+        """
         validate_key(key, self.limits)
         validate_agent(new_owner, self.limits)
         validate_agent(by, self.limits)
         batch = WriteBatch(ops=(TransferOwner(key, new_owner, by),))
         return (await self._write(batch)).changes[0]
+
+    async def epoch(self, key: str) -> int:
+        """The owner epoch of `key` (1 for its first owner, +1 per transfer).
+
+        Raises:
+            UnknownKeyError: `key` has no owner.
+        """
+        state = (await self.states([key])).get(key)
+        if state is None:
+            raise UnknownKeyError(key)
+        return state.epoch
 
     async def owner(self, key: str) -> str | None:
         state = (await self.states([key])).get(key)
@@ -113,7 +130,7 @@ class AsyncStore(StoreCore):
         else:
             expected = validate_record_id(expected_head) if expected_head is not None else None
         batch = WriteBatch(records=(record,), ops=(AdvanceHead(key, record.id, expected, author),))
-        await self._write(batch)
+        await self._write(self._signed(batch))
         return record
 
     async def add(
@@ -164,7 +181,7 @@ class AsyncStore(StoreCore):
             ops=(AdvanceHead(key, record_id, expected_head, by),),
             decisions=self._bounded(decisions),
         )
-        return (await self._write(batch)).changes[0]
+        return (await self._write(self._signed(batch))).changes[0]
 
     async def write(self, batch: WriteBatch) -> list[Change]:
         """Apply a prepared batch atomically: all of it or none of it.
@@ -173,7 +190,7 @@ class AsyncStore(StoreCore):
             IntegrityError: a record whose fields do not hash to its id.
             and everything `put`, `advance`, `own` and `transfer` raise.
         """
-        return (await self._write(checked_batch(batch, self.limits))).changes
+        return (await self._write(self._signed(checked_batch(batch, self.limits)))).changes
 
     def _bounded(self, entries: Iterable[Entry | ToEntry]) -> tuple[Entry, ...]:
         return tuple(bound_entry(as_entry(e), self.limits) for e in entries)

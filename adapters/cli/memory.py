@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
 from typing import Any
 
+from planfence.adapters.owner_service.keys import SigningKey
 from planfence.plugins.gate.graph import load_plan_graph
 from planfence.shared_memory import AlreadyOwnedError, HeadConflictError, Record, Store
 
@@ -27,6 +29,8 @@ from .lineage import FORMATS, lineage_dot, lineage_json, lineage_mermaid, lineag
 # Without --expect, `put` means "on top of whatever is current": a concurrent writer only makes it
 # read the head again. Bounded, so a key under constant churn still ends in a clear error.
 PUT_ATTEMPTS = 8
+AGENT_ENV = "PLANFENCE_AGENT"
+"""Who the command acts as when `--as` is not given (transfer)."""
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,10 +45,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_common(p)
     p.set_defaults(handler=guarded(_own))
 
-    p = msub.add_parser("transfer", help="hand a key to another owner (current owner only)")
+    p = msub.add_parser(
+        "transfer",
+        help="hand a key to another owner (current owner only); its owner epoch goes up by one",
+    )
     p.add_argument("key", help="the key to hand over")
     p.add_argument("--to", required=True, metavar="AGENT", help="the new owner")
-    p.add_argument("--as", dest="agent", required=True, metavar="AGENT", help="the current owner")
+    p.add_argument(
+        "--as",
+        dest="agent",
+        default=None,
+        metavar="AGENT",
+        help=f"the current owner (default: ${AGENT_ENV})",
+    )
     add_common(p)
     p.set_defaults(handler=guarded(_transfer))
 
@@ -68,6 +81,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="ID[,ID...]",
         help="record ids this version was derived from (full ids or unique 8+ digit prefixes; "
         "repeat the option or separate with commas)",
+    )
+    p.add_argument(
+        "--signing-key",
+        default=None,
+        metavar="FILE",
+        help="sign the new head with this Ed25519 key (planfence keys generate), so gates that "
+        "do not trust the store can check it; the key must be the writing agent's",
     )
     p.add_argument(
         "--expect",
@@ -146,15 +166,22 @@ def _own(args: argparse.Namespace) -> int:
 
 
 def _transfer(args: argparse.Namespace) -> int:
+    agent = args.agent or os.environ.get(AGENT_ENV, "")
+    if not agent:
+        raise UsageError(f"say who hands the key over: --as AGENT (or set ${AGENT_ENV})")
     with open_cli_store(args, writes=True) as store:
-        ch = store.transfer(args.key, args.to, by=args.agent)
-    emit(args, ch.to_dict(), f"{args.key}: owner {args.to} (was {args.agent})")
+        ch = store.transfer(args.key, args.to, by=agent)
+    emit(args, ch.to_dict(), f"{args.key}: owner {args.to} (was {agent}), epoch {ch.epoch}")
     return 0
 
 
 def _put(args: argparse.Namespace) -> int:
     value = read_value_arg(args.value, args.value_file)
+    signer = SigningKey.load(args.signing_key) if args.signing_key else None
+    if signer is not None and signer.agent != args.agent:
+        raise UsageError(f"--signing-key holds {signer.agent!r}'s key, not {args.agent!r}'s")
     with open_cli_store(args, writes=True) as store:
+        store.aio.signer = signer
         parents = [store.resolve_id(p) for p in split_ids(args.parents)]
         if args.expect is not None:
             rec = _put_expecting(store, args, value, parents)
@@ -211,7 +238,14 @@ def _head(args: argparse.Namespace) -> int:
             return 1
     emit(
         args,
-        {"key": state.key, "owner": state.owner, "head": state.head, "version": state.version},
+        {
+            "key": state.key,
+            "owner": state.owner,
+            "head": state.head,
+            "version": state.version,
+            "epoch": state.epoch,
+            "signed": state.head_sig is not None,
+        },
         state.head or "(no version yet)",
     )
     return 0
@@ -242,7 +276,10 @@ def _get(args: argparse.Namespace) -> int:
 def _keys(args: argparse.Namespace) -> int:
     with open_cli_store(args) as store:
         states = store.keys(args.prefix)
-    rows = [{"key": s.key, "owner": s.owner, "head": s.head, "version": s.version} for s in states]
+    rows = [
+        {"key": s.key, "owner": s.owner, "head": s.head, "version": s.version, "epoch": s.epoch}
+        for s in states
+    ]
     text = "\n".join(f"{s.key}\t{s.owner}\tv{s.version}\t{s.head or '-'}" for s in states)
     emit(args, rows, text or "(no keys)")
     return 0

@@ -13,7 +13,11 @@ import httpx
 from pydantic import ValidationError
 
 from planfence.plugins.gate import HeadAnswer
-from planfence.plugins.gate.decision import OWNER_UNAUTHENTICATED, OWNER_UNREACHABLE
+from planfence.plugins.gate.decision import (
+    OWNER_EPOCH_STALE,
+    OWNER_UNAUTHENTICATED,
+    OWNER_UNREACHABLE,
+)
 from planfence.shared_memory import validate_agent
 
 from .keys import SigningKey, own_signer
@@ -95,12 +99,12 @@ class HttpOwnerHeads:
         out: dict[str, HeadAnswer] = {}
         not_owned = set(answer.not_owned)
         for key in keys:
-            if key in not_owned:
+            if key in not_owned:  # it moved since the gate read its owner: the gate re-reads
                 out[key] = HeadAnswer(
-                    error=OWNER_UNAUTHENTICATED, detail=f"{owner!r} says it does not own {key}"
+                    error=OWNER_EPOCH_STALE, detail=f"{owner!r} says it does not own {key}"
                 )
-            elif key in answer.heads:
-                out[key] = HeadAnswer(head=answer.heads[key])
+            elif key in answer.heads and key in answer.epochs:
+                out[key] = HeadAnswer(head=answer.heads[key], epoch=answer.epochs[key])
             else:
                 out[key] = HeadAnswer(
                     error=OWNER_UNAUTHENTICATED, detail=f"{owner!r} left {key} out of its answer"

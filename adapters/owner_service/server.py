@@ -146,15 +146,21 @@ def create_app(
         except StoreError as exc:
             return _error(503, "store_unavailable", str(exc))
         found: dict[str, str | None] = {}
+        epochs: dict[str, int] = {}
         not_owned: list[str] = []
         for key in dict.fromkeys(req.keys):
             ks = states.get(key)
             if ks is not None and ks.owner == agent:
-                found[key] = ks.head
+                found[key], epochs[key] = ks.head, ks.epoch
             else:
                 not_owned.append(key)
         answer = signed_answer(
-            signer, nonce=req.nonce, heads=found, not_owned=not_owned, at=now_ms()
+            signer,
+            nonce=req.nonce,
+            heads=found,
+            epochs=epochs,
+            not_owned=not_owned,
+            at=now_ms(),
         )
         return JSONResponse(answer.model_dump())
 

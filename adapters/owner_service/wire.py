@@ -24,7 +24,7 @@ from planfence.shared_memory import canonical_json
 
 MAX_KEYS = 4096
 REQUEST_TYPE = "planfence-heads-request/1"
-ANSWER_TYPE = "planfence-heads-answer/1"
+ANSWER_TYPE = "planfence-heads-answer/2"  # /2: answers carry owner epochs
 REQUEST_PURPOSE = REQUEST_TYPE.encode() + b"\n"
 ANSWER_PURPOSE = ANSWER_TYPE.encode() + b"\n"
 
@@ -85,11 +85,13 @@ class HeadsRequest(_Wire):
 
 
 class HeadsAnswer(_Wire):
-    """An owner's signed answer: a head (or null: no version yet) per key it owns."""
+    """An owner's signed answer: a head (or null: no version yet) per key it owns, and the owner
+    epoch it owns each in (an answer from an earlier epoch is an ex-owner's word)."""
 
     agent: str = Field(pattern=_AGENT, max_length=200)
     nonce: str = Field(pattern=_NONCE)
     heads: dict[str, str | None]
+    epochs: dict[str, int] = Field(description="the owner epoch of each key in `heads`")
     not_owned: list[str]
     at: int = Field(ge=0, description="milliseconds since the Unix epoch, owner's clock")
     sig: str = Field(pattern=_SIG, description="the owner's signature")
@@ -154,13 +156,16 @@ def signed_answer(
     not_owned: list[str],
     at: int,
     agent: str | None = None,
+    epochs: dict[str, int] | None = None,
 ) -> HeadsAnswer:
-    """An answer signed by `key` (a `Signer`, or a shared secret with `agent`)."""
+    """An answer signed by `key` (a `Signer`, or a shared secret with `agent`); `epochs` gives
+    the owner epoch of each key in `heads` (a key without one is not answered)."""
     signer = _signer(key, agent)
     fields: dict[str, Any] = {
         "agent": signer.agent,
         "nonce": nonce,
         "heads": heads,
+        "epochs": dict(epochs or {}),
         "not_owned": not_owned,
         "at": at,
     }

@@ -238,8 +238,9 @@ def serve_upstream(argv: list[str]) -> None:
     server = MCPServer("planfence-bench-echo")
     if argv[:1] in (["--gate"], ["--gate-deferred"]):
         from planfence.adapters.mcp import PlanFenceGate
+        from planfence.plugins.gate import AuditMode
 
-        audit = "deferred" if argv[0] == "--gate-deferred" else True
+        audit: AuditMode = "deferred" if argv[0] == "--gate-deferred" else True
         server.middleware.append(PlanFenceGate(argv[2], argv[1], audit=audit))
 
     @server.tool()

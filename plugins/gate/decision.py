@@ -1,9 +1,9 @@
 """The gate's check as a flow: load what the rule needs, then decide.
 
-`gate_flow` yields the reads it needs (`LoadPlan`, `AskOwners`, `CheckBudget`, `LoadRecords`) and
-receives their answers (or an `IOFailure`); it returns a `Verdict`. `Gate` drives it against a
-store and a head source; tests drive it with plain dicts. The rule itself is `rule.decide`; the
-verdict types are in `verdicts`. Both are re-exported here.
+`gate_flow` yields the reads it needs (`LoadPlan`, `AskOwners`, `ReloadOwners`, `CheckBudget`,
+`LoadRecords`) and receives their answers (or an `IOFailure`); it returns a `Verdict`. `Gate`
+drives it against a store and a head source; tests drive it with plain dicts. The rule itself is
+`rule.decide`; the verdict types are in `verdicts`. Both are re-exported here.
 """
 
 from __future__ import annotations
@@ -36,10 +36,12 @@ from .verdicts import (
     BLOCK,
     BLOCK_REASONS,
     CURRENT,
+    HEAD_ROLLBACK,
     INCOMPLETE_LINEAGE,
     INTERNAL_ERROR,
     LINEAGE_TOO_LARGE,
     MISSING_PLAN,
+    OWNER_EPOCH_STALE,
     OWNER_UNAUTHENTICATED,
     OWNER_UNREACHABLE,
     REPLAN,
@@ -79,6 +81,14 @@ class AskOwners:
 
 
 @dataclass(frozen=True)
+class ReloadOwners:
+    """Read the owners and heads of `keys` again (answer: their `KeyState`s by key): an owner
+    said it no longer holds them, or holds them in a later epoch than the check had read."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CheckBudget:
     """Was a replan already spent along the `supersedes` chain starting at `plan_id`? (True: a
     plan in the chain was refused as stale, with no gated allow since.)"""
@@ -99,7 +109,7 @@ class IOFailure:
     detail: str
 
 
-IORequest = LoadPlan | AskOwners | CheckBudget | LoadRecords
+IORequest = LoadPlan | AskOwners | ReloadOwners | CheckBudget | LoadRecords
 Flow = Generator[IORequest, Any, Verdict]
 
 
@@ -110,6 +120,22 @@ def owners_of(scope: tuple[str, ...], states: Mapping[str, KeyState]) -> dict[st
         if k in states:
             owners.setdefault(states[k].owner, []).append(k)
     return {o: tuple(ks) for o, ks in sorted(owners.items())}
+
+
+def relearned(
+    view: PlanView, moved: tuple[str, ...], fresh: Mapping[str, KeyState]
+) -> tuple[PlanView, dict[str, tuple[str, ...]]]:
+    """The view with the re-read states of `moved` keys (a key gone from the store loses its
+    state), and the owners to ask again: those of the keys whose owner or epoch changed."""
+    states = {k: s for k, s in view.states.items() if k not in moved}
+    states.update({k: fresh[k] for k in moved if k in fresh})
+    changed = tuple(
+        k
+        for k in moved
+        if k in fresh
+        and (fresh[k].owner, fresh[k].epoch) != (view.states[k].owner, view.states[k].epoch)
+    )
+    return replace(view, states=states), owners_of(changed, states)
 
 
 def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -> Flow:
@@ -129,11 +155,24 @@ def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -
     if plan_problem(req, view) is None and lineage_problem(view, scope, max_records) is None:
         owners = owners_of(scope, view.states)
         if owners and all(k in view.states for k in scope):
+            known = frontier_of(view.frontier, scope) if view.frontier is not None else {}
             answers = yield AskOwners(owners)
             if isinstance(answers, IOFailure):
-                assert view.frontier is not None
-                return failed(answers, frontier=frontier_of(view.frontier, scope))
+                return failed(answers, frontier=known)
             heads = answers
+            moved = tuple(k for k in scope if k in heads and heads[k].moved_on(view.states[k]))
+            if moved:
+                # Ownership moved since the snapshot: learn the new owners from the store and
+                # ask them, once. What still disagrees afterwards blocks in `decide`.
+                fresh = yield ReloadOwners(moved)
+                if isinstance(fresh, IOFailure):
+                    return failed(fresh, frontier=known)
+                view, again = relearned(view, moved, fresh)
+                if again:
+                    more = yield AskOwners(again)
+                    if isinstance(more, IOFailure):
+                        return failed(more, frontier=known)
+                    heads = {**heads, **more}
     verdict = decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
     if verdict.verdict == REPLAN and view.plan is not None and view.plan.supersedes:
         # A replan's replan, possibly through plans that only made ungated calls.
@@ -160,10 +199,12 @@ __all__ = [
     "BLOCK",
     "BLOCK_REASONS",
     "CURRENT",
+    "HEAD_ROLLBACK",
     "INCOMPLETE_LINEAGE",
     "INTERNAL_ERROR",
     "LINEAGE_TOO_LARGE",
     "MISSING_PLAN",
+    "OWNER_EPOCH_STALE",
     "OWNER_UNAUTHENTICATED",
     "OWNER_UNREACHABLE",
     "REPLAN",
@@ -187,6 +228,7 @@ __all__ = [
     "PlanView",
     "Problem",
     "Reason",
+    "ReloadOwners",
     "StaleKey",
     "Verdict",
     "VerdictKind",
@@ -200,6 +242,7 @@ __all__ = [
     "owner_problem",
     "owners_of",
     "plan_problem",
+    "relearned",
     "resolve_call",
     "stale_keys",
 ]

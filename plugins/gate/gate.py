@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar
 from planfence.plugins.telemetry import gate_span
 from planfence.shared_memory import (
     AsyncStore,
+    HeadVerifier,
     IntegrityError,
     PlanFenceError,
     Store,
@@ -34,12 +35,12 @@ from .decision import (
     CheckBudget,
     CheckRequest,
     Flow,
-    HeadAnswer,
     IOFailure,
     IORequest,
     LoadPlan,
     LoadRecords,
     PlanView,
+    ReloadOwners,
     Verdict,
     fail_closed,
     gate_flow,
@@ -58,6 +59,7 @@ from .executor import (
 from .heads import HeadSource
 from .policy import Policy
 from .snapshot import Flag, PlanSnapshot, frontier_memo, snapshot, snapshot_and_log
+from .store_heads import SignedHeads, heads_in
 
 T = TypeVar("T")
 AuditMode = bool | Literal["deferred"]
@@ -79,6 +81,9 @@ class Gate(GuardedExecutor):
             whose record cannot be written becomes a block). `"deferred"`: refusals as before,
             allows queued and written in batches just after (see `audit_writer`); `False`: only
             the stale refusals the replan budget needs.
+        verify_heads: the owners' public keys (a `PublicKeyring`), for a store this gate does
+            not trust: every head read from it must carry its owner's signature for the key's
+            current epoch, and never go back (`SignedHeads`); otherwise the check blocks.
     """
 
     name = "planfence"
@@ -92,10 +97,12 @@ class Gate(GuardedExecutor):
         max_records: int = 10_000,
         audit: AuditMode = True,
         agent: str | None = None,
+        verify_heads: HeadVerifier | None = None,
     ) -> None:
         if audit not in (True, False, "deferred"):
             raise ValueError(f"audit must be True, False or 'deferred', not {audit!r}")
         self.store = store
+        self.signed_heads = SignedHeads(verify_heads) if verify_heads is not None else None
         self.policy = policy
         self.head_source = heads
         self.max_records = max_records
@@ -194,7 +201,7 @@ class Gate(GuardedExecutor):
         snapshot (no second read), so the owners' question is answered on the spot."""
         request = flow.send(view)
         if isinstance(request, AskOwners) and self.head_source is None:
-            request = flow.send(heads_in(view, request))
+            request = flow.send(heads_in(view, request, self.signed_heads))
         return request
 
     async def _decide_in_snapshot(
@@ -251,6 +258,8 @@ class Gate(GuardedExecutor):
             if isinstance(request, AskOwners):
                 assert self.head_source is not None  # else answered from the view (_advance)
                 return await self.head_source.heads(request.owners)
+            if isinstance(request, ReloadOwners):
+                return await self.store.states(request.keys)
             if isinstance(request, LoadRecords):
                 return await self.store.get_many(request.ids)
             if isinstance(request, CheckBudget):
@@ -297,6 +306,7 @@ class Gate(GuardedExecutor):
             "scope": list(v.scope),
             "frontier": {k: list(ids) for k, ids in v.frontier.items()},
             "heads": dict(v.heads),
+            "epochs": dict(v.epochs),
             "stale": [s.to_dict() for s in v.stale],
             "message": v.message,
             "latency_ms": v.latency_ms,
@@ -320,16 +330,6 @@ class Gate(GuardedExecutor):
         finally:
             if self.head_source is not None:
                 await self.head_source.aclose()
-
-
-def heads_in(view: PlanView, ask: AskOwners) -> dict[str, HeadAnswer]:
-    """The store as the head source: the owners' table read with the plan, one snapshot."""
-    return {
-        k: HeadAnswer(view.states[k].head)
-        for keys in ask.owners.values()
-        for k in keys
-        if k in view.states
-    }
 
 
 def _read_failure(exc: BaseException) -> IOFailure | None:

@@ -34,6 +34,7 @@ from .verdicts import (
     INTERNAL_ERROR,
     LINEAGE_TOO_LARGE,
     MISSING_PLAN,
+    OWNER_EPOCH_STALE,
     OWNER_UNREACHABLE,
     REPLAN,
     SCOPE_UNRESOLVED,
@@ -65,7 +66,7 @@ class CheckRequest:
         found = self.__dict__.get("_args_digest")
         if found is None:
             found = self.__dict__["_args_digest"] = args_digest(self.args)
-        return found  # type: ignore[no-any-return]
+        return found
 
     @property
     def value_digests(self) -> dict[str, str]:
@@ -73,7 +74,7 @@ class CheckRequest:
         found = self.__dict__.get("_value_digests")
         if found is None:
             found = self.__dict__["_value_digests"] = value_digests(self.args)
-        return found  # type: ignore[no-any-return]
+        return found
 
     def verdict(
         self,
@@ -111,9 +112,20 @@ class PlanView:
 
 @dataclass(frozen=True)
 class HeadAnswer:
+    """An owner's word on one key: its head, and the owner epoch it speaks for (None: a source
+    that reads the owners' table itself, in the same snapshot), or why there is none."""
+
     head: str | None = None
-    error: str | None = None  # OWNER_UNREACHABLE or OWNER_UNAUTHENTICATED
+    error: str | None = None  # a block reason: OWNER_UNREACHABLE, OWNER_UNAUTHENTICATED, ...
     detail: str = ""
+    epoch: int | None = None
+
+    def moved_on(self, state: KeyState) -> bool:
+        """The answer says the key changed owner since `state` was read: the owner asked no
+        longer holds it, or holds it in a later epoch."""
+        if self.error == OWNER_EPOCH_STALE:
+            return True
+        return self.error is None and self.epoch is not None and self.epoch > state.epoch
 
 
 def args_digest(args: Mapping[str, Any]) -> str:
@@ -184,7 +196,14 @@ def decide(
         return req.verdict(scope=scope, frontier=frontier, **problem)
     current = {k: heads[k].head for k in scope}
     stale = stale_keys(frontier, current)
-    known: dict[str, Any] = {"scope": scope, "frontier": frontier, "heads": current, "stale": stale}
+    epochs = {k: view.states[k].epoch for k in scope}
+    known: dict[str, Any] = {
+        "scope": scope,
+        "frontier": frontier,
+        "heads": current,
+        "epochs": epochs,
+        "stale": stale,
+    }
     if not stale:
         return req.verdict(ALLOW, CURRENT, f"{len(scope)} dependencies current", **known)
     changed = ", ".join(s.key for s in stale)
@@ -242,18 +261,25 @@ def lineage_problem(view: PlanView, scope: tuple[str, ...], max_records: int) ->
 def owner_problem(
     scope: tuple[str, ...], states: Mapping[str, KeyState], heads: Mapping[str, HeadAnswer]
 ) -> Problem | None:
-    """A key without an owner, or an owner that did not answer for its key with a head."""
+    """A key without an owner, an owner that did not answer for its key with a head, or an answer
+    for another owner epoch than the key's (an ex-owner's word, or a view of owners that moved)."""
     unowned = [k for k in scope if k not in states]
     if unowned:
         return _block(UNKNOWN_RECORD, "no owner for " + ", ".join(unowned))
     for k in scope:
-        owner = states[k].owner
+        owner, epoch = states[k].owner, states[k].epoch
         ans = heads.get(k)
         if ans is None:
             return _block(OWNER_UNREACHABLE, f"owner {owner!r} gave no head for {k}")
         if ans.error is not None:
             reason = ans.error if ans.error in BLOCK_REASONS else OWNER_UNREACHABLE
             return _block(reason, f"owner {owner!r} of {k}: {ans.detail or ans.error}")
+        if ans.epoch is not None and ans.epoch != epoch:
+            return _block(
+                OWNER_EPOCH_STALE,
+                f"{owner!r} answered for {k} in owner epoch {ans.epoch}; the key is in epoch "
+                f"{epoch}",
+            )
     return None
 
 

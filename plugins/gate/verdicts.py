@@ -30,6 +30,8 @@ class Reason(str, Enum):
     SCOPE_UNRESOLVED = "scope_unresolved"
     OWNER_UNREACHABLE = "owner_unreachable"
     OWNER_UNAUTHENTICATED = "owner_unauthenticated"
+    OWNER_EPOCH_STALE = "owner_epoch_stale"
+    HEAD_ROLLBACK = "head_rollback"
     STALE_AFTER_REPLAN = "stale_after_replan"
     LINEAGE_TOO_LARGE = "lineage_too_large"
     STORE_UNAVAILABLE = "store_unavailable"
@@ -55,6 +57,8 @@ UNDECLARED_TOOL = Reason.UNDECLARED_TOOL
 SCOPE_UNRESOLVED = Reason.SCOPE_UNRESOLVED
 OWNER_UNREACHABLE = Reason.OWNER_UNREACHABLE
 OWNER_UNAUTHENTICATED = Reason.OWNER_UNAUTHENTICATED
+OWNER_EPOCH_STALE = Reason.OWNER_EPOCH_STALE
+HEAD_ROLLBACK = Reason.HEAD_ROLLBACK
 STALE_AFTER_REPLAN = Reason.STALE_AFTER_REPLAN
 LINEAGE_TOO_LARGE = Reason.LINEAGE_TOO_LARGE
 STORE_UNAVAILABLE = Reason.STORE_UNAVAILABLE
@@ -71,6 +75,8 @@ BLOCK_REASONS = frozenset(
         SCOPE_UNRESOLVED,
         OWNER_UNREACHABLE,
         OWNER_UNAUTHENTICATED,
+        OWNER_EPOCH_STALE,
+        HEAD_ROLLBACK,
         STALE_AFTER_REPLAN,
         LINEAGE_TOO_LARGE,
         STORE_UNAVAILABLE,
@@ -103,6 +109,8 @@ class Verdict:
     scope: tuple[str, ...] = ()
     frontier: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     heads: Mapping[str, str | None] = field(default_factory=dict)
+    epochs: Mapping[str, int] = field(default_factory=dict)
+    """The owner epoch of each key of D(a) its head was answered for."""
     stale: tuple[StaleKey, ...] = ()
     current_records: Mapping[str, Record] = field(default_factory=dict)
     args_digest: str = ""
@@ -136,6 +144,7 @@ class Verdict:
             "scope": list(self.scope),
             "frontier": {k: list(v) for k, v in self.frontier.items()},
             "heads": dict(self.heads),
+            "epochs": dict(self.epochs),
             "stale": [s.to_dict() for s in self.stale],
             "current_records": {k: r.to_dict() for k, r in self.current_records.items()},
             "args_digest": self.args_digest,

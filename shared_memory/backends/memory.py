@@ -112,3 +112,8 @@ class MemoryStore(AsyncStore):
             row.update(fields)
             row["parents"] = tuple(row["parents"])
             self._records[record_id] = tuple(row[n] for n in names)
+
+    async def _tamper_head(self, state: KeyState) -> None:
+        """For trust tests: overwrite a key's state (owner, head, sequence, epoch, signature)."""
+        with self._lock:
+            self._keys[state.key] = state

@@ -43,13 +43,19 @@ from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
 from ..store import AsyncStore
 from ..urls import redact_url, scrub
 from .sql import (
+    CHANGE_COLS,
     JOURNAL_COLS,
+    KEY_COLS,
     RECORD_COLS,
     TAMPERABLE,
+    change_row,
     entry_from_row,
     entry_row,
+    insert_change_sql,
     journal_filter,
+    key_row,
     record_row,
+    upsert_key_sql,
 )
 
 with extra_imports("postgres", "the PostgreSQL store"):
@@ -62,6 +68,8 @@ from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
 
 CHANNEL = "planfence_changes"
 _MIGRATION_LOCK = 0x706C616F  # advisory lock id held while migrating any schema
+_UPSERT_KEY = upsert_key_sql("pf_keys", "%s")
+_INSERT_CHANGE = insert_change_sql("pf_changes", "%s")
 
 
 T = TypeVar("T")
@@ -249,13 +257,10 @@ class PostgresStore(AsyncStore):
         if isinstance(op, Lineage):
             return _PREFETCH_SQL, (list(op.roots), list(op.scope), op.limit + 1), _stored_rows
         if isinstance(op, GetKeys):
-            sql = "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)"
+            sql = f"SELECT {KEY_COLS} FROM pf_keys WHERE key = ANY(%s)"
             return sql, (list(op.keys),), states
         if isinstance(op, ListKeys):
-            sql = (
-                "SELECT key, owner, head, version FROM pf_keys WHERE left(key, %s) = %s "
-                "ORDER BY key"
-            )
+            sql = f"SELECT {KEY_COLS} FROM pf_keys WHERE left(key, %s) = %s ORDER BY key"
             return sql, (len(op.prefix), op.prefix), states
         if isinstance(op, IdsWithPrefix):
             # Ids are lowercase hex, so [prefix, prefix || 'g') holds exactly those with it.
@@ -266,11 +271,8 @@ class PostgresStore(AsyncStore):
                 lambda rows: [str(r[0]) for r in rows],
             )
         if isinstance(op, GetChanges):
-            sql = (
-                "SELECT seq, key, kind, head, previous, owner, by, at FROM pf_changes "
-                "WHERE seq > %s ORDER BY seq LIMIT %s"
-            )
-            return sql, (op.since, op.limit), lambda rows: [Change(int(r[0]), *r[1:]) for r in rows]
+            sql = f"SELECT {CHANGE_COLS} FROM pf_changes WHERE seq > %s ORDER BY seq LIMIT %s"
+            return sql, (op.since, op.limit), _changes
         if isinstance(op, QueryJournal):
             where, args = journal_filter(op.query, "%s", "pf_journal_labels")
             sql = f"SELECT {JOURNAL_COLS} FROM pf_journal {where} ORDER BY id DESC LIMIT %s"
@@ -306,9 +308,7 @@ class PostgresStore(AsyncStore):
                 "ORDER BY h) AS l",
                 (self._lock_prefix, keys),
             )
-            cur = await conn.execute(
-                "SELECT key, owner, head, version FROM pf_keys WHERE key = ANY(%s)", (keys,)
-            )
+            cur = await conn.execute(f"SELECT {KEY_COLS} FROM pf_keys WHERE key = ANY(%s)", (keys,))
             states = {s.key: s for s in _key_states(await cur.fetchall())}
         found: dict[str, str] = {}
         wanted = sorted(batch.referenced_ids())
@@ -325,23 +325,14 @@ class PostgresStore(AsyncStore):
                     [record_row(r, list(r.parents)) for r in batch.records],
                 )
         for s in planned.new_states.values():
-            await conn.execute(
-                "INSERT INTO pf_keys (key, owner, head, version) VALUES (%s,%s,%s,%s) "
-                "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, "
-                "head=excluded.head, version=excluded.version",
-                (s.key, s.owner, s.head, s.version),
-            )
+            await conn.execute(_UPSERT_KEY, key_row(s))
         result = WriteResult()
         if planned.changes:
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._feed_lock,)
             )
             for ch in planned.changes:
-                cur = await conn.execute(
-                    "INSERT INTO pf_changes (key, kind, head, previous, owner, by, at) "
-                    "VALUES (%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
-                    (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
-                )
+                cur = await conn.execute(_INSERT_CHANGE + " RETURNING seq", change_row(ch))
                 row = await cur.fetchone()
                 assert row is not None  # RETURNING always yields the row
                 result.changes.append(replace(ch, seq=int(row[0])))
@@ -379,6 +370,10 @@ class PostgresStore(AsyncStore):
                 commits=True,
             )
 
+    async def _tamper_head(self, state: KeyState) -> None:
+        """For trust tests: overwrite a key's row (owner, head, sequence, epoch, signature)."""
+        await self._fetch(_UPSERT_KEY + " RETURNING key", key_row(state), commits=True)
+
     async def _wait_for_change(self, since: int, timeout: float) -> None:
         if self._listen_lock.locked():  # someone else is listening; a short sleep is enough
             await asyncio.sleep(min(self.poll_interval, timeout))
@@ -402,7 +397,13 @@ def _stored_rows(rows: list[Any]) -> list[StoredFields]:
 
 
 def _key_states(rows: list[Any]) -> list[KeyState]:
-    return [KeyState(r[0], r[1], r[2], int(r[3])) for r in rows]
+    return [KeyState(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows]
+
+
+def _changes(rows: list[Any]) -> list[Change]:
+    return [
+        Change(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], int(r[8]), r[9]) for r in rows
+    ]
 
 
 def _append_args(entry: Entry, at: str) -> tuple[Any, ...]:

@@ -81,6 +81,24 @@ MIGRATIONS: tuple[str, ...] = (
         COALESCE((SELECT max(id) FROM pf_journal), 0) + 1, false);
     DROP TABLE pf_decisions;
     """,
+    # 3: owner epochs and signed heads. A key's epoch counts its owners, so stores written before
+    # epochs get the count of owner changes their feed holds (an index serves that, and any
+    # per-key history read).
+    """
+    ALTER TABLE pf_keys ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;
+    ALTER TABLE pf_keys ADD COLUMN head_sig TEXT;
+    ALTER TABLE pf_changes ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;
+    ALTER TABLE pf_changes ADD COLUMN sig TEXT;
+    CREATE INDEX pf_changes_key ON pf_changes (key, seq);
+    UPDATE pf_changes c SET epoch = GREATEST(1, n.epoch) FROM (
+        SELECT seq, count(*) FILTER (WHERE kind = 'owner')
+            OVER (PARTITION BY key ORDER BY seq) AS epoch
+        FROM pf_changes
+    ) n WHERE n.seq = c.seq;
+    UPDATE pf_keys k SET epoch = GREATEST(1, (
+        SELECT count(*) FROM pf_changes c WHERE c.key = k.key AND c.kind = 'owner'
+    ));
+    """,
 )
 
 _APPEND_SQL = """

@@ -7,11 +7,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..journal import Entry, JournalQuery, detail_json
+from ..model import Change, KeyState
 from ..records import Record, canonical_json
 
 RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
 """Record columns in the order of `StoredFields` (value holds the canonical `value_json`)."""
 JOURNAL_COLS = "id, at, kind, subject, verdict, labels, detail"
+KEY_COLS = "key, owner, head, version, epoch, head_sig"
+"""Key columns in the order of `KeyState`."""
+CHANGE_COLS = "seq, key, kind, head, previous, owner, by, at, epoch, sig"
+"""Change-feed columns in the order of `Change`."""
+
+
+def upsert_key_sql(table: str, mark: str) -> str:
+    """Write a key's whole state (`key_row`); `mark` is the driver's placeholder."""
+    return (
+        f"INSERT INTO {table} ({KEY_COLS}) VALUES ({','.join([mark] * 6)}) "
+        "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, head=excluded.head, "
+        "version=excluded.version, epoch=excluded.epoch, head_sig=excluded.head_sig"
+    )
+
+
+def insert_change_sql(table: str, mark: str) -> str:
+    """Append one feed entry (`change_row`); `mark` is the driver's placeholder."""
+    return (
+        f"INSERT INTO {table} (key, kind, head, previous, owner, by, at, epoch, sig) "
+        f"VALUES ({','.join([mark] * 9)})"
+    )
+
+
 TAMPERABLE = {
     "key": "key",
     "value_json": "value",
@@ -35,6 +59,14 @@ def record_row(rec: Record, parents: Any) -> tuple[Any, ...]:
         rec.supersedes,
         rec.created_at,
     )
+
+
+def key_row(state: KeyState) -> tuple[Any, ...]:
+    return (state.key, state.owner, state.head, state.version, state.epoch, state.head_sig)
+
+
+def change_row(ch: Change) -> tuple[Any, ...]:
+    return (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at, ch.epoch, ch.sig)
 
 
 def entry_row(entry: Entry, at: str) -> tuple[str, str, str | None, str, str, str]:

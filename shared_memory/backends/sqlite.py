@@ -36,14 +36,20 @@ from ..reads import (
 from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
 from ..store import AsyncStore
 from .sql import (
+    CHANGE_COLS,
     JOURNAL_COLS,
+    KEY_COLS,
     RECORD_COLS,
     TAMPERABLE,
+    change_row,
     entry_from_row,
     entry_row,
+    insert_change_sql,
     journal_filter,
+    key_row,
     label_rows,
     record_row,
+    upsert_key_sql,
 )
 from .sqlite_files import (
     _SYNC_MODES,
@@ -55,6 +61,8 @@ from .sqlite_files import (
 from .sqlite_schema import _PREFETCH_SQL, MIGRATIONS
 
 T = TypeVar("T")
+_UPSERT_KEY = upsert_key_sql("keys", "?")
+_INSERT_CHANGE = insert_change_sql("changes", "?")
 __all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_from_url"]
 
 
@@ -248,15 +256,13 @@ class SQLiteStore(AsyncStore):
             return [_stored(r) for r in conn.execute(_PREFETCH_SQL, walk)]
         if isinstance(op, GetKeys):
             rows = conn.execute(
-                "SELECT key, owner, head, version FROM keys "
-                "WHERE key IN (SELECT value FROM json_each(?))",
+                f"SELECT {KEY_COLS} FROM keys WHERE key IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(op.keys)),),
             )
             return [KeyState(*r) for r in rows]
         if isinstance(op, ListKeys):
             rows = conn.execute(
-                "SELECT key, owner, head, version FROM keys WHERE substr(key, 1, ?) = ? "
-                "ORDER BY key",
+                f"SELECT {KEY_COLS} FROM keys WHERE substr(key, 1, ?) = ? ORDER BY key",
                 (len(op.prefix), op.prefix),
             )
             return [KeyState(*r) for r in rows]
@@ -269,8 +275,7 @@ class SQLiteStore(AsyncStore):
             return [str(r[0]) for r in rows]
         if isinstance(op, GetChanges):
             rows = conn.execute(
-                "SELECT seq, key, kind, head, previous, owner, by, at FROM changes "
-                "WHERE seq > ? ORDER BY seq LIMIT ?",
+                f"SELECT {CHANGE_COLS} FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
                 (op.since, op.limit),
             )
             return [Change(*r) for r in rows]
@@ -290,10 +295,9 @@ class SQLiteStore(AsyncStore):
         # A batch of journal entries alone (the gate's audit record) touches no key or record.
         states = (
             {
-                r[0]: KeyState(r[0], r[1], r[2], r[3])
+                r[0]: KeyState(*r)
                 for r in conn.execute(
-                    "SELECT key, owner, head, version FROM keys "
-                    "WHERE key IN (SELECT value FROM json_each(?))",
+                    f"SELECT {KEY_COLS} FROM keys WHERE key IN (SELECT value FROM json_each(?))",
                     (json.dumps(keys),),
                 )
             }
@@ -323,19 +327,10 @@ class SQLiteStore(AsyncStore):
                     [(rec.id, p) for p in rec.parents],
                 )
         for state in planned.new_states.values():
-            conn.execute(
-                "INSERT INTO keys (key, owner, head, version) VALUES (?,?,?,?) "
-                "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, head=excluded.head, "
-                "version=excluded.version",
-                (state.key, state.owner, state.head, state.version),
-            )
+            conn.execute(_UPSERT_KEY, key_row(state))
         result = WriteResult()
         for ch in planned.changes:
-            cur = conn.execute(
-                "INSERT INTO changes (key, kind, head, previous, owner, by, at) "
-                "VALUES (?,?,?,?,?,?,?)",
-                (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at),
-            )
+            cur = conn.execute(_INSERT_CHANGE, change_row(ch))
             result.changes.append(replace(ch, seq=int(cur.lastrowid or 0)))
         for entry in batch.entries:
             cur = conn.execute(
@@ -363,6 +358,14 @@ class SQLiteStore(AsyncStore):
                 conn.execute(
                     f"UPDATE records SET {TAMPERABLE[name]} = ? WHERE id = ?", (stored, record_id)
                 )
+
+        await self._run(tamper)
+
+    async def _tamper_head(self, state: KeyState) -> None:
+        """For trust tests: overwrite a key's row (owner, head, sequence, epoch, signature)."""
+
+        def tamper(conn: sqlite3.Connection) -> None:
+            conn.execute(_UPSERT_KEY, key_row(state))
 
         await self._run(tamper)
 

@@ -84,6 +84,24 @@ MIGRATIONS: tuple[str, ...] = (
         UNION ALL SELECT 'tool', tool, id FROM decisions WHERE tool IS NOT NULL;
     DROP TABLE decisions;
     """,
+    # 3: owner epochs and signed heads. A key's epoch counts its owners, so stores written before
+    # epochs get the count of owner changes their feed holds (an index serves that, and any
+    # per-key history read).
+    """
+    ALTER TABLE keys ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE keys ADD COLUMN head_sig TEXT;
+    ALTER TABLE changes ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE changes ADD COLUMN sig TEXT;
+    CREATE INDEX changes_key ON changes (key, seq);
+    UPDATE changes SET epoch = (
+        SELECT count(*) FROM changes o
+        WHERE o.key = changes.key AND o.kind = 'owner' AND o.seq <= changes.seq
+    );
+    UPDATE changes SET epoch = 1 WHERE epoch < 1;
+    UPDATE keys SET epoch = max(1, (
+        SELECT count(*) FROM changes c WHERE c.key = keys.key AND c.kind = 'owner'
+    ));
+    """,
 )
 
 _PREFETCH_SQL = f"""

@@ -18,17 +18,36 @@ again within a check, and must then open the same place. Capabilities:
   of a record (`fields` maps `key`, `value_json`, `parents`, `author`, `kind`, `supersedes`,
   `created_at` to stored values) or deletes it (`fields=None`), bypassing every check, so the
   integrity checks can prove that corruption is caught. Without it they are skipped.
+- `TAMPER_HEADS`: the backend has `async _tamper_head(state)`, which overwrites a key's stored
+  state (owner, head, sequence, epoch, head signature) with the `KeyState` given, bypassing
+  every check: how a store that is not trusted would replay an older signed head.
 """
 
 from __future__ import annotations
 
+from .checks_epochs import EPOCH_CHECKS
 from .checks_journal import JOURNAL_CHECKS
 from .checks_lineage import LINEAGE_CHECKS
 from .checks_records import RECORD_CHECKS
 from .checks_writes import WRITE_CHECKS
-from .runner import TAMPER, Check, Context, StoreFactory, raises, run_check
+from .runner import TAMPER, TAMPER_HEADS, Check, Context, StoreFactory, raises, run_check
 
-CHECKS: tuple[Check, ...] = (*RECORD_CHECKS, *WRITE_CHECKS, *LINEAGE_CHECKS, *JOURNAL_CHECKS)
+CHECKS: tuple[Check, ...] = (
+    *RECORD_CHECKS,
+    *WRITE_CHECKS,
+    *EPOCH_CHECKS,
+    *LINEAGE_CHECKS,
+    *JOURNAL_CHECKS,
+)
 """Every conformance check, in a stable order."""
 
-__all__ = ["CHECKS", "TAMPER", "Check", "Context", "StoreFactory", "raises", "run_check"]
+__all__ = [
+    "CHECKS",
+    "TAMPER",
+    "TAMPER_HEADS",
+    "Check",
+    "Context",
+    "StoreFactory",
+    "raises",
+    "run_check",
+]

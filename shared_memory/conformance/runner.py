@@ -7,11 +7,13 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..model import KeyState
 from ..records import DEFAULT_LIMITS, StoreLimits
 from ..store import AsyncStore
 
 E = TypeVar("E", bound=BaseException)
 TAMPER = "tamper"
+TAMPER_HEADS = "tamper_heads"
 StoreFactory = Callable[[StoreLimits], AsyncStore]
 """Builds a store (not yet set up) on the test's place, with the given limits."""
 
@@ -46,6 +48,10 @@ class Context:
     ) -> None:
         self.require(TAMPER)
         await store._tamper_record(record_id, fields)  # type: ignore[attr-defined]
+
+    async def tamper_head(self, store: AsyncStore, state: KeyState) -> None:
+        self.require(TAMPER_HEADS)
+        await store._tamper_head(state)  # type: ignore[attr-defined]
 
 
 Check = Callable[[AsyncStore, Context], Awaitable[None]]

@@ -111,6 +111,7 @@ def create_fault_app(
                 agent=impostor,
                 nonce=answer["nonce"],
                 heads=answer["heads"],
+                epochs=answer["epochs"],
                 not_owned=answer["not_owned"],
                 at=answer["at"],
             ).model_dump()
@@ -123,6 +124,7 @@ def create_fault_app(
                 agent=agent,
                 nonce=answer["nonce"],
                 heads=dropped,
+                epochs=answer["epochs"],
                 not_owned=answer["not_owned"],
                 at=answer["at"],
             ).model_dump()

@@ -64,7 +64,14 @@ def keys(tmp_path: Path) -> Keys:
 
 
 def answer_fields(agent: str = "planner") -> dict[str, object]:
-    return {"agent": agent, "nonce": new_nonce(), "heads": {REQ: None}, "not_owned": [], "at": 1}
+    return {
+        "agent": agent,
+        "nonce": new_nonce(),
+        "heads": {REQ: None},
+        "epochs": {REQ: 1},
+        "not_owned": [],
+        "at": 1,
+    }
 
 
 # ---- the signature format -------------------------------------------------------------------

@@ -128,12 +128,22 @@ async def test_owned_key_without_a_version_has_a_null_head(env: Env) -> None:
     answers = await env.heads().heads({"planner": ("trip/42/notes",)})
     assert answers["trip/42/notes"].head is None
     assert answers["trip/42/notes"].error is None
+    assert answers["trip/42/notes"].epoch == 1
+
+
+async def test_answers_carry_the_owner_epoch(env: Env) -> None:
+    await env.store.own("trip/42/notes", "planner")
+    await env.store.transfer("trip/42/notes", "reviser", by="planner")
+    await env.store.transfer("trip/42/notes", "planner", by="reviser")
+    answers = await env.heads().heads({"planner": ("trip/42/notes",)})
+    assert (answers["trip/42/notes"].epoch, answers["trip/42/notes"].error) == (3, None)
 
 
 async def test_key_owned_by_someone_else_is_not_answered(env: Env) -> None:
+    # The gate asked the wrong owner: its view of owners is out of date (it re-reads them).
     answers = await env.heads().heads({"planner": (BUDGET, "trip/42/unknown")})
     for key in (BUDGET, "trip/42/unknown"):
-        assert answers[key].error == "owner_unauthenticated"
+        assert answers[key].error == "owner_epoch_stale"
         assert "does not own" in answers[key].detail
         assert answers[key].head is None
 

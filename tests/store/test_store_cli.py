@@ -63,7 +63,14 @@ def test_walk_through(cli: CLI) -> None:
     r2_id = out.strip()
     assert len(r2_id) == 64
     head = cli.json("head", KEY)
-    assert head == {"key": KEY, "owner": "planner", "head": r2_id, "version": 2}
+    assert head == {
+        "key": KEY,
+        "owner": "planner",
+        "head": r2_id,
+        "version": 2,
+        "epoch": 1,
+        "signed": False,
+    }
     code, out, _ = cli("head", KEY)
     assert out.strip() == r2_id
     got = cli.json("get", r2_id)
@@ -79,7 +86,8 @@ def test_walk_through(cli: CLI) -> None:
     assert out.splitlines()[1].startswith(f"└─ {r1_id[:12]}")
     changes = cli.json("changes")
     assert [c["kind"] for c in changes] == ["owner", "head", "head"]  # type: ignore[union-attr,index]
-    assert cli.json("transfer", KEY, "--to", "reviewer", "--as", "planner")["owner"] == "reviewer"  # type: ignore[index]
+    moved = cli.json("transfer", KEY, "--to", "reviewer", "--as", "planner")
+    assert (moved["owner"], moved["epoch"]) == ("reviewer", 2)  # type: ignore[index]
     put3 = cli.json("put", KEY, "--value", "3", "--as", "reviewer", "--expect", r2_id)
     assert put3["value"] == 3  # type: ignore[index]
     code, out, _ = cli("keys")
@@ -156,3 +164,36 @@ def test_console_script_subprocess(tmp_path: Path) -> None:
     ok = call("put", KEY, "--value", "[1, 2]", "--as", "planner", "--json")
     assert json.loads(ok.stdout)["value"] == [1, 2]
     assert (tmp_path / "s.db").exists()
+
+
+def test_transfer_and_signed_put(cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from planfence.adapters.owner_service import PublicKeyring, SigningKey
+    from planfence.shared_memory import head_signed_by, open_store
+
+    assert cli("own", KEY, "--owner", "planner")[0] == 0
+    monkeypatch.delenv("PLANFENCE_AGENT", raising=False)
+    code, _, err = cli("transfer", KEY, "--to", "reviewer")
+    assert code == 2 and err.strip().splitlines() == [
+        "planfence: error: say who hands the key over: --as AGENT (or set $PLANFENCE_AGENT)"
+    ]
+    monkeypatch.setenv("PLANFENCE_AGENT", "mallory")
+    cli.fails("transfer", KEY, "--to", "reviewer", match="not the owner")
+    monkeypatch.setenv("PLANFENCE_AGENT", "planner")
+    code, out, _ = cli("transfer", KEY, "--to", "reviewer")
+    assert (code, out.strip()) == (0, f"{KEY}: owner reviewer (was planner), epoch 2")
+    assert cli.json("keys")[0]["epoch"] == 2  # type: ignore[index]
+
+    key = SigningKey.generate("reviewer")
+    key.save(tmp_path / "reviewer.jwk")
+    other = SigningKey.generate("planner")
+    other.save(tmp_path / "planner.jwk")
+    signed = ("--as", "reviewer", "--signing-key")
+    code, _, err = cli("put", KEY, "--value", "1", *signed, str(tmp_path / "planner.jwk"))
+    assert code == 2 and "holds 'planner'" in err
+    rec = cli.json("put", KEY, "--value", "1", *signed, str(tmp_path / "reviewer.jwk"))
+    head = cli.json("head", KEY)
+    assert (head["head"], head["epoch"], head["signed"]) == (rec["id"], 2, True)  # type: ignore[index]
+    ring = PublicKeyring({"keys": [key.public_jwk()]})
+    with open_store(cli.url) as store:
+        state = store.states([KEY])[KEY]
+    assert head_signed_by(ring, "reviewer", KEY, state.head, 1, 2, state.head_sig)

@@ -7,7 +7,7 @@ import pytest
 from toy_store import ToyStore
 
 from planfence.shared_memory import create_async_store
-from planfence.shared_memory.conformance import CHECKS, TAMPER, Check, run_check
+from planfence.shared_memory.conformance import CHECKS, TAMPER, TAMPER_HEADS, Check, run_check
 
 
 def check_id(check: Check) -> str:
@@ -17,14 +17,14 @@ def check_id(check: Check) -> str:
 @pytest.mark.parametrize("check", CHECKS, ids=check_id)
 async def test_backend_conforms(check: Check, store_url: str) -> None:
     ran = await run_check(
-        check, lambda limits: create_async_store(store_url, limits=limits), {TAMPER}
+        check, lambda limits: create_async_store(store_url, limits=limits), {TAMPER, TAMPER_HEADS}
     )
     assert ran
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=check_id)
 async def test_toy_backend_conforms(check: Check) -> None:
-    assert await run_check(check, lambda limits: ToyStore(limits=limits), {TAMPER})
+    assert await run_check(check, lambda limits: ToyStore(limits=limits), {TAMPER, TAMPER_HEADS})
 
 
 async def test_a_check_needing_a_capability_is_skipped_without_it() -> None:

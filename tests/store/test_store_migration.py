@@ -115,3 +115,80 @@ async def test_a_schema_1_postgres_store_migrates(pg_url: str) -> None:
         gone = conn.execute("SELECT to_regclass('pf_decisions')").fetchone()
         assert gone is not None and gone[0] is None
     await check_migrated(pg_url, next_id=5)
+
+
+# Schema 2 rows: key k went alice -> bob -> alice (two transfers), key j was never transferred.
+SCHEMA_2_KEYS = [("order/1", "alice", "a" * 64, 1), ("order/2", "carol", None, 0)]
+SCHEMA_2_CHANGES = [
+    ("order/1", "owner", None, None, "alice", "alice", "2026-01-01T00:00:01Z"),
+    ("order/2", "owner", None, None, "carol", "carol", "2026-01-01T00:00:02Z"),
+    ("order/1", "head", "a" * 64, None, "alice", "alice", "2026-01-01T00:00:03Z"),
+    ("order/1", "owner", "a" * 64, "a" * 64, "bob", "alice", "2026-01-01T00:00:04Z"),
+    ("order/1", "owner", "a" * 64, "a" * 64, "alice", "bob", "2026-01-01T00:00:05Z"),
+]
+SCHEMA_2_KEY_INSERT = "INSERT INTO {table} (key, owner, head, version) VALUES (?,?,?,?)"
+SCHEMA_2_CHANGE_INSERT = (
+    "INSERT INTO {table} (key, kind, head, previous, owner, by, at) VALUES (?,?,?,?,?,?,?)"
+)
+
+
+async def check_epochs_migrated(url: str) -> None:
+    store = await open_async_store(url, create=False)
+    try:
+        states = await store.states(["order/1", "order/2"])
+        assert {k: (s.owner, s.epoch, s.head_sig) for k, s in states.items()} == {
+            "order/1": ("alice", 3, None),
+            "order/2": ("carol", 1, None),
+        }
+        assert [(c.key, c.epoch) for c in await store.changes()] == [
+            ("order/1", 1),
+            ("order/2", 1),
+            ("order/1", 1),
+            ("order/1", 2),
+            ("order/1", 3),
+        ]
+        moved = await store.transfer("order/1", "bob", by="alice")  # epochs go on from there
+        assert moved.epoch == 4 and await store.epoch("order/1") == 4
+    finally:
+        await store.aclose()
+
+
+async def test_a_schema_2_sqlite_store_gets_owner_epochs(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path)
+    for script in sqlite_backend.MIGRATIONS[:2]:
+        conn.executescript(script)
+    conn.executemany(SCHEMA_2_KEY_INSERT.format(table="keys"), SCHEMA_2_KEYS)
+    conn.executemany(SCHEMA_2_CHANGE_INSERT.format(table="changes"), SCHEMA_2_CHANGES)
+    conn.execute("PRAGMA user_version=2")
+    conn.commit()
+    conn.close()
+    await check_epochs_migrated(f"sqlite:///{path}")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_backend.MIGRATIONS)
+    conn.close()
+
+
+async def test_a_schema_2_postgres_store_gets_owner_epochs(pg_url: str) -> None:
+    import psycopg
+
+    from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
+
+    conninfo, schema = split_schema(pg_url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path = {schema}")
+        for script in MIGRATIONS[:2]:
+            conn.execute(script)  # type: ignore[arg-type]
+        conn.execute("CREATE TABLE pf_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO pf_schema (version) VALUES (1), (2)")
+        with conn.cursor() as cur:
+            keys: list[Any] = SCHEMA_2_KEYS
+            changes: list[Any] = SCHEMA_2_CHANGES
+            cur.executemany(SCHEMA_2_KEY_INSERT.format(table="pf_keys").replace("?", "%s"), keys)
+            insert = SCHEMA_2_CHANGE_INSERT.format(table="pf_changes").replace("?", "%s")
+            cur.executemany(insert, changes)
+    await check_epochs_migrated(pg_url)
+    with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
+        row = conn.execute("SELECT max(version) FROM pf_schema").fetchone()
+        assert row is not None and row[0] == len(MIGRATIONS)

@@ -68,3 +68,7 @@ class ToyStore(AsyncStore):
             row = dict(zip(FIELDS, self.records.pop(record_id), strict=True))
             if fields is not None:
                 self.records[record_id] = tuple({**row, **fields}[f] for f in FIELDS)
+
+    async def _tamper_head(self, state: Any) -> None:
+        with self.lock:
+            self.keys_[state.key] = state

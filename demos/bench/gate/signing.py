@@ -32,8 +32,15 @@ def _round_trip(
     )
     if not verify(request, check):
         raise RuntimeError("benchmark request did not verify")
+    epochs = dict.fromkeys(heads, 1)
     answer = signed_answer(
-        owner, agent=agents[1], nonce=request.nonce, heads=heads, not_owned=[], at=now_ms()
+        owner,
+        agent=agents[1],
+        nonce=request.nonce,
+        heads=heads,
+        epochs=epochs,
+        not_owned=[],
+        at=now_ms(),
     )
     if not verify(answer, check):
         raise RuntimeError("benchmark answer did not verify")
