@@ -4,6 +4,8 @@ as journals: every old row moves over, ids and all, in one transaction with the 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +95,10 @@ async def test_a_failed_migration_leaves_the_old_schema(
     conn.close()
 
 
-async def test_a_schema_1_postgres_store_migrates(pg_url: str) -> None:
+@contextmanager
+def pg_store_at_schema(pg_url: str, version: int) -> Iterator[Any]:
+    """A connection to a new PostgreSQL store schema built by the first `version` migrations,
+    as a store of that version left it."""
     import psycopg
 
     from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
@@ -102,12 +107,23 @@ async def test_a_schema_1_postgres_store_migrates(pg_url: str) -> None:
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
         conn.execute(f"SET search_path = {schema}")
-        conn.execute(MIGRATIONS[0])  # type: ignore[arg-type]
+        for script in MIGRATIONS[:version]:
+            conn.execute(script)  # type: ignore[arg-type]
         conn.execute("CREATE TABLE pf_schema (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO pf_schema (version) VALUES (1)")
-        with conn.cursor() as cur:
-            rows: list[Any] = OLD_ROWS
-            cur.executemany(OLD_INSERT.format(table="pf_decisions").replace("?", "%s"), rows)
+        for n in range(1, version + 1):
+            conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (n,))
+        yield conn
+
+
+async def test_a_schema_1_postgres_store_migrates(pg_url: str) -> None:
+    import psycopg
+
+    from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
+
+    conninfo, schema = split_schema(pg_url)
+    with pg_store_at_schema(pg_url, 1) as conn, conn.cursor() as cur:
+        rows: list[Any] = OLD_ROWS
+        cur.executemany(OLD_INSERT.format(table="pf_decisions").replace("?", "%s"), rows)
     await check_migrated(pg_url)
     with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
         row = conn.execute("SELECT max(version) FROM pf_schema").fetchone()
@@ -175,19 +191,12 @@ async def test_a_schema_2_postgres_store_gets_owner_epochs(pg_url: str) -> None:
     from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
 
     conninfo, schema = split_schema(pg_url)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-        conn.execute(f"SET search_path = {schema}")
-        for script in MIGRATIONS[:2]:
-            conn.execute(script)  # type: ignore[arg-type]
-        conn.execute("CREATE TABLE pf_schema (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO pf_schema (version) VALUES (1), (2)")
-        with conn.cursor() as cur:
-            keys: list[Any] = SCHEMA_2_KEYS
-            changes: list[Any] = SCHEMA_2_CHANGES
-            cur.executemany(SCHEMA_2_KEY_INSERT.format(table="pf_keys").replace("?", "%s"), keys)
-            insert = SCHEMA_2_CHANGE_INSERT.format(table="pf_changes").replace("?", "%s")
-            cur.executemany(insert, changes)
+    with pg_store_at_schema(pg_url, 2) as conn, conn.cursor() as cur:
+        keys: list[Any] = SCHEMA_2_KEYS
+        changes: list[Any] = SCHEMA_2_CHANGES
+        cur.executemany(SCHEMA_2_KEY_INSERT.format(table="pf_keys").replace("?", "%s"), keys)
+        insert = SCHEMA_2_CHANGE_INSERT.format(table="pf_changes").replace("?", "%s")
+        cur.executemany(insert, changes)
     await check_epochs_migrated(pg_url)
     with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
         row = conn.execute("SELECT max(version) FROM pf_schema").fetchone()
