@@ -84,6 +84,18 @@ MIGRATIONS: tuple[str, ...] = (
         UNION ALL SELECT 'tool', tool, id FROM decisions WHERE tool IS NOT NULL;
     DROP TABLE decisions;
     """,
+    # 3 (fence): short head leases; `expires` is in Unix seconds (every process of a SQLite
+    # store shares the machine's clock).
+    """
+    CREATE TABLE leases (
+        key TEXT NOT NULL,
+        lease TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        expires REAL NOT NULL,
+        PRIMARY KEY (key, lease)
+    ) WITHOUT ROWID;
+    """,
 )
 
 _PREFETCH_SQL = f"""

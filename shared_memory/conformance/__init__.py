@@ -18,17 +18,28 @@ again within a check, and must then open the same place. Capabilities:
   of a record (`fields` maps `key`, `value_json`, `parents`, `author`, `kind`, `supersedes`,
   `created_at` to stored values) or deletes it (`fields=None`), bypassing every check, so the
   integrity checks can prove that corruption is caught. Without it they are skipped.
+
+Head leases are declared by the backend itself (`supports_leases`): the lease checks run on a
+backend that holds them, and one that does not must refuse lease operations
+(`LeasesUnsupportedError`), never ignore them.
 """
 
 from __future__ import annotations
 
 from .checks_journal import JOURNAL_CHECKS
+from .checks_leases import LEASE_CHECKS
 from .checks_lineage import LINEAGE_CHECKS
 from .checks_records import RECORD_CHECKS
 from .checks_writes import WRITE_CHECKS
 from .runner import TAMPER, Check, Context, StoreFactory, raises, run_check
 
-CHECKS: tuple[Check, ...] = (*RECORD_CHECKS, *WRITE_CHECKS, *LINEAGE_CHECKS, *JOURNAL_CHECKS)
+CHECKS: tuple[Check, ...] = (
+    *RECORD_CHECKS,
+    *WRITE_CHECKS,
+    *LINEAGE_CHECKS,
+    *JOURNAL_CHECKS,
+    *LEASE_CHECKS,
+)
 """Every conformance check, in a stable order."""
 
 __all__ = ["CHECKS", "TAMPER", "Check", "Context", "StoreFactory", "raises", "run_check"]
