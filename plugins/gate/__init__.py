@@ -24,6 +24,14 @@ from .decision import (
     gate_flow,
 )
 from .explain import explain
+from .fence import (
+    FenceError,
+    FenceSignatureError,
+    FenceToken,
+    MalformedFenceError,
+    StaleFenceError,
+    fenced_write,
+)
 from .gate import Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
 from .heads import HeadSource
 from .middleware import (
@@ -65,6 +73,9 @@ __all__ = [
     "Checker",
     "CheckerFactory",
     "Decision",
+    "FenceError",
+    "FenceSignatureError",
+    "FenceToken",
     "Flag",
     "Gate",
     "GateMiddleware",
@@ -73,6 +84,7 @@ __all__ = [
     "HeadSource",
     "Judgement",
     "KeyTemplate",
+    "MalformedFenceError",
     "Middleware",
     "Outcome",
     "PlanSnapshot",
@@ -84,6 +96,7 @@ __all__ = [
     "Refused",
     "Replanned",
     "ScopeError",
+    "StaleFenceError",
     "StaleKey",
     "StoreHeads",
     "SyncGate",
@@ -100,6 +113,7 @@ __all__ = [
     "encode_segment",
     "explain",
     "fail_closed",
+    "fenced_write",
     "fold_step",
     "gate_checker",
     "gate_flow",
