@@ -238,9 +238,10 @@ class GateMiddleware(Middleware):
             got = await self.bridge.acall(take_lease, judged, again, holder, declared.lease_ms)
             if isinstance(got, LeaseRefused):
                 return await self.refuse(call, got.reason, got.message, by="gate-lease")
-            judged, lease = got
-            if not isinstance(judged, Allowed):
-                return judged
+            again_judged, lease = got
+            if not isinstance(again_judged, Allowed):
+                return again_judged
+            judged = again_judged
         token = issue(judged.verdict, lease=lease, signer=self.signing_key)
         return Allowed(judged.verdict, token, lease)
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from planfence.plugins.gate import GateMiddleware, Policy, ToolCall, create_plan
+from planfence.plugins.gate import Allowed, GateMiddleware, Policy, ToolCall, create_plan
 from planfence.plugins.gate.fence import StaleFenceError, fenced_write
 from planfence.shared_memory import (
     AdvanceHead,
@@ -100,9 +100,10 @@ async def _executor(setup: Setup, n: int, ready: Any, go: Any) -> dict[str, int]
                     records=(effect,),
                     ops=(AdvanceHead(mine, effect.id, await store.head(mine), me),),
                 )
-                if setup.mode == "fence" and judged.fence is not None:
+                token = judged.fence if isinstance(judged, Allowed) else None
+                if setup.mode == "fence" and token is not None:
                     try:
-                        await fenced_write(judged.fence, store, batch)
+                        await fenced_write(token, store, batch)
                     except StaleFenceError:
                         counts["fence_refused"] += 1
                 else:
