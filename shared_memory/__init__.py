@@ -8,6 +8,7 @@ with open_store("sqlite:///team.db") as store:
 
 from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, WriteResult
 from .errors import (
+    AdvancePendingError,
     AlreadyOwnedError,
     AmbiguousIdError,
     ConfigError,
@@ -15,6 +16,8 @@ from .errors import (
     IntegrityError,
     InvalidKeyError,
     InvalidValueError,
+    LeaseHeldError,
+    LeasesUnsupportedError,
     MissingExtraError,
     NotOwnerError,
     OwnershipError,
@@ -35,6 +38,7 @@ from .factory import (
     open_store,
 )
 from .journal import Entry, JournalQuery, ToEntry
+from .leases import DropLease, ExpectHead, HoldKey, Lease
 from .lineage import Frontier, frontier_async, frontier_sync, walk_frontier
 from .model import CURRENT, Change, KeyState
 from .reads import (
@@ -75,13 +79,16 @@ __all__ = [
     "KIND_PLAN",
     "STORE_ENV",
     "AdvanceHead",
+    "AdvancePendingError",
     "AlreadyOwnedError",
     "AmbiguousIdError",
     "AssignOwner",
     "AsyncStore",
     "Change",
     "ConfigError",
+    "DropLease",
     "Entry",
+    "ExpectHead",
     "Frontier",
     "GetChanges",
     "GetKeys",
@@ -89,12 +96,16 @@ __all__ = [
     "HeadConflictError",
     "HeadSigner",
     "HeadVerifier",
+    "HoldKey",
     "IdsWithPrefix",
     "IntegrityError",
     "InvalidKeyError",
     "InvalidValueError",
     "JournalQuery",
     "KeyState",
+    "Lease",
+    "LeaseHeldError",
+    "LeasesUnsupportedError",
     "Lineage",
     "ListKeys",
     "MissingExtraError",

@@ -7,7 +7,7 @@ identically on every backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -21,6 +21,16 @@ from .errors import (
     UnknownRecordError,
 )
 from .journal import Entry, ToEntry, as_entry, bound_entry
+from .leases import (
+    DropLease,
+    ExpectHead,
+    LeaseOp,
+    LeasePlan,
+    LeaseRow,
+    check_expectations,
+    check_ttl,
+    plan_leases,
+)
 from .model import Change, KeyState
 from .records import Record, StoreLimits, validate_agent, validate_key, validate_record_id
 from .signing import HeadSigner, sign_head
@@ -53,7 +63,8 @@ Op = AssignOwner | TransferOwner | AdvanceHead
 
 @dataclass(frozen=True)
 class WriteBatch:
-    """Everything one atomic write stores: new records, owner/head operations, journal entries.
+    """Everything one atomic write stores: new records, owner/head operations, journal entries,
+    head leases taken or dropped, and the heads the write is conditional on (see `leases`).
 
     `decisions` takes journal entries, or anything with a `to_entry()` (the gate's `Decision`).
     `signer` signs the head advances made by its agent, with the sequence and epoch the write
@@ -63,6 +74,8 @@ class WriteBatch:
     records: tuple[Record, ...] = ()
     ops: tuple[Op, ...] = ()
     decisions: tuple[Entry | ToEntry, ...] = ()
+    leases: tuple[LeaseOp, ...] = ()
+    expect: tuple[ExpectHead, ...] = ()
     signer: HeadSigner | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -74,7 +87,17 @@ class WriteBatch:
         return cast(tuple[Entry, ...], self.decisions)
 
     def keys(self) -> list[str]:
-        return sorted({op.key for op in self.ops})
+        """Every key the batch touches: its ops', leases' and expected heads' keys."""
+        return sorted(
+            {op.key for op in self.ops}
+            | {op.key for op in self.leases}
+            | {e.key for e in self.expect}
+        )
+
+    @property
+    def journal_only(self) -> bool:
+        """Journal entries and nothing else (the gate's audit record)."""
+        return not (self.records or self.ops or self.leases or self.expect)
 
     def referenced_ids(self) -> set[str]:
         """Ids that must already exist (in the store or in this batch)."""
@@ -130,8 +153,19 @@ def checked_batch(batch: WriteBatch, limits: StoreLimits) -> WriteBatch:
             validate_record_id(op.record_id)
             if op.expected is not None:
                 validate_record_id(op.expected)
+    for lop in batch.leases:
+        validate_key(lop.key, limits)
+        if not isinstance(lop, DropLease):
+            validate_agent(lop.holder, limits)
+            check_ttl(lop.ttl_ms)
+        if not isinstance(lop.lease, str) or not 0 < len(lop.lease) <= 64:
+            raise InvalidValueError(f"a lease id is 1 to 64 characters, not {lop.lease!r}")
+    for e in batch.expect:
+        validate_key(e.key, limits)
+        if e.head is not None:
+            validate_record_id(e.head)
     entries = tuple(bound_entry(e, limits) for e in batch.entries)
-    return WriteBatch(tuple(records), batch.ops, entries, batch.signer)
+    return WriteBatch(tuple(records), batch.ops, entries, batch.leases, batch.expect, batch.signer)
 
 
 @dataclass(frozen=True)
@@ -141,6 +175,7 @@ class PlannedWrite:
     new_states: dict[str, KeyState]
     created: set[str]
     changes: list[Change]
+    leases: LeasePlan = field(default_factory=LeasePlan)
 
 
 def plan_batch(
@@ -149,6 +184,9 @@ def plan_batch(
     existing_ids: set[str],
     record_keys: Mapping[str, str],
     at: str,
+    *,
+    lease_rows: Iterable[LeaseRow] = (),
+    now: float = 0.0,
 ) -> PlannedWrite:
     """Check a batch against the current states of the keys it touches; pure.
 
@@ -156,14 +194,19 @@ def plan_batch(
         states: current state of each touched key that has an owner.
         existing_ids: the referenced ids the store already holds.
         record_keys: key of every record an `AdvanceHead` points at (store or batch).
+        lease_rows: the stored leases of the touched keys (backends that hold leases).
+        now: the backend's clock in seconds, for lease expiry.
 
     A transfer starts a new owner epoch and drops the head's signature (it was the previous
     owner's); a head advance by the batch signer's agent is signed with its new sequence and
     the key's epoch.
 
     Raises:
-        UnknownRecordError, UnknownKeyError, NotOwnerError, AlreadyOwnedError, HeadConflictError.
+        UnknownRecordError, UnknownKeyError, NotOwnerError, AlreadyOwnedError, HeadConflictError,
+        LeaseHeldError, AdvancePendingError.
     """
+    # The expected heads hold before anything of the batch applies.
+    check_expectations(batch.expect, states)
     in_batch = {r.id for r in batch.records}
     missing = sorted(batch.referenced_ids() - in_batch - existing_ids)
     if missing:
@@ -204,7 +247,9 @@ def plan_batch(
             moved = (op.record_id, state.head, state.owner, op.by, at, epoch, sig)
             changes.append(Change(0, op.key, "head", *moved))
     touched = {op.key for op in batch.ops}
-    return PlannedWrite({k: cur[k] for k in touched}, created, changes)
+    advancing = [op.key for op in batch.ops if isinstance(op, AdvanceHead)]
+    leases = plan_leases(batch.leases, advancing, cur, lease_rows, now)
+    return PlannedWrite({k: cur[k] for k in touched}, created, changes, leases)
 
 
 def _signature(signer: HeadSigner | None, op: AdvanceHead, seq: int, epoch: int) -> str | None:

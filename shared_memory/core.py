@@ -34,6 +34,9 @@ class StoreCore:
     poll_interval: float = 0.05
     optional_reads: ClassVar[frozenset[type[Any]]] = frozenset()
     """The optional read ops (beyond `CORE_READS`) this backend's `_read` answers."""
+    supports_leases: ClassVar[bool] = False
+    """Whether `_write` stores head leases (passes the touched keys' lease rows and its clock to
+    `plan_batch` and applies the plan's `leases`)."""
 
     signer: HeadSigner | None = None
     """Signs the head advances its agent makes through this store (see `signing`); set it

@@ -11,6 +11,10 @@ PlanFenceError
 ├── JanusError                   the Janus controller [plugins.janus]
 │   ├── JanusConfigError, JanusStateError, JanusConflictError, UpdaterOutputError
 │   └── LLMError                 LLMUnavailableError, LLMResponseError, LLMBudgetExceededError
+├── FenceError                   a fencing token that does not hold at commit time [plugins.gate]
+│   ├── MalformedFenceError      not a fencing token (or not for these arguments)
+│   ├── FenceSignatureError      unsigned where a signature is required, or a bad signature
+│   └── StaleFenceError          a key's head moved since the gate checked it
 ├── UpstreamFailure              the MCP proxy's upstream failed a call [adapters.mcp]
 ├── ConcurrentTurnError          two AutoGen turns overlapped on one workbench [adapters.autogen]
 ├── ImmutableRecordError         a LangGraph store write to a record [adapters.langgraph]
@@ -25,6 +29,9 @@ PlanFenceError
     │   ├── NotOwnerError        only the key's owner may advance its head or transfer it
     │   └── AlreadyOwnedError    a key's first owner can be assigned once
     ├── HeadConflictError        compare-and-set lost: carries the current head
+    ├── LeaseHeldError           a head advance on a leased key, by a writer that would not wait
+    │   └── AdvancePendingError  a lease asked on a key whose owner is waiting to advance it
+    ├── LeasesUnsupportedError   the backend cannot hold head leases
     ├── IntegrityError           a record read back does not hash to its id
     ├── StoreUnavailableError    the backend cannot be reached
     └── AuditBacklogError        a deferred audit that cannot keep another record [plugins.gate]
@@ -153,6 +160,42 @@ class HeadConflictError(StoreError):
         super().__init__(
             f"head of {key!r} is {current or 'empty'}, not {expected or 'empty'} as expected"
         )
+
+
+class LeaseHeldError(StoreError):
+    """A head advance on a key that a gate holds a lease on, by a writer that asked not to wait.
+
+    `wait_s` is how long the longest live lease on the key may still last (seconds).
+    """
+
+    def __init__(self, key: str, wait_s: float, holders: tuple[str, ...] = ()) -> None:
+        self.key = key
+        self.wait_s = max(0.0, wait_s)
+        self.holders = holders
+        who = f" by {', '.join(holders)}" if holders else ""
+        super().__init__(
+            f"{key!r} is leased{who} for up to {self.wait_s * 1000:.0f} ms more: "
+            "its head cannot advance until the lease is released or expires"
+        )
+
+
+class AdvancePendingError(LeaseHeldError):
+    """A lease asked on a key whose owner is already waiting to advance its head: the head is
+    about to move, so no new lease is granted (the owner's wait stays bounded)."""
+
+    def __init__(self, key: str, wait_s: float) -> None:
+        StoreError.__init__(
+            self,
+            f"{key!r} is about to advance (its owner waits on the leases held now): "
+            "no new lease is granted",
+        )
+        self.key = key
+        self.wait_s = max(0.0, wait_s)
+        self.holders = ()
+
+
+class LeasesUnsupportedError(StoreError):
+    """The store's backend does not implement head leases."""
 
 
 class IntegrityError(StoreError):

@@ -19,11 +19,13 @@ from .core import StoreCore
 from .errors import (
     AmbiguousIdError,
     InvalidValueError,
+    LeasesUnsupportedError,
     NotOwnerError,
     UnknownKeyError,
     UnknownRecordError,
 )
 from .journal import Entry, JournalQuery, ToEntry, as_entry, bound_entry
+from .leases import DropLease, ExpectHead, HoldKey, Lease, check_ttl, new_lease_id, write_waiting
 from .lineage import DEFAULT_MAX_RECORDS, Frontier
 from .model import CURRENT, Change, KeyState, _Current
 from .reads import (
@@ -107,15 +109,19 @@ class AsyncStore(StoreCore):
         parents: Iterable[str] = (),
         kind: str = KIND_FACT,
         expected_head: str | _Current | None = CURRENT,
+        wait: bool = True,
     ) -> Record:
         """Store a new version of `key` and advance its head, atomically; owner only.
 
         `expected_head` is the head the writer last saw (None: the key has no version yet). The
-        default reads it just before writing, which still fails on a concurrent writer.
+        default reads it just before writing, which still fails on a concurrent writer. While a
+        gate holds a lease on `key`, the write waits for it to end (`wait=False`: it raises
+        `LeaseHeldError` at once instead).
 
         Raises:
             NotOwnerError, HeadConflictError (carries the current head), UnknownKeyError,
-            UnknownRecordError (a parent the store does not hold), and the validation errors.
+            UnknownRecordError (a parent the store does not hold), LeaseHeldError, and the
+            validation errors.
         """
         record = Record.create(
             key, value, author=author, parents=parents, kind=kind, limits=self.limits
@@ -130,7 +136,7 @@ class AsyncStore(StoreCore):
         else:
             expected = validate_record_id(expected_head) if expected_head is not None else None
         batch = WriteBatch(records=(record,), ops=(AdvanceHead(key, record.id, expected, author),))
-        await self._write(self._signed(batch))
+        await write_waiting(self._write, self._signed(batch), wait)
         return record
 
     async def add(
@@ -170,8 +176,10 @@ class AsyncStore(StoreCore):
         by: str,
         expected_head: str | None,
         decisions: Iterable[Entry | ToEntry] = (),
+        wait: bool = True,
     ) -> Change:
-        """Point `key`'s head at an already stored version of it (compare-and-set, owner only)."""
+        """Point `key`'s head at an already stored version of it (compare-and-set, owner only);
+        waits for the key's leases to end, as `put` does."""
         validate_key(key, self.limits)
         validate_record_id(record_id)
         validate_agent(by, self.limits)
@@ -181,16 +189,56 @@ class AsyncStore(StoreCore):
             ops=(AdvanceHead(key, record_id, expected_head, by),),
             decisions=self._bounded(decisions),
         )
-        return (await self._write(self._signed(batch))).changes[0]
+        return (await write_waiting(self._write, self._signed(batch), wait)).changes[0]
 
-    async def write(self, batch: WriteBatch) -> list[Change]:
-        """Apply a prepared batch atomically: all of it or none of it.
+    async def write(self, batch: WriteBatch, *, wait: bool = True) -> list[Change]:
+        """Apply a prepared batch atomically: all of it or none of it. A head advance on a leased
+        key waits for the lease to end (`wait=False`: `LeaseHeldError` at once).
 
         Raises:
             IntegrityError: a record whose fields do not hash to its id.
+            HeadConflictError: a head in `batch.expect` moved.
+            LeasesUnsupportedError: lease ops on a backend without leases.
             and everything `put`, `advance`, `own` and `transfer` raise.
         """
-        return (await self._write(self._signed(checked_batch(batch, self.limits)))).changes
+        checked = self._signed(checked_batch(batch, self.limits))
+        if checked.leases and not self.supports_leases:
+            raise LeasesUnsupportedError(f"{type(self).__name__} does not hold head leases")
+        return (await write_waiting(self._write, checked, wait)).changes
+
+    # ---- head leases
+
+    async def lease(
+        self,
+        heads: Mapping[str, str | None],
+        *,
+        holder: str,
+        ttl_ms: int,
+    ) -> Lease:
+        """Lease `heads`' keys for `ttl_ms` ms, if each head is still the one given: until the
+        lease is released or expires, their owners' head advances wait.
+
+        Raises:
+            HeadConflictError: a head moved (the lease is not taken).
+            AdvancePendingError: an owner is already waiting to advance one of the keys.
+            LeasesUnsupportedError: the backend holds no leases.
+        """
+        if not self.supports_leases:
+            raise LeasesUnsupportedError(f"{type(self).__name__} does not hold head leases")
+        ttl = check_ttl(ttl_ms)
+        lease = Lease(new_lease_id(), tuple(sorted(heads)), holder, ttl)
+        batch = WriteBatch(
+            leases=tuple(HoldKey(k, lease.id, holder, ttl) for k in lease.keys),
+            expect=tuple(ExpectHead(k, heads[k]) for k in lease.keys),
+        )
+        await self._write(checked_batch(batch, self.limits))
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        """End `lease` now (nothing happens if it already ended)."""
+        if lease.keys:
+            batch = WriteBatch(leases=tuple(DropLease(k, lease.id) for k in lease.keys))
+            await self._write(checked_batch(batch, self.limits))
 
     def _bounded(self, entries: Iterable[Entry | ToEntry]) -> tuple[Entry, ...]:
         return tuple(bound_entry(as_entry(e), self.limits) for e in entries)

@@ -221,6 +221,8 @@ class Store:
     add = twin(AsyncStore.add)
     advance = twin(AsyncStore.advance)
     write = twin(AsyncStore.write)
+    lease = twin(AsyncStore.lease)
+    release = twin(AsyncStore.release)
     get = twin(AsyncStore.get)
     resolve_id = twin(AsyncStore.resolve_id)
     get_many = twin(AsyncStore.get_many)

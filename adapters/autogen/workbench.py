@@ -7,8 +7,10 @@ serve several agents and teams at once without one's plan standing in for anothe
 turn, calls act under the plan given to `bind` (for driving the workbench directly).
 
 A refusal comes back as `ToolResult(is_error=True)` naming the records that changed, and the
-wrapped tool does not run. Nothing raises out of `call_tool`: an exception there leaves
-`AssistantAgent` waiting on a tool stream that never ends.
+wrapped tool does not run. An allowed tool runs with the allow's fencing token as
+`planfence.fence.current()`, holding the lease its policy declares until it returns. Nothing
+raises out of `call_tool`: an exception there leaves `AssistantAgent` waiting on a tool stream
+that never ends.
 
 AutoGen traces each tool run as an `execute_tool` span, which a `StaticWorkbench` opens inside
 the tool's `run_json`. In front of one, the gate runs inside that span, so its
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planfence.plugins.gate import (
+    Allowed,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -39,6 +42,7 @@ from planfence.plugins.gate import (
     checker_path,
     fail_closed,
 )
+from planfence.plugins.gate.fence import bound
 from planfence.shared_memory import AsyncStore, PlanFenceError, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -111,6 +115,16 @@ class _Pending:
         if isinstance(self.judged, Refused):
             raise Refusal(self.judged.message)
 
+    async def run(self, original: Any, *args: Any, **kwargs: Any) -> Any:
+        """Judge, then run the tool with the allow's fencing token; release its lease after."""
+        await self.decide()
+        fence = self.judged.fence if isinstance(self.judged, Allowed) else None
+        try:
+            with bound(fence):
+                return await original(*args, **kwargs)
+        finally:
+            await self.fence.gate.release(self.judged)
+
 
 _PENDING: ContextVar[_Pending | None] = ContextVar("planfence_autogen_pending", default=None)
 
@@ -128,8 +142,7 @@ def _checked_twin(tool: Any, fence: FencedWorkbench) -> Any:
         pending = _PENDING.get()
         if pending is None or pending.fence is not fence:
             raise Refusal("a fenced tool ran outside its fence's call")  # never unchecked
-        await pending.decide()
-        return await original(*args, **kwargs)
+        return await pending.run(original, *args, **kwargs)
 
     setattr(twin, attr, checked)
     return twin
@@ -266,11 +279,11 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         # The gate sees a copy: the tool runs with exactly the arguments the model sent.
         call = ToolCall(name, copy.deepcopy(args), plan_id)
         if self._inside is None:
-            judged = await self.gate.judge(call)
-            self._keep(turn, judged)
-            if isinstance(judged, Refused):
-                return _error(name, judged.message)
-            return await self.inner.call_tool(name, args, cancellation_token, call_id)
+            async with self.gate.guard(call) as judged:
+                self._keep(turn, judged)
+                if isinstance(judged, Refused):
+                    return _error(name, judged.message)
+                return await self.inner.call_tool(name, args, cancellation_token, call_id)
         # Judged when the tool starts, inside the span AutoGen opens for it.
         pending = _Pending(self, call)
         token = _PENDING.set(pending)
@@ -282,6 +295,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             # The tool never started (an unknown tool, arguments it rejects): judged all the
             # same, so the decision is audited and a refusal says why in the gate's words.
             pending.judged = await self.gate.judge(call)
+            await self.gate.release(pending.judged)
         self._keep(turn, pending.judged)
         if isinstance(pending.judged, Refused):
             return _error(name, pending.judged.message)
@@ -297,7 +311,9 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         one; never raises."""
         turn = self._turn()
         plan_id = turn.plan_id if turn is not None else self._plan_id
-        return (await self.gate.judge(ToolCall(name, args, plan_id))).verdict
+        judged = await self.gate.judge(ToolCall(name, args, plan_id))
+        await self.gate.release(judged)  # nothing runs under this judgement
+        return judged.verdict
 
     async def start(self) -> None:
         await self.inner.start()

@@ -79,11 +79,13 @@ class ToolGating:
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolAnswer],
     ) -> ToolAnswer:
-        judged = self.gate.judge_sync(tool_call(request, self.gate.agent))
-        if not judged.allowed:
-            return refusal(request, judged.verdict)
-        with track_reads() as log:
-            result = handler(request)
+        # The tool runs with the allow's fencing token (`planfence.fence.current()`) and holds
+        # the lease its policy declares until it returns.
+        with self.gate.guard_sync(tool_call(request, self.gate.agent)) as judged:
+            if not judged.allowed:
+                return refusal(request, judged.verdict)
+            with track_reads() as log:
+                result = handler(request)
         return with_verdict(result, judged, self._tool_reads(log))
 
     async def awrap_tool_call(
@@ -91,11 +93,11 @@ class ToolGating:
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolAnswer]],
     ) -> ToolAnswer:
-        judged = await self.gate.judge(tool_call(request, self.gate.agent))
-        if not judged.allowed:
-            return refusal(request, judged.verdict)
-        with track_reads() as log:
-            result = await handler(request)
+        async with self.gate.guard(tool_call(request, self.gate.agent)) as judged:
+            if not judged.allowed:
+                return refusal(request, judged.verdict)
+            with track_reads() as log:
+                result = await handler(request)
         return with_verdict(result, judged, self._tool_reads(log))
 
 

@@ -7,7 +7,8 @@ the same gate as middleware inside an MCP server (`PlanFenceGate`, `FastMCPGate`
     ):
         ...
 
-The `_meta` keys (`META_PLAN`, `META_AGENT`, `META_DECISION`, `META_REFUSAL`) need nothing
+The `_meta` keys (`META_PLAN`, `META_AGENT`, `META_DECISION`, `META_REFUSAL`, `META_FENCE`: the
+fencing token an allowed call carries to the upstream tool) need nothing
 installed; the proxy needs the `mcp` extra, and its names are imported on first use.
 """
 
@@ -17,7 +18,14 @@ from typing import TYPE_CHECKING
 
 from planfence.adapters._lazy import lazy_exports
 
-from .meta import META_AGENT, META_DECISION, META_PLAN, META_REFUSAL, forwardable_meta
+from .meta import (
+    META_AGENT,
+    META_DECISION,
+    META_FENCE,
+    META_PLAN,
+    META_REFUSAL,
+    forwardable_meta,
+)
 
 if TYPE_CHECKING:
     from .fastmcp_gate import FastMCPGate
@@ -40,6 +48,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 __all__ = [
     "META_AGENT",
     "META_DECISION",
+    "META_FENCE",
     "META_PLAN",
     "META_REFUSAL",
     "FastMCPGate",

@@ -57,13 +57,14 @@ class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
         call_next: CallNext[mt.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
         params = context.message
-        refusal, decision = await self.judge.judge(
-            params.name, params.arguments, _request_meta(context)
-        )
-        if refusal is None:
-            result = await call_next(context)
-            result.meta = with_decision({"_meta": result.meta or {}}, decision)["_meta"]
-            return result
+        async with self.judge.guard(params.name, params.arguments, _request_meta(context)) as (
+            refusal,
+            decision,
+        ):
+            if refusal is None:  # the tool runs with the fencing token, holding the lease
+                result = await call_next(context)
+                result.meta = with_decision({"_meta": result.meta or {}}, decision)["_meta"]
+                return result
         await self._learn_schema(context, params.name)
         fitted = await self.judge.fit(refusal, params.name)
         return ToolResult.from_mcp_result(mt.CallToolResult.model_validate(fitted))

@@ -1,6 +1,8 @@
 """`tools/call` through the gate's seam: every call is judged before it goes upstream, and
 judged again before each retry and before an answer to the upstream's question is handed over
-(the plan may go stale while a client answers)."""
+(the plan may go stale while a client answers). An allowed call goes upstream with its fencing
+token in `_meta["dev.planfence/fence"]`; its lease (if its policy declares one) is held until
+the upstream answers."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from mcp.server.context import ServerRequestContext
 
 from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused, Revoked
-from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN
+from .meta import META_AGENT, META_DECISION, META_FENCE, META_PLAN, PROGRESS_TOKEN
 from .results import (
     INPUT_REFUSED,
     MALFORMED_META,
@@ -55,8 +57,13 @@ class Judged:
         return self.latest is not None and self.latest.allowed
 
     async def recheck(self) -> bool:
-        self.latest = await self.gate.judge(self.call)
+        """Judge again; the lease of the judgement before (if any) is released."""
+        before, self.latest = self.latest, await self.gate.judge(self.call)
+        await self.gate.release(before)
         return self.allowed
+
+    async def release(self) -> None:
+        await self.gate.release(self.latest)
 
 
 class GatedCalls:
@@ -110,13 +117,34 @@ class GatedCalls:
                 stamped = True
 
         judged = Judged(self.gate, call)
+        try:
+            return await self._forward_judged(ctx, judged, raw, meta, stamped)
+        finally:
+            await judged.release()
+
+    async def _forward_judged(
+        self,
+        ctx: ServerRequestContext[Any],
+        judged: Judged,
+        raw: dict[str, Any],
+        meta: Mapping[str, Any],
+        stamped: bool,
+    ) -> dict[str, Any]:
+        tool, call = judged.call.tool, judged.call
         if not await judged.recheck():
             if self.sessions is not None:
                 return to_wire_result(self.sessions.explain(ctx, judged.verdict, stamped))
             return to_wire_result(judged.verdict)
-        # Forward exactly the call that was judged, whatever else the raw request carried.
+        # Forward exactly the call that was judged, whatever else the raw request carried, and
+        # the fencing token of its allow (never one the client sent).
         raw["name"] = tool
         raw["arguments"] = dict(call.args)
+        sent_meta = {k: v for k, v in meta.items() if k != META_FENCE}
+        fence = getattr(judged.latest, "fence", None)
+        if fence is not None:
+            sent_meta[META_FENCE] = fence.to_wire()
+        if sent_meta or "_meta" in raw:
+            raw["_meta"] = sent_meta
 
         on_progress = None
         if meta.get(PROGRESS_TOKEN) is not None:

@@ -8,17 +8,20 @@
 `_meta["dev.planfence/plan"]` (the agent in `dev.planfence/agent`); a refused call never reaches
 the tool and is answered with the proxy's refusal result (`results.py`), fitted to the tool's
 `outputSchema`; an allowed call's result carries `_meta["dev.planfence/decision"]`. The policy
-is the same TOML file the proxy reads.
+is the same TOML file the proxy reads. The tool runs with the allow's fencing token as
+`planfence.fence.current()`, and the lease its policy declares is held until it returns.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import AuditMode, GateMiddleware, Middleware, Policy, ToolCall
+from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import AsyncStore, PlanFenceError, Store, StoreBridge, validate_agent
 from planfence.shared_memory.extras import extra_imports
 
@@ -64,6 +67,7 @@ class ToolJudge:
         middleware: planfence middleware around the gate, outermost first.
         audit: how the gate records decisions (see `Gate`): True, before it answers;
             "deferred", allows written in batches just after (a faster allow path).
+        signing_key: signs the allows' fencing tokens (an Ed25519 `SigningKey`).
     """
 
     def __init__(
@@ -74,9 +78,15 @@ class ToolJudge:
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = True,
+        signing_key: TokenSigner | None = None,
     ) -> None:
         self.seam = GateMiddleware(
-            store, load_policy(policy), agent=agent, middleware=middleware, audit=audit
+            store,
+            load_policy(policy),
+            agent=agent,
+            middleware=middleware,
+            audit=audit,
+            signing_key=signing_key,
         )
         self.catalog = ToolCatalog(_NoLister())
 
@@ -87,7 +97,17 @@ class ToolJudge:
     async def judge(
         self, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
     ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """(refusal result or None, the decision `_meta` for an allowed call)."""
+        """(refusal result or None, the decision `_meta` for an allowed call); a lease the
+        allow took is released at once (run the tool inside `guard` to hold it)."""
+        async with self.guard(tool, args, meta) as judged:
+            return judged
+
+    @asynccontextmanager
+    async def guard(
+        self, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+    ) -> AsyncIterator[tuple[dict[str, Any] | None, dict[str, Any]]]:
+        """`judge`, for a tool that runs inside the block: with the allow's fencing token as
+        `planfence.fence.current()`, and its lease held until the block ends."""
         meta = meta or {}
         call = ToolCall(tool, dict(args or {}), meta.get(META_PLAN), meta.get(META_AGENT))
         if call.agent is not None:
@@ -96,11 +116,13 @@ class ToolJudge:
             except PlanFenceError as exc:
                 message = f"{META_AGENT}: {exc}"
                 refused = await self.seam.refuse(call, MALFORMED_META, message, by="mcp-server")
-                return to_wire_result(refused.verdict), {}
-        judgement = await self.seam.judge(call)
-        if not judgement.allowed:
-            return to_wire_result(judgement.verdict), {}
-        return None, decision_meta(judgement.verdict)
+                yield to_wire_result(refused.verdict), {}
+                return
+        async with self.seam.guard(call) as judgement:
+            if not judgement.allowed:
+                yield to_wire_result(judgement.verdict), {}
+            else:
+                yield None, decision_meta(judgement.verdict)
 
     async def fit(self, refusal: dict[str, Any], tool: str) -> dict[str, Any]:
         return await fit_to_tool(refusal, tool, self.catalog)
@@ -135,16 +157,16 @@ class PlanFenceGate(ToolJudge):
             return await call_next(ctx)  # the SDK answers a malformed call itself
         args = params.get("arguments")
         meta = params.get("_meta")
-        refusal, decision = await self.judge(
+        async with self.guard(
             tool,
             args if isinstance(args, Mapping) else None,
             meta if isinstance(meta, Mapping) else None,
-        )
-        if refusal is None:
-            result = await call_next(ctx)
-            if isinstance(result, Mapping):
-                return with_decision(result, decision)
-            return result
+        ) as (refusal, decision):
+            if refusal is None:
+                result = await call_next(ctx)
+                if isinstance(result, Mapping):
+                    return with_decision(result, decision)
+                return result
         if not self.catalog.loaded:
             listed = await call_next(_listing(ctx))
             if isinstance(listed, Mapping):

@@ -2,7 +2,9 @@
 
 Keys under `io.modelcontextprotocol/` belong to one connection (protocol version, client info,
 the progress token's connection) and are never forwarded; every other key is, the planfence keys
-included, so an upstream can log which plan authorised its call.
+included, so an upstream can log which plan authorised its call. On a `tools/call`,
+`dev.planfence/fence` is written by the gate only (the fencing token of the allow): a client's
+own value is replaced, or dropped.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ META_PLAN = "dev.planfence/plan"
 META_AGENT = "dev.planfence/agent"
 META_DECISION = "dev.planfence/decision"
 META_REFUSAL = "dev.planfence/refusal"
+META_FENCE = "dev.planfence/fence"
 RESERVED_PREFIX = "io.modelcontextprotocol/"
 PROGRESS_TOKEN = "progressToken"
 

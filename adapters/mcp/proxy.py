@@ -7,7 +7,10 @@ What the proxy changes on the way through, and nothing else:
 
 - `tools/call` params `_meta` carries `dev.planfence/plan` (the plan record id; required for gated
   tools) and `dev.planfence/agent` (the calling agent, optional). The gate judges the call; a
-  refused call is answered by the proxy (see `results.py`) and never reaches the upstream.
+  refused call is answered by the proxy (see `results.py`) and never reaches the upstream. An
+  allowed call goes upstream with `dev.planfence/fence`, the allow's fencing token (signed with
+  the proxy's `signing_key` when it has one); a lease its policy declares is held until the
+  upstream answers.
 - Keys under `io.modelcontextprotocol/` are per-connection protocol envelope (protocol version,
   client info, the progress token's connection...) and are not forwarded; the proxy's own
   upstream connection stamps its own. The one exception is the log level a 2026-era upstream
@@ -34,6 +37,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from planfence.plugins.gate import Gate, GateMiddleware, Middleware, Policy
+from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import AsyncStore
 from planfence.shared_memory.extras import extra_imports
 
@@ -70,6 +74,7 @@ class PlanFenceProxy:
         middleware: middleware around the gate, outermost first (see `GateMiddleware`).
         agent: serve the proxy's own record tools and stamp plans for calls without one, as
             this agent (see `sessions.py`); None: every plan comes in `_meta`.
+        signing_key: signs the fencing tokens sent upstream (an Ed25519 `SigningKey`).
     """
 
     def __init__(
@@ -81,12 +86,15 @@ class PlanFenceProxy:
         relay: Relay | None = None,
         middleware: Iterable[Middleware] = (),
         agent: str | None = None,
+        signing_key: TokenSigner | None = None,
     ) -> None:
         self.gate = gate
         self.upstream = upstream
         self.name = name
         self.relay = relay or upstream.relay or Relay()
-        seam = GateMiddleware(gate.store, gate.policy, checker=gate, middleware=middleware)
+        seam = GateMiddleware(
+            gate.store, gate.policy, checker=gate, middleware=middleware, signing_key=signing_key
+        )
         self.catalog = ToolCatalog(upstream)
         self.forwarder = Forwarder(upstream, self.relay)
         # `--agent`: the proxy's own tools and plans stamped per session (see `sessions.py`).
@@ -216,6 +224,7 @@ async def open_proxy(
     request_timeout: float | None = 30.0,
     middleware: Iterable[Middleware] = (),
     agent: str | None = None,
+    signing_key: TokenSigner | None = None,
 ) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy's server; the upstream closes on exit.
 
@@ -227,6 +236,7 @@ async def open_proxy(
         request_timeout: seconds any other forwarded request may take.
         middleware: middleware around the gate, outermost first.
         agent: serve the proxy's own record tools and stamp plans per session, as this agent.
+        signing_key: signs the fencing tokens sent upstream.
 
     Yields:
         The proxy and its MCP server, ready to `run` on a transport.
@@ -239,5 +249,7 @@ async def open_proxy(
         request_timeout=request_timeout,
         relay=relay,
     ) as upstream:
-        proxy = PlanFenceProxy(gate, upstream, relay=relay, middleware=middleware, agent=agent)
+        proxy = PlanFenceProxy(
+            gate, upstream, relay=relay, middleware=middleware, agent=agent, signing_key=signing_key
+        )
         yield proxy, proxy.build_server()

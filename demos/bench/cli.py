@@ -19,6 +19,7 @@ BENCHES: dict[str, str] = {
     "proxy": "planfence.demos.bench.proxy",
     "janus": "planfence.demos.bench.janus",
     "replay": "planfence.demos.bench.replay",
+    "window": "planfence.demos.bench.window",
 }
 
 

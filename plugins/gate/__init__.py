@@ -24,6 +24,14 @@ from .decision import (
     gate_flow,
 )
 from .explain import explain
+from .fence import (
+    FenceError,
+    FenceSignatureError,
+    FenceToken,
+    MalformedFenceError,
+    StaleFenceError,
+    fenced_write,
+)
 from .gate import AuditMode, Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
 from .heads import HeadSource
 from .middleware import (
@@ -66,6 +74,9 @@ __all__ = [
     "Checker",
     "CheckerFactory",
     "Decision",
+    "FenceError",
+    "FenceSignatureError",
+    "FenceToken",
     "Flag",
     "Gate",
     "GateMiddleware",
@@ -74,6 +85,7 @@ __all__ = [
     "HeadSource",
     "Judgement",
     "KeyTemplate",
+    "MalformedFenceError",
     "Middleware",
     "Outcome",
     "PlanSnapshot",
@@ -85,6 +97,7 @@ __all__ = [
     "Refused",
     "Replanned",
     "ScopeError",
+    "StaleFenceError",
     "StaleKey",
     "StoreHeads",
     "SyncGate",
@@ -101,6 +114,7 @@ __all__ = [
     "encode_segment",
     "explain",
     "fail_closed",
+    "fenced_write",
     "fold_step",
     "gate_checker",
     "gate_flow",

@@ -18,23 +18,36 @@ and the judgement on the way out, as in FastMCP or Starlette:
 experiment supplies another), fails closed (anything that goes wrong is a refusal, never an
 allow), and reaches the store from sync or async code through the one `StoreBridge`. A step's
 judgements fold into one outcome with `fold_step`, which also keeps the one-replan budget.
+
+Every allow carries a fencing token (`Allowed.fence`, see `fence`); when the tool's policy
+declares `lease_ms`, the allow also holds a lease on the heads it was checked against
+(`Allowed.lease`), so no owner moves them while the tool runs. Adapters run the tool inside
+`guard` (or `guard_sync`), which judges, makes the token `planfence.fence.current()`, and
+releases the lease when the tool returns:
+
+    async with gate.guard(ToolCall("deploy", args, plan_id)) as judged:
+        if judged.allowed:
+            result = await deploy(args)
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
-from planfence.shared_memory import AsyncStore, PlanFenceError, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, Lease, PlanFenceError, Store, StoreBridge
 
 from .audit import AUDIT_SOURCE, Decision
 from .checkers import CheckerFactory, checker_factory, gate_checker
 from .decision import ALLOW, BLOCK, CURRENT, REPLAN, UNGATED, Verdict, fail_closed
 from .explain import explain
+from .fence import FenceToken, TokenSigner, bound, issue
 from .gate import AuditMode, Checker
+from .leasing import LeaseRefused, release_lease, take_lease
 from .policy import Policy
 
 logger = logging.getLogger("planfence.gate")
@@ -59,9 +72,13 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Allowed:
-    """The call may run; `verdict` says why (a current plan, or an ungated tool)."""
+    """The call may run; `verdict` says why (a current plan, or an ungated tool). `fence` is
+    what the allow was checked against, for the tool to re-check at commit time; `lease`, the
+    lease held on those heads while the tool runs (when its policy declares `lease_ms`)."""
 
     verdict: Verdict
+    fence: FenceToken | None = None
+    lease: Lease | None = None
     allowed: ClassVar[bool] = True
 
 
@@ -134,6 +151,8 @@ class GateMiddleware(Middleware):
         middleware: middleware around the gate, outermost first.
         audit: how the default gate records its decisions (`Gate`'s `audit`: True, before it
             answers; "deferred", allows in batches just after; False, refusals only).
+        signing_key: signs each allow's fencing token (an Ed25519 `SigningKey`); without one
+            the tokens are unsigned (and say so).
     """
 
     def __init__(
@@ -145,11 +164,15 @@ class GateMiddleware(Middleware):
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = True,
+        signing_key: TokenSigner | None = None,
     ) -> None:
         self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
         self.policy = Policy.coerce(policy)
         self.agent = agent
         self.audit = audit
+        self.signing_key = signing_key
+        if signing_key is None:
+            logger.info("no signing key: fencing tokens are issued unsigned")
         self.fixed: Checker | None = None
         if checker is None or isinstance(checker, str) or callable(checker):
             self.factory = checker_factory(checker)
@@ -199,9 +222,14 @@ class GateMiddleware(Middleware):
         return await checker.check(call.tool, call.args, call.plan, agent=call.agent or self.agent)
 
     async def judge(self, call: ToolCall) -> Judgement:
-        """Pass `call` through the whole stack, from async code."""
+        """Pass `call` through the whole stack, from async code; an allow comes back with its
+        fencing token, and with a lease when the tool's policy declares `lease_ms` (release
+        it with `release`, or judge inside `guard`, which does)."""
         try:
-            return await run_middleware(self.stack, call)
+            judged = await run_middleware(self.stack, call)
+            if isinstance(judged, Allowed):
+                return await self._fenced(call, judged)
+            return judged
         except Exception as exc:  # a middleware that fails must not let the call through
             return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
 
@@ -211,6 +239,58 @@ class GateMiddleware(Middleware):
             return self.bridge.run(self.judge, call)
         except Exception as exc:
             return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
+
+    async def _fenced(self, call: ToolCall, judged: Allowed) -> Judgement:
+        """The allow with its token, and its lease when the tool's policy asks for one (taken on
+        the heads the gate checked: if they moved meanwhile, the call is judged again)."""
+        declared = self.policy.get(call.tool)
+        lease: Lease | None = None
+        if declared is not None and declared.lease_ms is not None:
+            holder = call.agent or self.agent or "gate"
+
+            async def again() -> Judgement:
+                return await run_middleware(self.stack, call)
+
+            got = await self.bridge.acall(take_lease, judged, again, holder, declared.lease_ms)
+            if isinstance(got, LeaseRefused):
+                return await self.refuse(call, got.reason, got.message, by="gate-lease")
+            again_judged, lease = got
+            if not isinstance(again_judged, Allowed):
+                return again_judged
+            judged = again_judged
+        token = issue(judged.verdict, lease=lease, signer=self.signing_key)
+        return Allowed(judged.verdict, token, lease)
+
+    async def release(self, judged: Judgement | None) -> None:
+        """Release the lease an allow holds (nothing for a refusal or an allow without one);
+        a lease that cannot be released ends by itself after its `lease_ms`."""
+        if isinstance(judged, Allowed) and judged.lease is not None:
+            try:
+                await self.bridge.acall(release_lease, judged.lease)
+            except PlanFenceError:
+                logger.warning("could not release the lease of %s", judged.verdict.tool)
+
+    @asynccontextmanager
+    async def guard(self, call: ToolCall) -> AsyncIterator[Judgement]:
+        """Judge `call`; inside the block (where the tool runs, on an allow) its token is
+        `planfence.fence.current()`; the lease is released when the block ends."""
+        judged = await self.judge(call)
+        try:
+            with bound(judged.fence if isinstance(judged, Allowed) else None):
+                yield judged
+        finally:
+            await self.release(judged)
+
+    @contextmanager
+    def guard_sync(self, call: ToolCall) -> Iterator[Judgement]:
+        """`guard` for sync code."""
+        judged = self.judge_sync(call)
+        try:
+            with bound(judged.fence if isinstance(judged, Allowed) else None):
+                yield judged
+        finally:
+            if isinstance(judged, Allowed) and judged.lease is not None:
+                self.bridge.run(self.release, judged)
 
     async def refuse(self, call: ToolCall, reason: str, message: str, *, by: str) -> Refused:
         """Refuse a call no checker could judge (its request was malformed), on the record

@@ -8,6 +8,10 @@ Declared in application code or a TOML policy file, never by generated text:
     [tools.get_weather]
     ungated = true          # explicitly exempt (read-only tools)
 
+    [tools.deploy]
+    depends_on = ["build/{service}"]
+    lease_ms = 2000         # on allow, hold the heads of D(a) until the tool returns (at most 2 s)
+
 Templates are filled from the call's arguments (`{order_id}`, `{customer.id}` for nested values).
 A placeholder fills one key segment; `{path:path}` takes a value with `/` as several segments
 (`clock/{tz:path}` with `Europe/Lisbon`), and `{url:enc}` any text, encoded into one segment
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from planfence.shared_memory import ConfigError, InvalidKeyError
+from planfence.shared_memory.leases import MAX_LEASE_MS
 
 from .templates import (
     CONVERTORS,
@@ -59,11 +64,13 @@ _TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
 
 @dataclass(frozen=True)
 class ToolPolicy:
-    """What one tool depends on, or that it is explicitly exempt."""
+    """What one tool depends on, or that it is explicitly exempt; `lease_ms`: how long an
+    allowed call may hold its keys' heads (None: no lease)."""
 
     name: str
     depends_on: tuple[KeyTemplate, ...] = ()
     ungated: bool = False
+    lease_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.ungated == bool(self.depends_on):
@@ -71,6 +78,11 @@ class ToolPolicy:
                 f"tool {self.name!r}: declare depends_on (at least one key template) "
                 "or ungated = true, not both or neither"
             )
+        if self.lease_ms is not None:
+            try:
+                _check_lease_ms(self.lease_ms, self.ungated)
+            except ValueError as exc:
+                raise PolicyError(f"tool {self.name!r}: {exc}") from None
 
     def scope(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         """The keys D(a) for a call with `args`. Raises `ScopeError`."""
@@ -101,10 +113,17 @@ class Policy:
         return self.tools.get(tool)
 
     def declare(
-        self, tool: str, depends_on: Iterable[str] = (), *, ungated: bool = False
+        self,
+        tool: str,
+        depends_on: Iterable[str] = (),
+        *,
+        ungated: bool = False,
+        lease_ms: int | None = None,
     ) -> Policy:
         """A new policy with `tool` declared (policies are immutable)."""
-        spec = {"depends_on": list(depends_on), "ungated": ungated}
+        spec: dict[str, Any] = {"depends_on": list(depends_on), "ungated": ungated}
+        if lease_ms is not None:
+            spec["lease_ms"] = lease_ms
         tp = _declared(tool, spec, self.source, "")
         return Policy({**self.tools, tool: tp}, self.source)
 
@@ -127,9 +146,12 @@ class Policy:
         """The `from_dict` form, so a policy can travel inside configs and over wires."""
         tools: dict[str, Any] = {}
         for name, tp in self.tools.items():
-            tools[name] = (
-                {"ungated": True} if tp.ungated else {"depends_on": [t.text for t in tp.depends_on]}
-            )
+            if tp.ungated:
+                tools[name] = {"ungated": True}
+                continue
+            tools[name] = {"depends_on": [t.text for t in tp.depends_on]}
+            if tp.lease_ms is not None:
+                tools[name]["lease_ms"] = tp.lease_ms
         return {"tools": tools}
 
     @classmethod
@@ -243,9 +265,11 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
         raise ValueError(f"invalid tool name {name!r}")
     if not isinstance(spec, Mapping):
         raise ValueError("a tool declaration must be a table with depends_on or ungated")
-    unknown = set(spec) - {"depends_on", "ungated", "description"}
+    unknown = set(spec) - {"depends_on", "ungated", "description", "lease_ms"}
     if unknown:
-        raise ValueError(f"unknown field {sorted(unknown)[0]!r} (expected depends_on, ungated)")
+        raise ValueError(
+            f"unknown field {sorted(unknown)[0]!r} (expected depends_on, ungated, lease_ms)"
+        )
     ungated = spec.get("ungated", False)
     if not isinstance(ungated, bool):
         raise ValueError("ungated must be true or false")
@@ -260,7 +284,19 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
         templates = tuple(KeyTemplate.parse(d) for d in deps)
     except InvalidKeyError as exc:
         raise ValueError(str(exc)) from None
-    return ToolPolicy(name, templates, ungated)
+    lease_ms = spec.get("lease_ms")
+    if lease_ms is not None:
+        _check_lease_ms(lease_ms, ungated)
+    return ToolPolicy(name, templates, ungated, lease_ms)
+
+
+def _check_lease_ms(lease_ms: object, ungated: bool) -> None:
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, int):
+        raise ValueError(f"lease_ms must be a whole number of milliseconds, not {lease_ms!r}")
+    if not 0 < lease_ms <= MAX_LEASE_MS:
+        raise ValueError(f"lease_ms must be between 1 and {MAX_LEASE_MS}, not {lease_ms}")
+    if ungated:
+        raise ValueError("lease_ms needs depends_on: an ungated tool has no heads to lease")
 
 
 def _line_of(text: str, name: str, table: str = "tools.") -> int | None:

@@ -37,6 +37,7 @@ class Reason(str, Enum):
     STORE_UNAVAILABLE = "store_unavailable"
     AUDIT_UNAVAILABLE = "audit_unavailable"
     INTERNAL_ERROR = "internal_error"
+    LEASE_UNAVAILABLE = "lease_unavailable"
 
     def __str__(self) -> str:
         return str.__str__(self)
@@ -64,6 +65,7 @@ LINEAGE_TOO_LARGE = Reason.LINEAGE_TOO_LARGE
 STORE_UNAVAILABLE = Reason.STORE_UNAVAILABLE
 AUDIT_UNAVAILABLE = Reason.AUDIT_UNAVAILABLE
 INTERNAL_ERROR = Reason.INTERNAL_ERROR
+LEASE_UNAVAILABLE = Reason.LEASE_UNAVAILABLE
 
 BLOCK_REASONS = frozenset(
     {
@@ -82,6 +84,7 @@ BLOCK_REASONS = frozenset(
         STORE_UNAVAILABLE,
         AUDIT_UNAVAILABLE,
         INTERNAL_ERROR,
+        LEASE_UNAVAILABLE,
     }
 )
 

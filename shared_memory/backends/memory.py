@@ -6,12 +6,14 @@ It implements the two primitives alone; everything else comes from `AsyncStore`.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..journal import Entry
+from ..leases import LeaseRow, needs_leases
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
@@ -27,6 +29,8 @@ from ..store import AsyncStore
 
 
 class MemoryStore(AsyncStore):
+    supports_leases = True
+
     def __init__(self, *, limits: StoreLimits = DEFAULT_LIMITS) -> None:
         super().__init__(limits=limits)
         self.url = "memory://"
@@ -37,6 +41,7 @@ class MemoryStore(AsyncStore):
         self._keys: dict[str, KeyState] = {}
         self._feed: list[Change] = []
         self._journal: list[Entry] = []
+        self._leases: dict[str, dict[str, LeaseRow]] = {}
 
     async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
         with self._lock:
@@ -67,7 +72,20 @@ class MemoryStore(AsyncStore):
             record_keys.update({r.id: r.key for r in batch.records})
             touched = batch.keys()
             states = {k: s for k in touched if (s := self._keys.get(k)) is not None}
-            planned = plan_batch(batch, states, {r for r in refs if r in known}, record_keys, at)
+            leased = needs_leases(batch)
+            rows = [r for k in touched for r in self._leases.get(k, {}).values()] if leased else []
+            now = time.time()
+            planned = plan_batch(
+                batch,
+                states,
+                {r for r in refs if r in known},
+                record_keys,
+                at,
+                lease_rows=rows,
+                now=now,
+            )
+            if leased:
+                self._apply_leases(touched, planned.leases.upsert, planned.leases.delete, now)
             for rec in batch.records:
                 self._records.setdefault(
                     rec.id,
@@ -91,6 +109,25 @@ class MemoryStore(AsyncStore):
                 self._journal.append(replace(entry, id=len(self._journal) + 1, at=entry.at or at))
                 result.entry_ids.append(len(self._journal))
             return result
+
+    def _apply_leases(
+        self,
+        touched: list[str],
+        upsert: list[LeaseRow],
+        delete: list[tuple[str, str]],
+        now: float,
+    ) -> None:
+        for key in touched:  # expired leases of the touched keys go
+            held = self._leases.get(key, {})
+            for lease in [i for i, r in held.items() if r.expires <= now]:
+                del held[lease]
+        for key, lease in delete:
+            self._leases.get(key, {}).pop(lease, None)
+        for row in upsert:
+            self._leases.setdefault(row.key, {})[row.lease] = row
+        for key in touched:
+            if not self._leases.get(key):
+                self._leases.pop(key, None)
 
     async def _tamper_record(self, record_id: str, fields: Mapping[str, Any] | None) -> None:
         """For integrity tests: change stored fields of a record (None: delete it)."""

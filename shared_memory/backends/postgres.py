@@ -28,6 +28,7 @@ from ..batches import WriteBatch, WriteResult, plan_batch
 from ..errors import ConfigError, StoreUnavailableError
 from ..extras import extra_imports
 from ..journal import Entry
+from ..leases import LeaseRow, needs_leases
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
@@ -64,6 +65,7 @@ with extra_imports("postgres", "the PostgreSQL store"):
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .postgres_conn import _has_input, _one_line, connect_cause, split_schema
+from .postgres_leases import _apply_leases, _lease_rows
 from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
 
 CHANNEL = "planfence_changes"
@@ -87,6 +89,7 @@ class _Progress:
 
 class PostgresStore(AsyncStore):
     optional_reads = frozenset({Lineage})
+    supports_leases = True
 
     def __init__(
         self,
@@ -281,7 +284,7 @@ class PostgresStore(AsyncStore):
 
     async def _write(self, batch: WriteBatch) -> WriteResult:
         at = utc_now()
-        if not batch.records and not batch.ops and len(batch.entries) == 1:
+        if batch.journal_only and len(batch.entries) == 1:
             # A journal entry alone (an audit record): one statement, no transaction to open.
             [entry] = batch.entries
             rows = await self._fetch(_APPEND_SQL, _append_args(entry, at), commits=True)
@@ -316,7 +319,14 @@ class PostgresStore(AsyncStore):
             cur = await conn.execute("SELECT id, key FROM pf_records WHERE id = ANY(%s)", (wanted,))
             found = {r[0]: r[1] for r in await cur.fetchall()}
         record_keys = {**found, **{r.id: r.key for r in batch.records}}
-        planned = plan_batch(batch, states, set(found), record_keys, at)
+        rows: list[LeaseRow] = []
+        now = 0.0
+        leased = needs_leases(batch)
+        if leased:
+            now, rows = await _lease_rows(conn, keys)
+        planned = plan_batch(batch, states, set(found), record_keys, at, lease_rows=rows, now=now)
+        if leased:
+            await _apply_leases(conn, keys, planned.leases, now)
         if batch.records:
             async with conn.cursor() as c:
                 await c.executemany(

@@ -99,7 +99,26 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT count(*) FROM pf_changes c WHERE c.key = k.key AND c.kind = 'owner'
     ));
     """,
+    # 4: short head leases; `expires` is in Unix seconds on the server's clock, so
+    # processes on machines whose clocks differ agree on when a lease ends.
+    """
+    CREATE TABLE pf_leases (
+        key TEXT NOT NULL,
+        lease TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        expires DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (key, lease)
+    );
+    """,
 )
+
+# The server's clock, and the stored leases of some keys (one row with NULLs when none).
+_LEASES_SQL = """
+    SELECT extract(epoch FROM clock_timestamp())::float8, l.key, l.lease, l.holder, l.kind,
+        l.expires
+    FROM (SELECT 1) AS one LEFT JOIN pf_leases l ON l.key = ANY(%s)
+"""
 
 _APPEND_SQL = """
     WITH e AS (

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..core import Decide
 from ..errors import ConfigError, IntegrityError, StoreNotFoundError, StoreUnavailableError
+from ..leases import needs_leases
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
@@ -58,6 +60,7 @@ from .sqlite_files import (
     sqlite_options_from_url,
     sqlite_path_from_url,
 )
+from .sqlite_leases import _apply_leases, _lease_rows
 from .sqlite_schema import _PREFETCH_SQL, MIGRATIONS
 
 T = TypeVar("T")
@@ -68,6 +71,7 @@ __all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_
 
 class SQLiteStore(AsyncStore):
     optional_reads = frozenset({Lineage})
+    supports_leases = True
 
     def __init__(
         self,
@@ -315,7 +319,11 @@ class SQLiteStore(AsyncStore):
             else {}
         )
         record_keys = {**found, **{r.id: r.key for r in batch.records}}
-        planned = plan_batch(batch, states, set(found), record_keys, at)
+        leased, now = needs_leases(batch), time.time()
+        rows = _lease_rows(conn, keys) if leased else []
+        planned = plan_batch(batch, states, set(found), record_keys, at, lease_rows=rows, now=now)
+        if leased:
+            _apply_leases(conn, keys, planned.leases, now)
         for rec in batch.records:
             cur = conn.execute(
                 f"INSERT OR IGNORE INTO records ({RECORD_COLS}) VALUES (?,?,?,?,?,?,?,?)",

@@ -102,6 +102,18 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT count(*) FROM changes c WHERE c.key = keys.key AND c.kind = 'owner'
     ));
     """,
+    # 4: short head leases; `expires` is in Unix seconds (every process of a SQLite
+    # store shares the machine's clock).
+    """
+    CREATE TABLE leases (
+        key TEXT NOT NULL,
+        lease TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        expires REAL NOT NULL,
+        PRIMARY KEY (key, lease)
+    ) WITHOUT ROWID;
+    """,
 )
 
 _PREFETCH_SQL = f"""

@@ -21,12 +21,17 @@ again within a check, and must then open the same place. Capabilities:
 - `TAMPER_HEADS`: the backend has `async _tamper_head(state)`, which overwrites a key's stored
   state (owner, head, sequence, epoch, head signature) with the `KeyState` given, bypassing
   every check: how a store that is not trusted would replay an older signed head.
+
+Head leases are declared by the backend itself (`supports_leases`): the lease checks run on a
+backend that holds them, and one that does not must refuse lease operations
+(`LeasesUnsupportedError`), never ignore them.
 """
 
 from __future__ import annotations
 
 from .checks_epochs import EPOCH_CHECKS
 from .checks_journal import JOURNAL_CHECKS
+from .checks_leases import LEASE_CHECKS
 from .checks_lineage import LINEAGE_CHECKS
 from .checks_records import RECORD_CHECKS
 from .checks_writes import WRITE_CHECKS
@@ -38,6 +43,7 @@ CHECKS: tuple[Check, ...] = (
     *EPOCH_CHECKS,
     *LINEAGE_CHECKS,
     *JOURNAL_CHECKS,
+    *LEASE_CHECKS,
 )
 """Every conformance check, in a stable order."""
 

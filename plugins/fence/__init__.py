@@ -1,0 +1,53 @@
+"""planfence.fence: fencing tokens for tool authors (re-exported from `planfence.plugins.gate`).
+
+Inside a gated tool call:
+
+    from planfence import fence
+
+    token = fence.current()                       # what the allow was checked against
+    await fence.verify(token, store)              # raises StaleFenceError if a head moved
+    await fence.fenced_write(token, store, batch) # a store write conditional on those heads
+
+An MCP server behind the proxy finds the token in the call's `_meta["dev.planfence/fence"]`;
+check its signature with the gate's public keyring: `verify(meta_token, store, keyring=ring)`.
+"""
+
+from planfence.plugins.gate.fence import (
+    FENCE_TYPE,
+    FencedHead,
+    FencedLease,
+    FenceError,
+    FenceSignatureError,
+    FenceToken,
+    MalformedFenceError,
+    StaleFenceError,
+    TokenSigner,
+    TokenVerifier,
+    bound,
+    conditions,
+    current,
+    fenced_write,
+    issue,
+    verify,
+    verify_sync,
+)
+
+__all__ = [
+    "FENCE_TYPE",
+    "FenceError",
+    "FenceSignatureError",
+    "FenceToken",
+    "FencedHead",
+    "FencedLease",
+    "MalformedFenceError",
+    "StaleFenceError",
+    "TokenSigner",
+    "TokenVerifier",
+    "bound",
+    "conditions",
+    "current",
+    "fenced_write",
+    "issue",
+    "verify",
+    "verify_sync",
+]

@@ -1,0 +1,261 @@
+"""Head leases and conditional writes: what closes the window between a check and its effect.
+
+A lease is a short, shared hold on some keys: while it lives, their owners' head advances wait
+(or fail with `LeaseHeldError` for a writer that asked not to wait). Several holders may lease
+the same key at once; a lease ends when its holder drops it or when its time runs out, so a
+holder that crashes blocks nobody for longer than the lease's duration.
+
+An owner that has to wait first announces its advance (a lease of kind `advance`, which only the
+key's owner may take): from then on no new lease is granted on the key, so the owner waits at
+most for the leases already held. The announcement is dropped in the same write as the advance.
+
+`ExpectHead` makes any write batch conditional: it commits only if the key's head is still the
+one expected. Leases are written with it (a lease is granted only on the heads that were
+checked), and so are fenced effects (`planfence.fence`).
+
+Everything here is pure except `write_waiting`, the retry loop every backend shares; backends
+store the rows (`LeaseRow`) and call `plan_leases` inside their write transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
+
+from .errors import (
+    AdvancePendingError,
+    HeadConflictError,
+    LeaseHeldError,
+    NotOwnerError,
+    UnknownKeyError,
+)
+from .model import KeyState
+
+if TYPE_CHECKING:
+    from .batches import WriteBatch, WriteResult
+
+HOLD: Literal["hold"] = "hold"
+ADVANCE: Literal["advance"] = "advance"
+LeaseKind = Literal["hold", "advance"]
+MAX_LEASE_MS = 600_000
+"""The longest lease a store grants (ten minutes): a lease is meant to cover one tool call."""
+WAIT_POLL_S = 0.005
+"""How often a waiting writer tries again (leases are usually released well before they end)."""
+ANNOUNCE_MARGIN_S = 1.0
+"""An owner's announcement outlives the leases it waits for by this much (if the owner crashes
+while waiting, new leases are refused for at most that long after the last one ended)."""
+
+
+@dataclass(frozen=True)
+class HoldKey:
+    """Take (or renew) lease `lease` on `key` for `ttl_ms` milliseconds."""
+
+    key: str
+    lease: str
+    holder: str
+    ttl_ms: int
+    kind: LeaseKind = HOLD
+
+
+@dataclass(frozen=True)
+class DropLease:
+    """End lease `lease` on `key` (nothing happens if it already ended)."""
+
+    key: str
+    lease: str
+
+
+@dataclass(frozen=True)
+class ExpectHead:
+    """The batch commits only if `key`'s head is `head` (None: the key has no version yet)."""
+
+    key: str
+    head: str | None
+
+
+LeaseOp = HoldKey | DropLease
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """One stored lease on one key; `expires` is in seconds on the backend's clock."""
+
+    key: str
+    lease: str
+    holder: str
+    kind: LeaseKind
+    expires: float
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease a holder took on some keys (`AsyncStore.lease`); drop it with `store.release`."""
+
+    id: str
+    keys: tuple[str, ...]
+    holder: str
+    ttl_ms: int
+    taken_at: float = field(default_factory=time.monotonic, compare=False)
+
+    @property
+    def deadline(self) -> float:
+        """When the lease ends at the latest, on this process's `time.monotonic()` clock."""
+        return self.taken_at + self.ttl_ms / 1000
+
+    def to_dict(self) -> dict[str, object]:
+        keys = list(self.keys)
+        return {"id": self.id, "keys": keys, "holder": self.holder, "ttl_ms": self.ttl_ms}
+
+
+@dataclass(frozen=True)
+class LeasePlan:
+    """What a backend changes in its lease table: rows to upsert, (key, lease) pairs to delete."""
+
+    upsert: list[LeaseRow] = field(default_factory=list)
+    delete: list[tuple[str, str]] = field(default_factory=list)
+
+
+def new_lease_id() -> str:
+    return uuid.uuid4().hex
+
+
+def check_ttl(ttl_ms: object) -> int:
+    """A lease duration: a whole number of milliseconds, 1 to `MAX_LEASE_MS`."""
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 < ttl_ms <= MAX_LEASE_MS:
+        raise ValueError(f"a lease lasts 1 to {MAX_LEASE_MS} ms (a whole number), not {ttl_ms!r}")
+    return ttl_ms
+
+
+def check_expectations(expect: Sequence[ExpectHead], states: Mapping[str, KeyState]) -> None:
+    """Raise `HeadConflictError` (or `UnknownKeyError`) unless every expected head holds."""
+    for e in expect:
+        state = states.get(e.key)
+        if state is None:
+            raise UnknownKeyError(e.key)
+        if state.head != e.head:
+            raise HeadConflictError(e.key, e.head, state.head)
+
+
+def plan_leases(
+    leases: Sequence[LeaseOp],
+    advancing: Iterable[str],
+    states: Mapping[str, KeyState],
+    rows: Iterable[LeaseRow],
+    now: float,
+) -> LeasePlan:
+    """Check a batch's lease ops and head advances against the live leases; pure.
+
+    Args:
+        leases: the batch's lease ops.
+        advancing: the keys whose heads the batch advances.
+        states: the touched keys' current states (a lease needs a key with an owner).
+        rows: the stored leases of the touched keys, expired ones included.
+        now: the backend's clock, in seconds.
+
+    Raises:
+        LeaseHeldError: a head advance on a key with a live lease held by someone.
+        AdvancePendingError: a lease asked on a key whose owner announced an advance.
+        UnknownKeyError, NotOwnerError: a lease on a key without an owner; an announcement
+            by someone other than the owner.
+    """
+    dropped = {(op.key, op.lease) for op in leases if isinstance(op, DropLease)}
+    live = [r for r in rows if r.expires > now and (r.key, r.lease) not in dropped]
+    plan = LeasePlan(delete=sorted(dropped))
+    for op in leases:
+        if isinstance(op, DropLease):
+            continue
+        state = states.get(op.key)
+        if state is None:
+            raise UnknownKeyError(op.key)
+        if op.kind == ADVANCE:
+            if op.holder != state.owner:
+                raise NotOwnerError(op.key, op.holder, state.owner)
+        else:
+            pending = [r for r in live if r.key == op.key and r.kind == ADVANCE]
+            if pending:
+                raise AdvancePendingError(op.key, max(r.expires for r in pending) - now)
+        plan.upsert.append(LeaseRow(op.key, op.lease, op.holder, op.kind, now + op.ttl_ms / 1000))
+    for key in sorted(set(advancing)):
+        held = [r for r in live if r.key == key and r.kind == HOLD]
+        if held:
+            holders = tuple(sorted({r.holder for r in held}))
+            raise LeaseHeldError(key, max(r.expires for r in held) - now, holders)
+    return plan
+
+
+def needs_leases(batch: WriteBatch) -> bool:
+    """Whether a backend must read the touched keys' leases to apply `batch`."""
+    from .batches import AdvanceHead
+
+    return bool(batch.leases) or any(isinstance(op, AdvanceHead) for op in batch.ops)
+
+
+async def write_waiting(
+    write: Callable[[WriteBatch], Awaitable[WriteResult]], batch: WriteBatch, wait: bool
+) -> WriteResult:
+    """Apply `batch`; when a lease holds one of its head advances back and `wait` is true,
+    announce the advance, wait until the leases end, and apply it then (with the announcement
+    dropped in the same write).
+
+    Raises:
+        LeaseHeldError: `wait` is false and a lease is held on a key the batch advances.
+    """
+    from .batches import AdvanceHead, WriteBatch
+
+    try:
+        return await write(batch)
+    except AdvancePendingError:
+        raise
+    except LeaseHeldError as exc:
+        if not wait:
+            raise
+        held = exc
+    advances = [op for op in batch.ops if isinstance(op, AdvanceHead)]
+    intent = new_lease_id()
+    drop = tuple(DropLease(op.key, intent) for op in advances)
+    announced_until = 0.0
+    try:
+        while True:
+            now = time.monotonic()
+            if announced_until - now < held.wait_s + ANNOUNCE_MARGIN_S / 2:
+                ttl = round((held.wait_s + ANNOUNCE_MARGIN_S) * 1000)
+                ttl = min(max(ttl, 1), MAX_LEASE_MS)
+                announce = tuple(HoldKey(op.key, intent, op.by, ttl, ADVANCE) for op in advances)
+                await write(WriteBatch(leases=announce))
+                announced_until = now + ttl / 1000
+            await asyncio.sleep(min(max(held.wait_s, 0.0005), WAIT_POLL_S))
+            try:
+                return await write(replace(batch, leases=(*batch.leases, *drop)))
+            except LeaseHeldError as exc:
+                held = exc
+    except BaseException:
+        if announced_until:
+            # Best effort: an announcement left behind ends by itself.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(write(WriteBatch(leases=drop)))
+        raise
+
+
+__all__ = [
+    "ADVANCE",
+    "HOLD",
+    "MAX_LEASE_MS",
+    "DropLease",
+    "ExpectHead",
+    "HoldKey",
+    "Lease",
+    "LeaseOp",
+    "LeasePlan",
+    "LeaseRow",
+    "check_expectations",
+    "check_ttl",
+    "needs_leases",
+    "new_lease_id",
+    "plan_leases",
+    "write_waiting",
+]
