@@ -68,6 +68,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "a plan from what the client session read for every gated call without one in _meta",
     )
     p.add_argument(
+        "--signing-key",
+        default=None,
+        metavar="FILE",
+        help="the gate's private key (.jwk from `planfence keys generate`): signs the fencing "
+        "token sent upstream with every allowed call (default: $PLANFENCE_SIGNING_KEY; without "
+        "one the tokens are unsigned)",
+    )
+    p.add_argument(
+        "--audit",
+        choices=("before", "deferred"),
+        default="before",
+        help="before: every decision is on record before the call is forwarded (default); "
+        "deferred: allows are recorded in batches just after (faster; refusals as before)",
+    )
+    p.add_argument(
         "--upstream-url", default=None, metavar="URL", help="a streamable-HTTP upstream server"
     )
     p.add_argument(
@@ -120,6 +135,11 @@ def run(args: argparse.Namespace) -> int:
         from .serve import serve
     if args.agent is not None:
         validate_agent(args.agent)
+    from planfence.adapters.owner_service.cli import SIGNING_KEY_ENV
+    from planfence.adapters.owner_service.keys import SigningKey
+
+    key_file = args.signing_key or os.environ.get(SIGNING_KEY_ENV) or None
+    signing_key = SigningKey.load(key_file) if key_file else None
     try:
         token = read_token(args.auth_token_file, os.environ)
     except ValueError as exc:
@@ -141,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         "auth_token": token,
         "allowed_origins": tuple(args.allow_origin),
         "agent": args.agent,
+        "signing_key": signing_key,
+        "audit": "deferred" if args.audit == "deferred" else True,
     }
     anyio.run(lambda: serve(**options))
     return 0

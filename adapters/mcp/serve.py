@@ -13,7 +13,8 @@ with extra_imports("mcp", "the MCP proxy"):
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from planfence.plugins.gate import Gate, Policy
+from planfence.plugins.gate import AuditMode, Gate, Policy
+from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import open_async_store
 
 from .http_guard import TOKEN_ENV, HttpGuard, is_loopback
@@ -40,14 +41,16 @@ async def serve(
     auth_token: str | None = None,
     allowed_origins: tuple[str, ...] = (),
     agent: str | None = None,
+    signing_key: TokenSigner | None = None,
+    audit: AuditMode = True,
 ) -> None:
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
     policy = Policy.load(policy_path)
     target: UpstreamTarget = upstream_url if upstream_url else stdio_upstream(command)
     # A mistyped path must not become a new, empty store: the proxy only reads what exists.
     store = await open_async_store(store_url, create=False)
+    gate = Gate(store, policy, audit=audit)
     try:
-        gate = Gate(store, policy)
         async with open_proxy(
             gate,
             target,
@@ -55,6 +58,7 @@ async def serve(
             call_timeout=call_timeout,
             request_timeout=request_timeout,
             agent=agent,
+            signing_key=signing_key,
         ) as (proxy, server):
             await warn_about_policy(policy, proxy.catalog)
             if transport == "http":
@@ -63,7 +67,10 @@ async def serve(
                 async with native_stdio() as pipes, stdio_server(*(pipes or ())) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
     finally:
-        await store.aclose()
+        try:
+            await gate.aclose()  # a deferred audit writes what it queued
+        finally:
+            await store.aclose()
 
 
 async def _serve_http(

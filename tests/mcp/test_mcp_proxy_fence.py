@@ -1,0 +1,74 @@
+"""`planfence proxy --signing-key` sends a signed fencing token upstream with every allowed call,
+which the tool's side can verify against the store; `--audit deferred` still records every
+allow by the time the proxy exits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp_helpers import TRIP_KEY, World, connect, plan_meta
+
+from planfence import fence
+from planfence.adapters.owner_service import SigningKey
+from planfence.adapters.owner_service.keys import PublicKeyring
+from planfence.plugins.gate import AUDIT_SOURCE
+
+ARGS = {"destination": "Lisbon", "trip": "t1"}
+
+
+def gate_key(tmp_path: Path) -> tuple[Path, PublicKeyring]:
+    key = SigningKey.generate("proxy-gate")
+    path = tmp_path / "gate.jwk"
+    key.save(path)
+    return path, PublicKeyring({"keys": [key.public_jwk()]})
+
+
+async def test_the_upstream_gets_a_signed_token_it_can_verify(world: World, tmp_path: Path) -> None:
+    key_file, keyring = gate_key(tmp_path)
+    params = world.proxy_params("--signing-key", str(key_file))
+    async with connect(params) as client:
+        # A client cannot smuggle in a token of its own: the proxy drops it.
+        meta = plan_meta(world.plan, **{"dev.planfence/fence": {"forged": True}})
+        result = await client.call_tool("book", ARGS, meta=meta)
+    assert result.is_error is False
+    [booked] = world.effects_log("book")
+    token = fence.FenceToken.parse(booked["meta"]["dev.planfence/fence"])
+    assert token.signed and token.gate == "proxy-gate"
+    assert token.heads[TRIP_KEY].head == world.first.id
+    assert token.heads[TRIP_KEY].epoch == await world.store.epoch(TRIP_KEY)
+    assert await fence.verify(token, world.store, keyring=keyring, args=ARGS) == token
+    # The head moves after the call: the same token no longer verifies.
+    await world.revise({"destination": "Porto"})
+    with pytest.raises(fence.StaleFenceError):
+        await fence.verify(token, world.store, keyring=keyring, args=ARGS)
+
+
+async def test_a_key_file_that_is_not_a_key_is_one_error_line(world: World, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = tmp_path / "gate.jwk"
+    bad.write_text("{not json")
+    done = subprocess.run(
+        [sys.executable, *world.proxy_args("--signing-key", str(bad), upstream=["true"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1  # a bad file, not bad usage
+    assert done.stderr.startswith("planfence: error: ") and done.stderr.count("\n") == 1
+    assert "invalid JSON" in done.stderr
+
+
+async def test_deferred_audit_records_every_allow_by_exit(world: World) -> None:
+    async with connect(world.proxy_params("--audit", "deferred")) as client:
+        for _ in range(3):
+            result = await client.call_tool("book", ARGS, meta=plan_meta(world.plan))
+            assert result.is_error is False
+            assert result.meta["dev.planfence/decision"]["decision_id"] is None  # not yet
+        await world.revise({"destination": "Porto"})
+        stale = await client.call_tool("book", ARGS, meta=plan_meta(world.plan))
+        assert stale.is_error is True
+    entries = await world.store.journal(kind=AUDIT_SOURCE, limit=100)
+    assert sorted(e.verdict for e in entries) == ["allow", "allow", "allow", "replan"]
