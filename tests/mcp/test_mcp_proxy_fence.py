@@ -45,20 +45,19 @@ async def test_the_upstream_gets_a_signed_token_it_can_verify(world: World, tmp_
 
 
 async def test_a_key_file_that_is_not_a_key_is_one_error_line(world: World, tmp_path: Path) -> None:
-    import subprocess
     import sys
+
+    import anyio
 
     bad = tmp_path / "gate.jwk"
     bad.write_text("{not json")
-    done = subprocess.run(
-        [sys.executable, *world.proxy_args("--signing-key", str(bad), upstream=["true"])],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    command = [sys.executable, *world.proxy_args("--signing-key", str(bad), upstream=["true"])]
+    with anyio.fail_after(60):
+        done = await anyio.run_process(command, check=False)
+    stderr = done.stderr.decode()
     assert done.returncode == 1  # a bad file, not bad usage
-    assert done.stderr.startswith("planfence: error: ") and done.stderr.count("\n") == 1
-    assert "invalid JSON" in done.stderr
+    assert stderr.startswith("planfence: error: ") and stderr.count("\n") == 1
+    assert "invalid JSON" in stderr
 
 
 async def test_deferred_audit_records_every_allow_by_exit(world: World) -> None:
