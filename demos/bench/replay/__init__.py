@@ -78,9 +78,11 @@ executor's replicas on one stream), `sweep` (rates, paths, processes, links), `r
 tables, figure), `command` (options and the run).
 """
 
+from planfence.demos.pushes import PushRefused
+
 from .command import HELP, add_arguments, run
 from .executors import EXECUTORS, SAFE
-from .push import Pusher, PushRefused, create_replica_app
+from .push import Pusher, create_replica_app
 from .report import plot
 from .schedule import RATES, Expected, Window, crossover, expect, schedule
 
