@@ -11,11 +11,13 @@ from dataclasses import replace
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planfence.adapters.owner_service import PublicKeyring, SigningKey
 from planfence.demos.baselines import EagerReplica, EagerSync
 from planfence.demos.bench.replay import Pusher, PushRefused, create_replica_app
-from planfence.demos.pushes import PushedHead
+from planfence.demos.pushes import PushCheck, PushedHead
 from planfence.shared_memory import (
     AsyncStore,
     KeyState,
@@ -262,3 +264,36 @@ async def test_in_process_replicas_verify_with_the_owners_public_keys(store: Asy
         await sync.put("rp/x/b", {"n": 1}, author="owner-1", parents=[first.id])
     assert "rp/x/b" not in a.heads and "rp/x/b" not in b.heads
     assert a.invalid == b.invalid == {"plan-b": {"rp/x/b"}}
+
+
+PUSHES = st.lists(st.tuples(st.integers(1, 6), st.booleans()), max_size=12)
+
+
+def replay_pushes(r: EagerReplica, pushes: list[tuple[int, bool]]) -> list[int]:
+    """Hand `r` the pushes (sequence, forged?); return the sequences it took, in order."""
+    taken = []
+    for seq, forged in pushes:
+        try:
+            r.receive(pushed(seq, signer="outsider" if forged else "owner-0"))
+        except PushRefused:
+            continue
+        taken.append(-seq if forged else seq)
+    return taken
+
+
+@settings(max_examples=60, deadline=None)
+@given(PUSHES)
+def test_a_checking_replica_never_takes_a_forgery_and_never_goes_back(
+    pushes: list[tuple[int, bool]],
+) -> None:
+    r = EagerReplica(check=PushCheck(OWNERS))
+    taken = replay_pushes(r, pushes)
+    assert all(seq > 0 for seq in taken)  # no forged push was taken
+    assert taken == sorted(taken)  # and the head never went back
+    if taken:
+        assert r.heads[KEY] == pushed(taken[-1]).state.head
+
+
+def test_control_a_replica_that_does_not_check_goes_back_and_takes_forgeries() -> None:
+    taken = replay_pushes(EagerReplica(), [(2, False), (1, False), (3, True)])
+    assert taken == [2, 1, -3]
