@@ -94,7 +94,7 @@ def _row(what: str, samples: Mapping[str, list[float]]) -> dict[str, Any]:
         "keys": len(KEYS),
         "hmac_p50_us": round(hmac_us, 1),
         "ed25519_p50_us": round(ed_us, 1),
-        "added_us": round(ed_us - hmac_us, 1),
+        "added_us": round(ed_us - hmac_us, 1) + 0.0,  # never -0.0
         "ratio_p50": round(ed_us / hmac_us, 2) if hmac_us > 0 else None,
     }
 
