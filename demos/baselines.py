@@ -5,7 +5,8 @@ and benchmarks; adapters take `checker=freshness_checker` in experiments).
   Unsafe: it acts on stale plans.
 - `EagerSync` + `EagerExecutor`: every update is pushed synchronously to every replica before it
   counts; plans whose parents are superseded are invalidated on arrival. Safe; pays a stall on
-  every update whether or not an action depends on it.
+  every update whether or not an action depends on it. With owners' signing keys, each push is
+  the owner's signed head and the replicas verify it (`pushes`).
 - `AllKeysHeads`: the batch all-key check, as a head source that asks owners for every shared key
   (D(a) = X). Safe; traffic grows with the key space.
 """
@@ -39,13 +40,17 @@ from planfence.shared_memory import (
     KIND_PLAN,
     AdvanceHead,
     AsyncStore,
-    Change,
+    HeadSigner,
+    HeadVerifier,
+    KeyState,
     Record,
     Replica,
     UnknownKeyError,
     UnknownRecordError,
     WriteBatch,
 )
+
+from .pushes import PushCheck, PushedHead
 
 
 def _precheck(
@@ -121,22 +126,45 @@ class FreshnessOnly(GuardedExecutor):
 
 @dataclass
 class EagerReplica:
-    """One executor's replica under eager sync; invalidates plans as updates arrive."""
+    """One executor's replica under eager sync; invalidates plans as updates arrive.
+
+    With `check` (the owners' public keys behind a `PushCheck`), it takes only updates that
+    carry their owner's signed head; a refused update leaves its head where it was and
+    invalidates every plan that used the key (the replica no longer knows it is current).
+    """
 
     heads: dict[str, str | None] = field(default_factory=dict)
     plan_uses: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
     invalid: dict[str, set[str]] = field(default_factory=dict)
     received: int = 0
+    check: PushCheck | None = None
 
-    def push(self, change: Change) -> None:
+    def receive(self, pushed: PushedHead) -> None:
+        """Take one update (verified first, when this replica checks signatures).
+
+        Raises:
+            PushRefused: the update did not verify.
+        """
         self.received += 1
-        if change.kind != "head":
-            return
-        self.heads[change.key] = change.head
+        if self.check is not None:
+            self.check.check(pushed)
+        self.apply(pushed.state.key, pushed.state.head)
+
+    def apply(self, key: str, head: str | None) -> None:
+        self.heads[key] = head
         for plan_id, uses in self.plan_uses.items():
-            used = uses.get(change.key)
-            if used and used != {change.head}:
-                self.invalid.setdefault(plan_id, set()).add(change.key)
+            used = uses.get(key)
+            if used and used != {head}:
+                self.invalid.setdefault(plan_id, set()).add(key)
+
+    def distrust(self, key: str) -> None:
+        """An update of `key` did not arrive: no plan that used `key` may act on this replica."""
+        for plan_id, uses in self.plan_uses.items():
+            if key in uses:
+                self.invalid.setdefault(plan_id, set()).add(key)
+
+
+Push = Callable[[EagerReplica, PushedHead], Awaitable[None]]
 
 
 class EagerSync:
@@ -146,19 +174,30 @@ class EagerSync:
         self,
         store: AsyncStore,
         *,
-        push: Callable[[EagerReplica, Change, Record], Awaitable[None]] | None = None,
+        push: Push | None = None,
+        signers: Mapping[str, HeadSigner] | None = None,
+        verifier: HeadVerifier | None = None,
     ) -> None:
-        """`push(replica, change, record)` delivers one update to one replica (e.g. over the
-        network) and returns once that replica acknowledged it; a write fans out to every
-        replica at once and counts when the last one acknowledged."""
+        """`push(replica, pushed)` delivers one update to one replica (e.g. over the network)
+        and returns once that replica acknowledged it (raises `PushRefused` when it did not); a
+        write fans out to every replica at once and counts when the last one acknowledged.
+
+        `signers` (author -> its key) sign each owner's head inside its write, as a store's
+        signer does; `verifier` (the owners' public keys) makes every replica registered here
+        check each update in process before it takes it. A replica behind `push` checks on its
+        own side (see the replay's push endpoint).
+        """
         self.store = store
         self.replicas: list[EagerReplica] = []
         self.stall_s = 0.0
         self.messages = 0
         self._push = push
+        self.signers: Mapping[str, HeadSigner] = signers or {}
+        self.verifier = verifier
 
     def register(self) -> EagerReplica:
-        replica = EagerReplica()
+        check = PushCheck(self.verifier) if self.verifier is not None else None
+        replica = EagerReplica(check=check)
         self.replicas.append(replica)
         return replica
 
@@ -170,32 +209,51 @@ class EagerSync:
         The store commits first and the pushes follow, so an action checked concurrently with a
         `put` can still see its plan as valid: the baseline is safe for writers and actions that
         take turns, which is how the benchmarks drive it.
+
+        Raises:
+            PushRefused: some replica did not take the update (after every push finished; that
+                replica's plans on `key` are invalidated). And everything `AsyncStore.write`
+                raises.
         """
         state = (await self.store.states([key])).get(key)
         if state is None:
             raise UnknownKeyError(key)
         record = Record.create(key, value, author=author, parents=parents, limits=self.store.limits)
         batch = WriteBatch(
-            records=(record,), ops=(AdvanceHead(key, record.id, state.head, author),)
+            records=(record,),
+            ops=(AdvanceHead(key, record.id, state.head, author),),
+            signer=self.signers.get(author),
         )
         changes = await self.store.write(batch)
         start = time.perf_counter()
         failures: list[BaseException] = []
         for change in changes:
-            for replica in self.replicas:  # in-process invalidation cannot fail: do it first
-                replica.push(change)
-                self.messages += 1
-            if self._push is not None:
-                push = self._push
-                results = await asyncio.gather(
-                    *(push(replica, change, record) for replica in self.replicas),
-                    return_exceptions=True,  # every push finishes before a failure is reported
-                )
-                failures += [r for r in results if isinstance(r, BaseException)]
+            # The write was a compare-and-set on the head read above, so the head's sequence is
+            # the next one; should it not be (the head went away and back in between), the
+            # signature does not match and the replicas refuse: the write fails closed.
+            signed = KeyState(
+                key, state.owner, change.head, state.version + 1, change.epoch, change.sig
+            )
+            pushed = PushedHead(signed, record, change.seq)
+            results = await asyncio.gather(
+                *(self._deliver(replica, pushed) for replica in self.replicas),
+                return_exceptions=True,  # every push finishes before a failure is reported
+            )
+            failures += [r for r in results if isinstance(r, BaseException)]
         self.stall_s += time.perf_counter() - start
         if failures:
             raise failures[0]
         return record
+
+    async def _deliver(self, replica: EagerReplica, pushed: PushedHead) -> None:
+        self.messages += 1
+        try:
+            if self._push is not None:
+                await self._push(replica, pushed)
+            replica.receive(pushed)
+        except BaseException:
+            replica.distrust(pushed.state.key)
+            raise
 
 
 class EagerExecutor(GuardedExecutor):

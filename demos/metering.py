@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from planfence.plugins.gate import HeadAnswer, HeadSource
-from planfence.shared_memory import JSON, AsyncStore, Change, Record, Replica
+from planfence.shared_memory import JSON, AsyncStore, Change, Replica
 
 from .baselines import EagerReplica
+from .pushes import PushedHead
 
 
 def _size(payload: JSON) -> int:
@@ -110,9 +111,12 @@ class MeteredReplica(Replica):
         return applied
 
 
-def eager_push(cost: Cost) -> Callable[[EagerReplica, Change, Record], Any]:
-    async def push(replica: EagerReplica, change: Change, record: Record) -> None:
-        cost.send({"change": change.to_dict(), "record": record.to_dict()})
-        cost.send({"ack": change.seq})
+def eager_push(cost: Cost) -> Callable[[EagerReplica, PushedHead], Any]:
+    """Counts each push (the owner's head with its signature, when signed, and the record) and
+    its acknowledgement."""
+
+    async def push(replica: EagerReplica, pushed: PushedHead) -> None:
+        cost.send(pushed.to_dict())
+        cost.send({"ack": pushed.feed_seq})
 
     return push

@@ -18,6 +18,7 @@ PlanFenceError
 ├── UpstreamFailure              the MCP proxy's upstream failed a call [adapters.mcp]
 ├── ConcurrentTurnError          two AutoGen turns overlapped on one workbench [adapters.autogen]
 ├── ImmutableRecordError         a LangGraph store write to a record [adapters.langgraph]
+├── PushRefused                  an eager-sync replica refused an update (baseline) [demos.pushes]
 └── StoreError                   anything the shared-memory store refuses or cannot do
     ├── InvalidKeyError          key or agent id does not match the allowed syntax
     ├── InvalidValueError        value is not JSON, or malformed record fields

@@ -26,6 +26,7 @@ ROW_FIELDS = {
     "no_audit_ratio_p50",
 }
 TRAFFIC_FIELDS = {"keys", "deps", "planfence_bytes", "allkeys_bytes"}
+SIGNING_FIELDS = {"what", "keys", "hmac_p50_us", "ed25519_p50_us", "added_us", "ratio_p50"}
 
 
 def test_bench_gate_quick_writes_the_documented_json(
@@ -34,6 +35,7 @@ def test_bench_gate_quick_writes_the_documented_json(
     out = tmp_path / "gate.json"
     assert main(["bench", "gate", "--quick", "--repeat", "3", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
+    printed = capsys.readouterr().out
     assert set(data) == {
         "rows",
         "traffic",
@@ -59,7 +61,7 @@ def test_bench_gate_quick_writes_the_documented_json(
             (d, n) for d in (1, 4, 16) for n in (1, 10, 100)
         }
     if not any(s == "postgres" for s, _, _ in grid):
-        assert "PostgreSQL rows skipped" in capsys.readouterr().out
+        assert "PostgreSQL rows skipped" in printed
     else:
         assert [s["backend"] for s in data["stores"]] == ["sqlite", "postgres"]
 
@@ -69,8 +71,16 @@ def test_bench_gate_quick_writes_the_documented_json(
         assert t["no_provider_p50_ms"] > 0 and t["sdk_provider_p50_ms"] > 0
         assert t["ratio_p50"] > 0
 
-    [signing] = data["signing"]
-    assert signing["hmac_p50_us"] > 0 and signing["ed25519_p50_us"] > 0
+    # per check of 4 keys, HMAC beside Ed25519: the owner's answer round, and the heads a gate
+    # reads from an untrusted store, verified at first sight and remembered afterwards
+    signing = {t["what"]: t for t in data["signing"]}
+    assert list(signing) == ["owner_answer", "store_heads_first", "store_heads_remembered"]
+    for t in data["signing"]:
+        assert set(t) == SIGNING_FIELDS and t["keys"] == 4
+        assert t["hmac_p50_us"] > 0 and t["ed25519_p50_us"] > 0 and t["ratio_p50"] > 0
+        assert t["added_us"] == pytest.approx(t["ed25519_p50_us"] - t["hmac_p50_us"], abs=0.11)
+    for label in ("owner answer", "store heads, first sight", "store heads, remembered"):
+        assert label in printed
 
     sizes = {(t["keys"], t["deps"]) for t in data["traffic"]}
     assert {k for k, _ in sizes} == {8, 32, 128}

@@ -120,7 +120,7 @@ async def _bench(
         await otel_rows(
             store, policy, otel_cases, repeat, results["telemetry"], results["notes"], progress
         )
-        results["signing"] = signing_rows(repeat)
+        results["signing"] = await signing_rows(repeat)
         if pg is not None:
             pg_policy, pg_cases = await seed_latency(pg)
             await store_rows("postgres", pg, pg_policy, pg_cases, repeat, rows, progress)

@@ -7,6 +7,12 @@ from typing import Any
 
 from ..harness import print_context
 
+SIGNING_LABELS = {
+    "owner_answer": "owner answer",
+    "store_heads_first": "store heads, first sight",
+    "store_heads_remembered": "store heads, remembered",
+}
+
 
 def print_tables(result: Mapping[str, Any]) -> None:
     print_context(result)
@@ -44,13 +50,19 @@ def print_tables(result: Mapping[str, Any]) -> None:
                 f"{t['deps']:>6} {t['depth']:>5} {t['no_provider_p50_ms']:>9.3f} ms "
                 f"{t['sdk_provider_p50_ms']:>7.3f} ms {t['overhead_p50_ms']:>6.3f} ms {ratio:>6}"
             )
-    for t in result.get("signing", ()):
+    if result.get("signing"):
         print()
-        print("Signing per check (request + answer, each signed and verified; 4 keys)")
-        print(
-            f"HMAC (shared secrets) {t['hmac_p50_us']:.1f} us, Ed25519 JWS "
-            f"{t['ed25519_p50_us']:.1f} us: +{t['added_us']:.1f} us ({t['ratio_p50']:.2f}x)"
-        )
+        print(f"Signing per check ({result['signing'][0]['keys']} keys): shared secrets (HMAC)")
+        print("vs Ed25519 keys (JWS). owner answer = request and answer, each signed and")
+        print("verified; store heads = Gate(verify_heads=...) checking the heads it read from the")
+        print("store, first sight (signatures checked) vs remembered (compared with the last seen)")
+        print(f"{'what':<24} {'HMAC p50':>10} {'Ed25519 p50':>12} {'added':>10} {'ratio':>6}")
+        for t in result["signing"]:
+            ratio = f"{t['ratio_p50']:.2f}x" if t["ratio_p50"] is not None else "-"
+            print(
+                f"{SIGNING_LABELS.get(t['what'], t['what']):<24} {t['hmac_p50_us']:>7.1f} us "
+                f"{t['ed25519_p50_us']:>9.1f} us {t['added_us']:>+7.1f} us {ratio:>6}"
+            )
     if not result["traffic"]:
         return
     print()

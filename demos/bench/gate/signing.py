@@ -1,11 +1,23 @@
-"""What signing costs per check: the requester signs, the owner verifies, the owner signs its
-answer, the requester verifies it. Ed25519 keys (JWS) vs the deprecated shared secrets (HMAC),
-interleaved, on the same request and answer."""
+"""What signing costs per check (4 keys), the deprecated shared secrets (HMAC) beside Ed25519 keys
+(JWS), interleaved, on the same messages:
+
+- `owner_answer`: the requester signs its heads request, the owner verifies it, the owner signs
+  its answer, the requester verifies it;
+- `store_heads_first`: a gate that does not trust the store (`Gate(verify_heads=...)`) checks
+  the owner's signature of every head it read from the store (`SignedHeads`), each head seen for
+  the first time;
+- `store_heads_remembered`: the same heads again; a head this gate already verified is taken
+  as it is (a comparison with the one it remembers, no signature check).
+
+The signed heads are written to an in-memory store by their owner and read back, as the gate
+reads them; only the verification is timed.
+"""
 
 from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from planfence.adapters.owner_service import (
@@ -17,25 +29,33 @@ from planfence.adapters.owner_service import (
     verify,
 )
 from planfence.adapters.owner_service.wire import new_nonce, now_ms
+from planfence.plugins.gate.store_heads import SignedHeads
+from planfence.shared_memory import (
+    HeadSigner,
+    HeadVerifier,
+    KeyState,
+    open_async_store,
+)
 
 from ..harness import percentile
 
 KEYS = [f"lat/k{i:03d}" for i in range(4)]
+AGENTS = ("executor", "planner")  # the requester, and the owner of every key
+PATHS = ("hmac", "ed25519")
+ROWS = ("owner_answer", "store_heads_first", "store_heads_remembered")
 
 
-def _round_trip(
-    sign_as: tuple[Any, Any], check: Any, heads: dict[str, str | None], agents: tuple[str, str]
-) -> None:
+def _round_trip(sign_as: tuple[Any, Any], check: Any, heads: dict[str, str | None]) -> None:
     requester, owner = sign_as
     request = signed_request(
-        requester, requester=agents[0], owner=agents[1], keys=KEYS, nonce=new_nonce(), at=now_ms()
+        requester, requester=AGENTS[0], owner=AGENTS[1], keys=KEYS, nonce=new_nonce(), at=now_ms()
     )
     if not verify(request, check):
         raise RuntimeError("benchmark request did not verify")
     epochs = dict.fromkeys(heads, 1)
     answer = signed_answer(
         owner,
-        agent=agents[1],
+        agent=AGENTS[1],
         nonce=request.nonce,
         heads=heads,
         epochs=epochs,
@@ -46,33 +66,79 @@ def _round_trip(
         raise RuntimeError("benchmark answer did not verify")
 
 
-def signing_rows(repeat: int) -> list[dict[str, Any]]:
-    agents = ("executor", "planner")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # measured on purpose
-        shared = Keyring({a: f"{a}-secret-0123456789abcdef" for a in agents})
-    keys = {a: SigningKey.generate(a) for a in agents}
-    ring = PublicKeyring({"keys": [k.public_jwk() for k in keys.values()]})
-    heads: dict[str, str | None] = {k: "ab" * 32 for k in KEYS}
-    paths = {
-        "hmac": ((shared[agents[0]], shared[agents[1]]), shared),
-        "ed25519": ((keys[agents[0]], keys[agents[1]]), ring),
-    }
-    samples: dict[str, list[float]] = {name: [] for name in paths}
-    for i in range(repeat * 4):
-        for name in sorted(paths, reverse=bool(i % 2)):
-            sign_as, check = paths[name]
-            t0 = time.perf_counter()
-            _round_trip(sign_as, check, heads, agents)
-            samples[name].append(time.perf_counter() - t0)
+def _verify_all(signed: SignedHeads, states: list[KeyState]) -> None:
+    for state in states:
+        if signed.answer(state).error:
+            raise RuntimeError(f"benchmark head of {state.key} did not verify")
+
+
+async def _signed_states(signer: HeadSigner) -> list[KeyState]:
+    """The owner writes a version of each key, signed inside the write; the heads read back."""
+    store = await open_async_store("memory://")
+    try:
+        store.signer = signer
+        for key in KEYS:
+            await store.own(key, signer.agent)
+            await store.put(key, {"key": key}, author=signer.agent)
+        states = await store.states(KEYS)
+    finally:
+        await store.aclose()
+    return [states[k] for k in KEYS]
+
+
+def _row(what: str, samples: Mapping[str, list[float]]) -> dict[str, Any]:
     hmac_us = percentile(samples["hmac"], 50) * 1e6
     ed_us = percentile(samples["ed25519"], 50) * 1e6
-    return [
-        {
-            "keys": len(KEYS),
-            "hmac_p50_us": round(hmac_us, 1),
-            "ed25519_p50_us": round(ed_us, 1),
-            "added_us": round(ed_us - hmac_us, 1),
-            "ratio_p50": round(ed_us / hmac_us, 2) if hmac_us > 0 else None,
-        }
-    ]
+    return {
+        "what": what,
+        "keys": len(KEYS),
+        "hmac_p50_us": round(hmac_us, 1),
+        "ed25519_p50_us": round(ed_us, 1),
+        "added_us": round(ed_us - hmac_us, 1) + 0.0,  # never -0.0
+        "ratio_p50": round(ed_us / hmac_us, 2) if hmac_us > 0 else None,
+    }
+
+
+async def signing_rows(repeat: int) -> list[dict[str, Any]]:
+    """One row per entry of `ROWS`, each measured `4 * repeat` times per path."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # measured on purpose
+        shared = Keyring({a: f"{a}-secret-0123456789abcdef" for a in AGENTS})
+    keys = {a: SigningKey.generate(a) for a in AGENTS}
+    ring = PublicKeyring({"keys": [k.public_jwk() for k in keys.values()]})
+    heads: dict[str, str | None] = {k: "ab" * 32 for k in KEYS}
+    answer_as = {
+        "hmac": ((shared.signer(AGENTS[0]), shared.signer(AGENTS[1])), shared),
+        "ed25519": ((keys[AGENTS[0]], keys[AGENTS[1]]), ring),
+    }
+    verifiers: dict[str, HeadVerifier] = {"hmac": shared, "ed25519": ring}
+    states = {
+        "hmac": await _signed_states(shared.signer(AGENTS[1])),
+        "ed25519": await _signed_states(keys[AGENTS[1]]),
+    }
+    remembered = {p: SignedHeads(verifiers[p]) for p in PATHS}
+    for p in PATHS:
+        _verify_all(remembered[p], states[p])  # untimed: the first sight
+
+    def answer(p: str) -> None:
+        _round_trip(answer_as[p][0], answer_as[p][1], heads)
+
+    def first(p: str) -> None:
+        _verify_all(SignedHeads(verifiers[p]), states[p])
+
+    def again(p: str) -> None:
+        _verify_all(remembered[p], states[p])
+
+    timed: dict[str, Callable[[str], None]] = {
+        "owner_answer": answer,
+        "store_heads_first": first,
+        "store_heads_remembered": again,
+    }
+    samples: dict[str, dict[str, list[float]]] = {w: {p: [] for p in PATHS} for w in ROWS}
+    for i in range(repeat * 4):
+        for what in ROWS:
+            for p in sorted(PATHS, reverse=bool(i % 2)):
+                t0 = time.perf_counter()
+                timed[what](p)
+                samples[what][p].append(time.perf_counter() - t0)
+    return [_row(what, samples[what]) for what in ROWS]

@@ -25,12 +25,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
 
 OWNER_ENV = "PLANFENCE_BENCH_OWNER"
 STORE_URL_ENV = "PLANFENCE_BENCH_STORE"
+SIGNING_KEY_ENV = "PLANFENCE_BENCH_SIGNING_KEY"
 READY_TIMEOUT_S = 30.0
 
 
@@ -47,16 +49,32 @@ class Service:
 def owner_app() -> Starlette:
     """Factory: the owner service `planfence serve-owner` runs, for the agent in
     $PLANFENCE_BENCH_OWNER over the store at $PLANFENCE_BENCH_STORE (keyring from
-    $PLANFENCE_KEYRING)."""
-    from planfence.adapters.owner_service import create_app, load_keyring
+    $PLANFENCE_KEYRING; with a public keyring, the owner's private key file from
+    $PLANFENCE_BENCH_SIGNING_KEY)."""
+    from planfence.adapters.owner_service import SigningKey, create_app, load_keyring
 
-    return create_app(os.environ[OWNER_ENV], os.environ[STORE_URL_ENV], load_keyring())
+    key_file = os.environ.get(SIGNING_KEY_ENV)
+    signing_key = SigningKey.load(key_file) if key_file else None
+    return create_app(
+        os.environ[OWNER_ENV], os.environ[STORE_URL_ENV], load_keyring(), signing_key=signing_key
+    )
 
 
-def owner_service(owner: str, store_url: str, keyring: Mapping[str, str], **kw: float) -> Service:
+def owner_service(
+    owner: str,
+    store_url: str,
+    keyring: Mapping[str, Any],
+    *,
+    signing_key: Path | None = None,
+    **kw: float,
+) -> Service:
+    """`keyring`: shared secrets (agent -> secret, deprecated) or a public JWK Set
+    (`{"keys": [...]}`, with `signing_key` the owner's private key file)."""
     from planfence.adapters.owner_service import KEYRING_ENV
 
     env = {OWNER_ENV: owner, STORE_URL_ENV: store_url, KEYRING_ENV: json.dumps(dict(keyring))}
+    if signing_key is not None:
+        env[SIGNING_KEY_ENV] = str(signing_key)
     return Service(f"{__name__}:owner_app", env, **kw)
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
+from planfence.adapters.owner_service import HttpOwnerHeads, SigningKey
+from planfence.adapters.owner_service.wire import Verifier
 from planfence.plugins.gate import HeadAnswer
 
 
@@ -79,11 +80,12 @@ class CountedOwnerHeads:
     def __init__(
         self,
         directory: Mapping[str, str],
-        keyring: Keyring,
+        keyring: Verifier,
         *,
         agent: str,
         timeout: float,
         limits: httpx.Limits | None = None,
+        signing_key: SigningKey | None = None,
     ) -> None:
         self.transport = CountingTransport(
             httpx.AsyncHTTPTransport(limits=limits) if limits else None
@@ -91,7 +93,12 @@ class CountedOwnerHeads:
         self.stats = self.transport.stats
         self._client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
         self.http = HttpOwnerHeads(
-            directory, keyring, agent=agent, timeout=timeout, client=self._client
+            directory,
+            keyring,
+            agent=agent,
+            timeout=timeout,
+            client=self._client,
+            signing_key=signing_key,
         )
 
     async def heads(self, owners: Mapping[str, tuple[str, ...]]) -> Mapping[str, HeadAnswer]:

@@ -9,7 +9,10 @@ The team:
   runs, one process per owner, with the same connection keep-alive as the replica endpoints);
 - N executor replicas (default 3), each with a push endpoint (a small Starlette app in its own
   process) that verifies and acknowledges eager updates;
-- one planner that derives each plan from the current heads of the keys the action needs.
+- one planner that derives each plan from the current heads of the keys the action needs;
+- every agent holds its own Ed25519 key (JWS), so both safe paths pay the same signatures:
+  executors sign head requests and verify the owners' signed answers; owners sign each eager
+  update's head inside its write and the replicas verify it.
 
 The stream (pure, seeded: `schedule`): A actions (default 10); action i is taken by a replica
 drawn at random and calls a tool that depends on 1 or 2 distinct keys (D(a), declared by policy).
@@ -30,9 +33,12 @@ The executors (three replicas each, in their own key space, the four runs interl
 window so each meets the same link conditions; on the AT&T path every rate gets a fresh emulated
 link that replays the trace from its start, so every rate meets the same stretch of it):
 - planfence: `Gate` with `HttpOwnerHeads`; asks only the owners of D(a). Nothing on update path.
-- eager: `EagerSync` + `EagerExecutor`; every update is signed and POSTed with its record to every
-  replica's endpoint in parallel, and counts once all have acknowledged. That wait is the update
-  path's stall; the action path is a local check.
+- eager: `EagerSync` + `EagerExecutor`; every update is POSTed with its record and its owner's
+  signed head (the Ed25519 signature over key, record id, sequence and epoch the owner made inside
+  the write, as a store keeps it) to every replica's endpoint in parallel, and counts once all
+  have acknowledged; each endpoint verifies the head with the owners' public keys and refuses a
+  forged one or a rollback. That wait is the update path's stall; the action path is a local
+  check.
 - allkeys: `Gate` with `AllKeysHeads` over the same owner services (every shared key, every time).
 - freshness: owner-head freshness, as in the paper's staged replay: asks the owners of D(a) for
   their heads and brings its replica up to date (`FreshnessOnly`), never checks the plan.
@@ -72,16 +78,17 @@ executor's replicas on one stream), `sweep` (rates, paths, processes, links), `r
 tables, figure), `command` (options and the run).
 """
 
+from planfence.demos.pushes import PushRefused
+
 from .command import HELP, add_arguments, run
 from .executors import EXECUTORS, SAFE
-from .push import PUSH_PURPOSE, Pusher, PushRefused, create_replica_app
+from .push import Pusher, create_replica_app
 from .report import plot
 from .schedule import RATES, Expected, Window, crossover, expect, schedule
 
 __all__ = [
     "EXECUTORS",
     "HELP",
-    "PUSH_PURPOSE",
     "RATES",
     "SAFE",
     "Expected",

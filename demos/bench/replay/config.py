@@ -1,5 +1,5 @@
-"""What a replay run is set up with: the team (owners, executor replicas, their secrets) and the
-settings from the command line."""
+"""What a replay run is set up with: the team (owners, executor replicas, their Ed25519 keys) and
+the settings from the command line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planfence.adapters.owner_service import Keyring
+from planfence.adapters.owner_service import PublicKeyring, SigningKey
 
 from ..netem import Trace
 from .executors import EXECUTORS
@@ -22,13 +22,34 @@ DEFAULT_VALUE_BYTES = 1024
 
 @dataclass(frozen=True)
 class Team:
+    """Every agent has its own Ed25519 key: owners sign their answers and their heads (inside
+    each write), executors sign their head requests; everyone verifies with public keys."""
+
     owners: tuple[str, ...]
     replicas: tuple[str, ...]
-    secrets: Mapping[str, str]
+    keys: Mapping[str, SigningKey]
+
+    @classmethod
+    def generate(cls, owners: tuple[str, ...], replicas: tuple[str, ...]) -> Team:
+        return cls(owners, replicas, {a: SigningKey.generate(a) for a in (*owners, *replicas)})
 
     @property
-    def keyring(self) -> Keyring:
-        return Keyring(self.secrets, source="<replay>")
+    def keyring(self) -> PublicKeyring:
+        """Every agent's public key (owner services and the executors' head sources)."""
+        return self._ring(self.keys)
+
+    @property
+    def owner_keyring(self) -> PublicKeyring:
+        """The owners' public keys: the only writers whose heads a replica takes."""
+        return self._ring({a: self.keys[a] for a in self.owners})
+
+    @property
+    def owner_keys(self) -> dict[str, SigningKey]:
+        return {a: self.keys[a] for a in self.owners}
+
+    @staticmethod
+    def _ring(keys: Mapping[str, SigningKey]) -> PublicKeyring:
+        return PublicKeyring({"keys": [k.public_jwk() for k in keys.values()]}, source="<replay>")
 
 
 @dataclass(frozen=True)

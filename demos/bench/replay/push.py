@@ -1,9 +1,13 @@
 """Eager pushes over HTTP: each executor replica's push endpoint (in its own process), and the
-writer's side that signs every new version and waits for the acknowledgement."""
+writer's side that POSTs every new version with its owner's signed head and waits for the
+acknowledgement.
+
+A push is the owner's head as the store keeps it, signed inside the owner's write (Ed25519 over
+key, record id, sequence and epoch), with the record: the replica checks it as a gate checks a
+head read from an untrusted store (`planfence.demos.pushes`), with the owners' public keys."""
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 from collections.abc import Mapping
@@ -15,48 +19,51 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from planfence.adapters.owner_service import Keyring, KeyringError, load_keyring
-from planfence.adapters.owner_service.wire import signature
+from planfence.adapters.owner_service import KeyringError, PublicKeyring, load_keyring
 from planfence.demos.baselines import EagerReplica
-from planfence.shared_memory import Change, PlanFenceError, Record, canonical_json
+from planfence.demos.pushes import RECORD_MISMATCH, PushCheck, PushedHead, PushRefused
+from planfence.plugins.gate.decision import HEAD_ROLLBACK
+from planfence.shared_memory import HeadVerifier, PlanFenceError, canonical_json
 
 from ..harness import together
 from ..harness.wire import request_size, response_head_size
 
 REPLICA_ENV = "PLANFENCE_REPLAY_REPLICA"
-PUSH_PURPOSE = b"planfence-replay-push/1\n"
 HTTP_TIMEOUT_S = 30.0
 KEEPALIVE_S = 120.0
+_STATUS = {RECORD_MISMATCH: 400, HEAD_ROLLBACK: 409}  # anything else refused: 401
 
 
-def create_replica_app(name: str, keyring: Keyring) -> Starlette:
-    """One executor replica's push endpoint: verify a writer's signed update and acknowledge it.
+def create_replica_app(name: str, keyring: HeadVerifier) -> Starlette:
+    """One executor replica's push endpoint: verify an owner's signed head and acknowledge it.
 
-    POST /push  {writer, replica, change, record, sig} -> 200 {replica, seq} | 4xx {error}
+    POST /push  {replica, head: {key, owner, record, seq, epoch, sig}, record, feed_seq}
+        -> 200 {replica, seq} | 4xx {error, detail}
     GET /health -> {replica, received}
+
+    Args:
+        keyring: the writers' (owners') public keys.
     """
     state: dict[str, Any] = {"received": 0, "heads": {}}
+    check = PushCheck(keyring)
 
     async def push(request: Request) -> Response:
         try:
             data = json.loads(await request.body())
-            sig = data.pop("sig")
-            writer, change, record = data["writer"], data["change"], data["record"]
-            rec = Record.from_dict(record)
+            pushed = PushedHead.from_dict(data)
+            replica = data["replica"]
         except (ValueError, KeyError, TypeError, AttributeError, PlanFenceError):
             return JSONResponse({"error": "malformed"}, status_code=400)
-        secret = keyring.get(writer) if isinstance(writer, str) else None
-        if secret is None or not isinstance(sig, str):
-            return JSONResponse({"error": "unknown_writer"}, status_code=401)
-        if not hmac.compare_digest(signature(secret, PUSH_PURPOSE, data), sig):
-            return JSONResponse({"error": "bad_signature"}, status_code=401)
-        if data.get("replica") != name:
+        if replica != name:
             return JSONResponse({"error": "wrong_replica"}, status_code=403)
-        if rec.id != change.get("head") or rec.key != change.get("key"):
-            return JSONResponse({"error": "record_mismatch"}, status_code=400)
-        state["heads"][rec.key] = rec.id
+        try:
+            check.check(pushed)
+        except PushRefused as exc:
+            body = {"error": exc.error, "detail": exc.detail}
+            return JSONResponse(body, status_code=_STATUS.get(exc.error, 401))
+        state["heads"][pushed.state.key] = pushed.state.head
         state["received"] += 1
-        return JSONResponse({"replica": name, "seq": change.get("seq")})
+        return JSONResponse({"replica": name, "seq": pushed.feed_seq})
 
     async def health(request: Request) -> Response:
         return JSONResponse({"replica": name, "received": state["received"]})
@@ -71,33 +78,29 @@ def create_replica_app(name: str, keyring: Keyring) -> Starlette:
 
 def replica_app() -> Starlette:
     """App factory (see `services`): the replica named by $PLANFENCE_REPLAY_REPLICA, with the
-    keyring of $PLANFENCE_KEYRING."""
+    owners' public keyring of $PLANFENCE_KEYRING."""
     keyring = load_keyring()
-    if not isinstance(keyring, Keyring):  # the eager-push baseline signs with shared secrets
-        raise KeyringError(f"{keyring.source}: the push replica needs a shared-secret keyring")
+    if not isinstance(keyring, PublicKeyring):  # the owners' signed heads, as the store keeps
+        raise KeyringError(f"{keyring.source}: the push replica needs a public keyring (JWK Set)")
     return create_replica_app(os.environ[REPLICA_ENV], keyring)
 
 
-class PushRefused(RuntimeError):
-    """A replica did not acknowledge an update."""
-
-
 class Pusher:
-    """The writer's side of eager sync: signs each new version and POSTs it to one replica.
+    """The writer's side of eager sync: POSTs each new version, with its owner's signed head,
+    to one replica.
 
-    `push` is the `EagerSync` hook; it returns when that replica acknowledged the update.
+    `push` is the `EagerSync` hook; it returns when that replica acknowledged the update. Every
+    byte on the wire counts (`bytes`), the signature included.
     """
 
     def __init__(
         self,
         urls: Mapping[str, str],
-        keyring: Keyring,
         *,
         timeout: float = HTTP_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.urls = {name: url.rstrip("/") for name, url in urls.items()}
-        self.keyring = keyring
         self.requests = 0
         self.bytes = 0
         self._names: dict[int, str] = {}
@@ -112,16 +115,9 @@ class Pusher:
         self._replicas.append(replica)
         self._names[id(replica)] = name
 
-    async def push(self, replica: EagerReplica, change: Change, record: Record) -> None:
+    async def push(self, replica: EagerReplica, pushed: PushedHead) -> None:
         name = self._names[id(replica)]
-        fields: dict[str, Any] = {
-            "writer": record.author,
-            "replica": name,
-            "change": change.to_dict(),
-            "record": record.to_dict(),
-        }
-        sig = signature(self.keyring[record.author], PUSH_PURPOSE, fields)
-        body = canonical_json({**fields, "sig": sig}).encode()
+        body = canonical_json({"replica": name, **pushed.to_dict()}).encode()
         response = await self._client.post(
             f"{self.urls[name]}/push",
             content=body,
@@ -130,8 +126,9 @@ class Pusher:
         self.requests += 1
         self.bytes += request_size(response.request, len(body))
         self.bytes += response_head_size(response) + len(response.content)
-        if response.status_code != 200 or response.json().get("seq") != change.seq:
-            raise PushRefused(f"{name} refused update {change.seq}: {response.text[:200]}")
+        if response.status_code != 200 or response.json().get("seq") != pushed.feed_seq:
+            error, detail = _refusal(response)
+            raise PushRefused(error, f"{name} refused update {pushed.feed_seq}: {detail}")
 
     async def warm(self) -> None:
         """Open the kept-alive connection to every replica before anything is timed."""
@@ -143,3 +140,11 @@ class Pusher:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _refusal(response: httpx.Response) -> tuple[str, str]:
+    try:
+        body = response.json()
+        return str(body["error"]), str(body.get("detail") or response.status_code)
+    except (ValueError, KeyError, TypeError):
+        return "push_failed", f"HTTP {response.status_code}: {response.text[:200]}"

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from planfence.adapters.owner_service import Keyring
+from planfence.adapters.owner_service import PublicKeyring
 from planfence.demos.baselines import EagerExecutor, EagerSync, FreshnessOnly
 from planfence.demos.judging import heads_as_of, used_versions
 from planfence.plugins.gate import BLOCK, GuardedExecutor, Policy, Replanned, Verdict, create_plan
@@ -103,15 +103,15 @@ class Run:
             await self.store.own(key, self.owner_of[key])
             await self.store.put(key, self._value(i), author=self.owner_of[key])
         keyring = self.team.keyring
-        if self.executor == "eager":
-            self.pusher = Pusher(self.replica_urls, keyring)
-            self.sync = EagerSync(self.store, push=self.pusher.push)
+        if self.executor == "eager":  # owners sign each head in its write; replicas verify
+            self.pusher = Pusher(self.replica_urls)
+            self.sync = EagerSync(self.store, push=self.pusher.push, signers=self.team.owner_keys)
         for name in self.team.replicas:
             self.executors.append(Timed(self._executor(name, keyring)))
         await self._warm()
         self._sent = self._traffic()
 
-    def _executor(self, name: str, keyring: Keyring) -> GuardedExecutor:
+    def _executor(self, name: str, keyring: PublicKeyring) -> GuardedExecutor:
         heads = None
         if self.executor != "eager":  # eager never asks owners: updates come to it
             heads = CountedOwnerHeads(
@@ -120,6 +120,7 @@ class Run:
                 agent=name,
                 timeout=HTTP_TIMEOUT_S,
                 limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
+                signing_key=self.team.keys[name],
             )
             self.heads.append(heads)
         built = replica_executor(

@@ -4,7 +4,6 @@ the emulated link each rate meets afresh, and the rows each rate leaves."""
 from __future__ import annotations
 
 import json
-import secrets
 import tempfile
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
@@ -68,17 +67,21 @@ async def replay_rate(
 # ---- processes: owner services and replica endpoints
 
 
-def replay_services(team: Team, store_url: str) -> dict[str, services.Service]:
-    """An owner service per owner and a push endpoint per replica, all with the same
-    connection keep-alive."""
+def replay_services(team: Team, store_url: str, folder: Path) -> dict[str, services.Service]:
+    """An owner service per owner (its private key in a file of `folder` only it reads) and a
+    push endpoint per replica (the owners' public keys), all with the same connection
+    keep-alive."""
     out: dict[str, services.Service] = {}
+    jwks = team.keyring.to_jwks()
     for owner in team.owners:
+        key_file = folder / f"{owner}.jwk"
+        team.keys[owner].save(key_file)
         out[owner] = services.owner_service(
-            owner, store_url, team.secrets, keep_alive_s=KEEPALIVE_S
+            owner, store_url, jwks, signing_key=key_file, keep_alive_s=KEEPALIVE_S
         )
-    keyring = json.dumps(dict(team.secrets))
+    owners_only = json.dumps(team.owner_keyring.to_jwks())
     for name in team.replicas:
-        env = {KEYRING_ENV: keyring, REPLICA_ENV: name}
+        env = {KEYRING_ENV: owners_only, REPLICA_ENV: name}
         out[name] = services.Service(f"{push.__name__}:replica_app", env, keep_alive_s=KEEPALIVE_S)
     return out
 
@@ -123,7 +126,7 @@ async def replay_all(config: Config, store_url: str | None, results: dict[str, A
     on the way out, also when the run is cancelled by Ctrl-C."""
     owners = tuple(f"owner-{i}" for i in range(config.owners))
     replicas = tuple(f"executor-{i}" for i in range(config.replicas))
-    team = Team(owners, replicas, {a: secrets.token_hex(24) for a in (*owners, *replicas)})
+    team = Team.generate(owners, replicas)
     policy = replay_policy()
     rows: list[dict[str, Any]] = results["rows"]
     links: list[Link] = []
@@ -131,7 +134,8 @@ async def replay_all(config: Config, store_url: str | None, results: dict[str, A
     async with AsyncExitStack() as stack:
         target, store = await open_bench_store(stack, store_url, results)
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-replay-")))
-        direct = stack.enter_context(services.running(replay_services(team, target.url), logs))
+        specs = replay_services(team, target.url, logs)
+        direct = stack.enter_context(services.running(specs, logs))
         owner_urls = {o: direct[o] for o in owners}
         replica_urls = {r: direct[r] for r in replicas}
         stack.callback(link_statistics, results["settings"], links, relays)
