@@ -127,7 +127,10 @@ def plan_step(
     if not unchanged:
         state.counters.candidates += 1
     index = t - cfg.support_size - 1
-    info = decide_trigger(cfg, z, state.momentum, index, step_draw(cfg.seed, t))
+    # Only the random trigger reads the step's draw (its own generator, so skipping it for the
+    # other triggers changes nothing else).
+    draw = step_draw(cfg.seed, t) if cfg.trigger == "random" else 0.0
+    info = decide_trigger(cfg, z, state.momentum, index, draw)
     if cfg.momentum_source == "all":
         state.momentum = momentum_update(state.momentum, z, cfg.beta)
     if not info.fired:
