@@ -41,13 +41,17 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise JanusError("use the async method inside a running event loop")
 
 
+_ANY_SEED = np.random.SeedSequence(0)  # the copied state replaces whatever this seeds
+
+
 def _copy_state(state: JanusState) -> JanusState:
-    # Cheaper than a deep copy: tasks are immutable and may be shared.
-    rng = np.random.default_rng()
-    rng.bit_generator.state = state.rng.bit_generator.state
+    # Cheaper than a deep copy: tasks are immutable and may be shared. The generator is built
+    # from a fixed seed sequence, not from OS entropy, then given the state's position.
+    bit_generator = type(state.rng.bit_generator)(_ANY_SEED)
+    bit_generator.state = state.rng.bit_generator.state
     return JanusState(
         config=state.config,
-        rng=rng,
+        rng=np.random.Generator(bit_generator),
         step=state.step,
         momentum=None if state.momentum is None else state.momentum.copy(),
         centroids=None if state.centroids is None else state.centroids.copy(),
