@@ -33,6 +33,7 @@ from .errors import (
     LLMUnavailableError,
     UpdaterOutputError,
 )
+from .evalset import CoverageMemo
 from .evaluators import Attempt, Evaluator, FunctionEvaluator, LLMEvaluator, Solver, check_answer
 from .llm import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, ChatClient, LLMSettings
 from .memory import Memory, render_memory
@@ -52,6 +53,7 @@ __all__ = [
     "CachedEncoder",
     "ChatClient",
     "ChunkPooledEncoder",
+    "CoverageMemo",
     "DCRSUpdater",
     "Encoder",
     "Evaluator",

@@ -22,6 +22,7 @@ from .config import JanusConfig
 from .decision import Plan, Verdict, accept, finish_step, plan_step
 from .encoders import CachedEncoder, Encoder, default_encoder
 from .errors import JanusError
+from .evalset import Coverage, CoverageMemo, build_coverage, chain_digest
 from .evaluators import Evaluator
 from .memory import Memory, Render, render_memory
 from .state import Counters, JanusState
@@ -40,13 +41,17 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise JanusError("use the async method inside a running event loop")
 
 
+_ANY_SEED = np.random.SeedSequence(0)  # the copied state replaces whatever this seeds
+
+
 def _copy_state(state: JanusState) -> JanusState:
-    # Cheaper than a deep copy: tasks are immutable and may be shared.
-    rng = np.random.default_rng()
-    rng.bit_generator.state = state.rng.bit_generator.state
+    # Cheaper than a deep copy: tasks are immutable and may be shared. The generator is built
+    # from a fixed seed sequence, not from OS entropy, then given the state's position.
+    bit_generator = type(state.rng.bit_generator)(_ANY_SEED)
+    bit_generator.state = state.rng.bit_generator.state
     return JanusState(
         config=state.config,
-        rng=rng,
+        rng=np.random.Generator(bit_generator),
         step=state.step,
         momentum=None if state.momentum is None else state.momentum.copy(),
         centroids=None if state.centroids is None else state.centroids.copy(),
@@ -74,7 +79,10 @@ class JanusController:
         encoder: Encoder | None = None,
         render: Render = render_memory,
         state: JanusState | None = None,
+        coverage_memo: CoverageMemo | None = None,
     ) -> None:
+        """`coverage_memo`: coverage sets shared with other controllers (same sets, computed
+        once; see `CoverageMemo`)."""
         if state is not None and config is not None and state.config != config:
             raise JanusError("state and config disagree; resume with the saved config")
         self.config = state.config if state is not None else (config or JanusConfig())
@@ -87,6 +95,8 @@ class JanusController:
         # and the list only grows (unless trimmed), so new tasks are appended, not re-stacked.
         self._seen_ids: list[str] = []
         self._seen_vectors: np.ndarray | None = None
+        self.coverage_memo = coverage_memo
+        self._seen_digest = b""  # content key of _seen_vectors, kept when there is a memo
 
     # ---- persistence
 
@@ -118,8 +128,11 @@ class JanusController:
             known = len(self._seen_ids)
             if self._seen_vectors is None or ids[:known] != self._seen_ids:
                 known, self._seen_ids, self._seen_vectors = 0, [], None
+                self._seen_digest = b""
             if len(ids) > known:
                 rows = self.encoder.encode([state.seen[i].question for i in ids[known:]])
+                if self.coverage_memo is not None:
+                    self._seen_digest = chain_digest(self._seen_digest, rows)
                 if self._seen_vectors is not None:
                     rows = np.concatenate([self._seen_vectors, rows])
                 self._seen_ids, self._seen_vectors = ids, rows
@@ -127,6 +140,23 @@ class JanusController:
             return self._seen_vectors
 
         return vectors_of
+
+    def _coverage_of(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        k: int,
+        rng: np.random.Generator,
+        *,
+        previous: np.ndarray | None = None,
+        max_iter: int = 50,
+    ) -> Coverage:
+        memo = self.coverage_memo
+        if memo is None or vectors is not self._seen_vectors:
+            return build_coverage(ids, vectors, k, rng, previous=previous, max_iter=max_iter)
+        return memo.build(
+            self._seen_digest, ids, vectors, k, rng, previous=previous, max_iter=max_iter
+        )
 
     async def consider(
         self, current: Memory, candidate: Memory, task: Task, *, key: str = "memory"
@@ -143,6 +173,7 @@ class JanusController:
                 new_vec - old_vec,
                 self._vectors_of(work),
                 unchanged=old_text == new_text,
+                coverage_of=self._coverage_of,
             )
             verdict = await self._judge(work, plan, current, candidate)
             self.state = work

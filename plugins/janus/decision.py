@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .evalset import assemble, build_coverage, refill_boundary, sample
+from .evalset import CoverageFn, assemble, build_coverage, refill_boundary, sample
 from .state import JanusState
 from .tasks import Task
 from .trigger import TriggerInfo, decide_trigger, momentum_update, step_draw
@@ -96,6 +96,7 @@ def plan_step(
     vectors_of: VectorsOf,
     *,
     unchanged: bool = False,
+    coverage_of: CoverageFn = build_coverage,
 ) -> Plan:
     """Advance the state by one candidate and say whether it must be compared.
 
@@ -108,6 +109,8 @@ def plan_step(
         z: phi(candidate) - phi(current memory).
         vectors_of: embeddings of seen tasks (for k-means).
         unchanged: the candidate renders exactly as the current memory (counted apart).
+        coverage_of: clusters the seen tasks (`build_coverage`, or a memo of it that gives the
+            same sets, e.g. `CoverageMemo`).
     """
     cfg = state.config
     state.step += 1
@@ -118,13 +121,16 @@ def plan_step(
 
     if t <= cfg.support_size:
         if t == cfg.support_size:
-            _seed_sets(state, vectors_of)
+            _seed_sets(state, vectors_of, coverage_of)
         return Plan(t, False, f"warm-up step {t} of {cfg.support_size}: deploy")
 
     if not unchanged:
         state.counters.candidates += 1
     index = t - cfg.support_size - 1
-    info = decide_trigger(cfg, z, state.momentum, index, step_draw(cfg.seed, t))
+    # Only the random trigger reads the step's draw (its own generator, so skipping it for the
+    # other triggers changes nothing else).
+    draw = step_draw(cfg.seed, t) if cfg.trigger == "random" else 0.0
+    info = decide_trigger(cfg, z, state.momentum, index, draw)
     if cfg.momentum_source == "all":
         state.momentum = momentum_update(state.momentum, z, cfg.beta)
     if not info.fired:
@@ -136,7 +142,7 @@ def plan_step(
     coverage: list[str] = []
     if cfg.use_coverage:
         ids = list(state.seen)
-        cov = build_coverage(
+        cov = coverage_of(
             ids,
             vectors_of(ids),
             cfg.coverage_size,
@@ -152,13 +158,11 @@ def plan_step(
     return Plan(t, True, info.reason, info, tuple(coverage), tuple(boundary), tuple(fresh), z=z)
 
 
-def _seed_sets(state: JanusState, vectors_of: VectorsOf) -> None:
+def _seed_sets(state: JanusState, vectors_of: VectorsOf, coverage_of: CoverageFn) -> None:
     """End of warm-up: k-means over the first K tasks; the rest seed the boundary set."""
     cfg = state.config
     ids = list(state.seen)
-    cov = build_coverage(
-        ids, vectors_of(ids), cfg.coverage_size, state.rng, max_iter=cfg.kmeans_iters
-    )
+    cov = coverage_of(ids, vectors_of(ids), cfg.coverage_size, state.rng, max_iter=cfg.kmeans_iters)
     state.centroids = cov.centroids
     state.coverage = cov.ids
     state.boundary = [i for i in ids if i not in cov.ids][: cfg.boundary_size]

@@ -24,6 +24,8 @@ import numpy as np
 
 from planfence.shared_memory.extras import extra_imports
 
+from .linetokens import LineTokenizer
+
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
@@ -102,12 +104,28 @@ class WordLlamaEncoder:
         with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), "np") as f:
             weights = f.get_tensor("embedding.weight")
         self._model: Any = WordLlamaInference(weights, tokenizer)
+        self._tokens = LineTokenizer(self._model.tokenizer)
+
+    def _embed(self, text: str) -> np.ndarray:
+        """The model's `embed([text])[0]`, from token ids assembled line by line.
+
+        Tokenising is most of the model's cost, and a growing cheatsheet repeats its lines, so
+        each line is tokenised once (`LineTokenizer`: the same ids the model's tokenizer gives
+        the whole text). The pooling below is the model's own, on arrays of the same shapes and
+        types, so the vector is the same to the last bit.
+        """
+        input_ids = np.array([self._tokens.ids(text)], dtype=np.int32)
+        embedding = self._model.embedding
+        np.clip(input_ids, 0, embedding.shape[0] - 1, out=input_ids)
+        mask = np.ones(input_ids.shape, dtype=np.float32)
+        pooled: np.ndarray = self._model.avg_pool(embedding[input_ids], mask)[0]
+        return pooled
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float64)
         # One text per call: padding in a batch must never change a text's vector.
-        rows = [np.asarray(self._model.embed([t])[0], dtype=np.float64) for t in texts]
+        rows = [np.asarray(self._embed(t), dtype=np.float64) for t in texts]
         out = np.stack(rows)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         normalised: np.ndarray = np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)

@@ -20,6 +20,7 @@ import numpy as np
 
 from planfence.plugins.janus import (
     CachedEncoder,
+    CoverageMemo,
     Encoder,
     HashingEncoder,
     JanusConfig,
@@ -138,10 +139,13 @@ async def run_strategy(
     rho: float,
     curve_every: int,
     eval_seed: int,
+    memo: CoverageMemo | None = None,
 ) -> Run:
     """One pass over the stream under one strategy."""
     evaluator = NoisyEvaluator(stream, np.random.default_rng([stream.seed, 6, eval_seed]))
-    controller = JanusController(evaluator, config=config, encoder=encoder, render=render)
+    controller = JanusController(
+        evaluator, config=config, encoder=encoder, render=render, coverage_memo=memo
+    )
     memory: Cheatsheet = ()
     out = Run(rho, name, stream.seed, 0.0)
     for step in range(len(stream.tasks)):
@@ -217,8 +221,16 @@ class Plan:
     """Worker processes; above 1 `encoder` must be picklable (a `SharedEncoder`)."""
 
 
-async def run_seed(plan: Plan, rho: float, seed: int) -> list[Run]:
-    """Every strategy (and the two references) on one stream."""
+async def run_seed(
+    plan: Plan, rho: float, seed: int, memo: CoverageMemo | None = None
+) -> list[Run]:
+    """Every strategy (and the two references) on one stream.
+
+    `memo` shares coverage sets between the strategies (and the rhos of a seed, which meet the
+    same tasks): always-compare clusters at every step, identically at every rho, and the
+    Janus variants often cluster the same tasks from the same centroids. The sets are the ones
+    each controller would compute itself."""
+    memo = CoverageMemo() if memo is None else memo
     stream = Stream(replace(plan.stream, rho=rho), seed)
     made = plan.encoder()
     encoder = made if isinstance(made, CachedEncoder) else CachedEncoder(made)
@@ -227,7 +239,7 @@ async def run_seed(plan: Plan, rho: float, seed: int) -> list[Run]:
     runs = [run_reference(stream, n, rho=rho, curve_every=every) for n in REFERENCE]
     names = [*STRATEGIES, source_strategy(plan.momentum_source)]
     janus = await run_strategy(
-        stream, "janus", base, encoder, rho=rho, curve_every=every, eval_seed=1
+        stream, "janus", base, encoder, rho=rho, curve_every=every, eval_seed=1, memo=memo
     )
     for i, name in enumerate(names):
         if name == "janus":
@@ -236,16 +248,17 @@ async def run_seed(plan: Plan, rho: float, seed: int) -> list[Run]:
         cfg = strategy_config(name, base, janus.comparisons_per_step)
         runs.append(
             await run_strategy(
-                stream, name, cfg, encoder, rho=rho, curve_every=every, eval_seed=i + 2
+                stream, name, cfg, encoder, rho=rho, curve_every=every, eval_seed=i + 2, memo=memo
             )
         )
     return runs
 
 
 def _cells(plan: Plan, seed: int) -> Iterator[tuple[float, list[Run]]]:
-    """One seed at every rho (its tasks, shared by every rho, are encoded once)."""
+    """One seed at every rho (its tasks, shared by every rho, are encoded and clustered once)."""
+    memo = CoverageMemo()
     for rho in plan.rhos:
-        yield rho, asyncio.run(run_seed(plan, rho, seed))
+        yield rho, asyncio.run(run_seed(plan, rho, seed, memo))
 
 
 _worker_plan: Plan | None = None
