@@ -27,9 +27,8 @@ from typing import Any, TypeVar
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..errors import ConfigError, StoreUnavailableError
 from ..extras import extra_imports
-from ..journal import Entry
 from ..leases import LeaseRow, needs_leases
-from ..model import Change, KeyState
+from ..model import KeyState
 from ..reads import (
     GetChanges,
     GetKeys,
@@ -40,7 +39,7 @@ from ..reads import (
     QueryJournal,
     ReadOp,
 )
-from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
+from ..records import DEFAULT_LIMITS, StoreLimits, utc_now
 from ..store import AsyncStore
 from ..urls import redact_url, scrub
 from .sql import (
@@ -51,7 +50,6 @@ from .sql import (
     TAMPERABLE,
     change_row,
     entry_from_row,
-    entry_row,
     insert_change_sql,
     journal_filter,
     key_row,
@@ -66,6 +64,7 @@ with extra_imports("postgres", "the PostgreSQL store"):
 
 from .postgres_conn import _has_input, _one_line, connect_cause, split_schema
 from .postgres_leases import _apply_leases, _lease_rows
+from .postgres_rows import _append_args, _changes, _key_states, _stored_rows
 from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
 
 CHANNEL = "planfence_changes"
@@ -400,22 +399,3 @@ class PostgresStore(AsyncStore):
             except psycopg.OperationalError:
                 self._listener = None  # the next call reconnects; the reader re-reads anyway
                 await asyncio.sleep(min(self.poll_interval, timeout))
-
-
-def _stored_rows(rows: list[Any]) -> list[StoredFields]:
-    return [(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
-
-
-def _key_states(rows: list[Any]) -> list[KeyState]:
-    return [KeyState(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows]
-
-
-def _changes(rows: list[Any]) -> list[Change]:
-    return [
-        Change(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], int(r[8]), r[9]) for r in rows
-    ]
-
-
-def _append_args(entry: Entry, at: str) -> tuple[Any, ...]:
-    names = list(entry.labels)
-    return (*entry_row(entry, at), names, [entry.labels[n] for n in names])
