@@ -8,7 +8,7 @@ identically on every backend.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from .errors import (
@@ -77,6 +77,8 @@ class WriteBatch:
     leases: tuple[LeaseOp, ...] = ()
     expect: tuple[ExpectHead, ...] = ()
     signer: HeadSigner | None = field(default=None, compare=False, repr=False)
+    held: tuple[str, ...] = ()
+    """Ids of leases the writer holds: they do not hold this batch's head advances back."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decisions", tuple(as_entry(d) for d in self.decisions))
@@ -165,7 +167,7 @@ def checked_batch(batch: WriteBatch, limits: StoreLimits) -> WriteBatch:
         if e.head is not None:
             validate_record_id(e.head)
     entries = tuple(bound_entry(e, limits) for e in batch.entries)
-    return WriteBatch(tuple(records), batch.ops, entries, batch.leases, batch.expect, batch.signer)
+    return replace(batch, records=tuple(records), decisions=entries)  # every other field kept
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,7 @@ def plan_batch(
             changes.append(Change(0, op.key, "head", *moved))
     touched = {op.key for op in batch.ops}
     advancing = [op.key for op in batch.ops if isinstance(op, AdvanceHead)]
-    leases = plan_leases(batch.leases, advancing, cur, lease_rows, now)
+    leases = plan_leases(batch.leases, advancing, cur, lease_rows, now, batch.held)
     return PlannedWrite({k: cur[k] for k in touched}, created, changes, leases)
 
 

@@ -72,10 +72,12 @@ class DropLease:
 
 @dataclass(frozen=True)
 class ExpectHead:
-    """The batch commits only if `key`'s head is `head` (None: the key has no version yet)."""
+    """The batch commits only if `key`'s head is `head` (None: the key has no version yet) and,
+    when `epoch` is given, the key is still in that owner epoch (no transfer since)."""
 
     key: str
     head: str | None
+    epoch: int | None = None
 
 
 LeaseOp = HoldKey | DropLease
@@ -137,7 +139,7 @@ def check_expectations(expect: Sequence[ExpectHead], states: Mapping[str, KeySta
         state = states.get(e.key)
         if state is None:
             raise UnknownKeyError(e.key)
-        if state.head != e.head:
+        if state.head != e.head or (e.epoch is not None and state.epoch != e.epoch):
             raise HeadConflictError(e.key, e.head, state.head)
 
 
@@ -147,6 +149,7 @@ def plan_leases(
     states: Mapping[str, KeyState],
     rows: Iterable[LeaseRow],
     now: float,
+    held_by_writer: Iterable[str] = (),
 ) -> LeasePlan:
     """Check a batch's lease ops and head advances against the live leases; pure.
 
@@ -156,6 +159,8 @@ def plan_leases(
         states: the touched keys' current states (a lease needs a key with an owner).
         rows: the stored leases of the touched keys, expired ones included.
         now: the backend's clock, in seconds.
+        held_by_writer: ids of leases the writer itself holds (a fenced tool writing a key of
+            its own scope): they do not hold its advances back.
 
     Raises:
         LeaseHeldError: a head advance on a key with a live lease held by someone.
@@ -180,8 +185,9 @@ def plan_leases(
             if pending:
                 raise AdvancePendingError(op.key, max(r.expires for r in pending) - now)
         plan.upsert.append(LeaseRow(op.key, op.lease, op.holder, op.kind, now + op.ttl_ms / 1000))
+    own = set(held_by_writer)
     for key in sorted(set(advancing)):
-        held = [r for r in live if r.key == key and r.kind == HOLD]
+        held = [r for r in live if r.key == key and r.kind == HOLD and r.lease not in own]
         if held:
             holders = tuple(sorted({r.holder for r in held}))
             raise LeaseHeldError(key, max(r.expires for r in held) - now, holders)

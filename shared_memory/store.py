@@ -8,6 +8,7 @@ every backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -17,7 +18,9 @@ from typing import Final
 from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, checked_batch
 from .core import StoreCore
 from .errors import (
+    AdvancePendingError,
     AmbiguousIdError,
+    HeadConflictError,
     InvalidValueError,
     LeasesUnsupportedError,
     NotOwnerError,
@@ -231,7 +234,16 @@ class AsyncStore(StoreCore):
             leases=tuple(HoldKey(k, lease.id, holder, ttl) for k in lease.keys),
             expect=tuple(ExpectHead(k, heads[k]) for k in lease.keys),
         )
-        await self._write(checked_batch(batch, self.limits))
+        try:
+            await self._write(checked_batch(batch, self.limits))
+        except (HeadConflictError, UnknownKeyError, AdvancePendingError):
+            raise  # refused: nothing was written
+        except BaseException:
+            # Cancelled, or a connection lost at commit: the lease may have been written after
+            # all. Drop it, so an owner is not held back by a lease nobody holds.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.release(lease))
+            raise
         return lease
 
     async def release(self, lease: Lease) -> None:

@@ -127,6 +127,11 @@ class ToolJudge:
     async def fit(self, refusal: dict[str, Any], tool: str) -> dict[str, Any]:
         return await fit_to_tool(refusal, tool, self.catalog)
 
+    async def aclose(self) -> None:
+        """Close the gate (a deferred audit writes what it queued); call it when the server
+        stops."""
+        await self.seam.aclose()
+
 
 def with_decision(result: Mapping[str, Any], decision: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(result)

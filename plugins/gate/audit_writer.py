@@ -5,18 +5,22 @@ task appends the queue to the store's journal in one transaction per batch. Refu
 written before the gate answers, since the one-replan budget is made of them.
 
 What this trades: an allow is on record shortly after the call starts instead of before it, and a
-process that dies without closing its gate loses the allows still queued (at most `max_batch`,
-written within `max_delay` seconds). It still fails closed: once a batch cannot be written, every
-allow blocks (`audit_unavailable`) until a retry of that batch succeeds, and a queue that grows
-past `max_pending` blocks too. Nothing queued is dropped.
+process that dies without closing its gate loses the allows still queued (those of the last
+`max_delay` seconds, normally). It still fails closed: once a batch cannot be written, every
+allow blocks (`audit_unavailable`) until a retry of that batch succeeds; so does a queue past
+`max_pending`, or one whose oldest record has waited `max_wait` seconds (a write that hangs).
+Nothing queued is dropped, and no batch is written twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+import uuid
+from dataclasses import replace
 
-from planfence.shared_memory import AsyncStore, StoreError, WriteBatch
+from planfence.shared_memory import AsyncStore, Entry, StoreError, WriteBatch
 
 from .audit import Decision
 
@@ -26,7 +30,12 @@ class AuditBacklogError(StoreError):
 
 
 class DeferredAudit:
-    """Queues gate decisions and appends them to `store`'s journal in batches."""
+    """Queues gate decisions and appends them to `store`'s journal in batches.
+
+    One batch is written at a time. Each batch's entries carry a label `audit_batch` with the
+    batch's id, so a write whose outcome is unknown (a connection lost at commit, a cancelled
+    call whose thread went on) is looked up before it is retried: a batch is never written twice.
+    """
 
     def __init__(
         self,
@@ -35,16 +44,21 @@ class DeferredAudit:
         max_batch: int = 256,
         max_delay: float = 0.05,
         max_pending: int = 10_000,
+        max_wait: float | None = None,
     ) -> None:
         self.store = store
         self.max_batch = max_batch
         self.max_delay = max_delay
         self.max_pending = max_pending
+        self.max_wait = max(1.0, 20 * max_delay) if max_wait is None else max_wait
+        """Seconds the oldest queued record may wait before allows block (a write that hangs)."""
         self.written = 0
         self.failure: str | None = None
-        self._pending: list[Decision] = []
+        self._pending: list[tuple[float, Decision]] = []
+        self._uncertain: str | None = None  # id of the batch whose write failed
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._closed = False
 
     def append(self, decision: Decision) -> None:
@@ -55,12 +69,27 @@ class DeferredAudit:
             raise AuditBacklogError(f"deferred audit records are not being written: {self.failure}")
         if len(self._pending) >= self.max_pending:
             raise AuditBacklogError(f"{len(self._pending)} audit records are waiting to be written")
-        self._pending.append(decision)
-        if self._task is None:
-            self._wake = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        now = time.monotonic()
+        if self._pending and now - self._pending[0][0] > self.max_wait:
+            waited = now - self._pending[0][0]
+            raise AuditBacklogError(f"the oldest audit record has waited {waited:.1f} s")
+        self._pending.append((now, decision))
+        self._ensure_writer()
         if len(self._pending) >= self.max_batch and self._wake is not None:
             self._wake.set()
+
+    def _ensure_writer(self) -> None:
+        """A writer task on the running loop: a gate may outlive a loop (`asyncio.run` per call),
+        and a writer that stopped must not leave its queue behind."""
+        loop = asyncio.get_running_loop()
+        task = self._task
+        if task is not None and not task.done() and task.get_loop() is loop:
+            return
+        if task is not None and task.done() and not task.cancelled() and task.exception():
+            self.failure = f"the audit writer stopped: {task.exception()!r}"
+            raise AuditBacklogError(self.failure)
+        self._wake = asyncio.Event()
+        self._task = loop.create_task(self._run())
 
     @property
     def pending(self) -> int:
@@ -69,32 +98,48 @@ class DeferredAudit:
     def holds(self, plan: str, reasons: tuple[str, ...]) -> bool:
         """Whether a queued decision is about `plan` with one of `reasons` (a check's budget
         walk must see the allows this gate has not written yet)."""
-        return any(d.plan == plan and d.reason in reasons for d in self._pending)
+        return any(d.plan == plan and d.reason in reasons for _, d in self._pending)
 
     async def _run(self) -> None:
-        assert self._wake is not None
-        while True:
+        wake = self._wake
+        assert wake is not None
+        while not self._closed:
             with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.max_delay)
-            self._wake.clear()
+                await asyncio.wait_for(wake.wait(), self.max_delay)
+            wake.clear()
             await self._write_some()
-            if self._closed:
-                return
+
+    def _write_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        return self._lock[1]
 
     async def _write_some(self) -> bool:
         """Write one batch of what is queued now; False when that write failed."""
-        batch = self._pending[: self.max_batch]
-        if not batch:
+        async with self._write_lock():
+            if not self._pending:
+                return True
+            batch = [d for _, d in self._pending[: self.max_batch]]
+            batch_id = self._uncertain or uuid.uuid4().hex
+            try:
+                if self._uncertain is None or not await self._landed(batch_id):
+                    entries = tuple(labelled(d, batch_id) for d in batch)
+                    self._uncertain = batch_id
+                    await self.store.write(WriteBatch(decisions=entries))
+            except Exception as exc:  # kept and looked up before a retry; allows block meanwhile
+                self.failure = f"{type(exc).__name__}: {exc}"
+                return False
+            del self._pending[: len(batch)]  # writes take turns: these are the ones written
+            self._uncertain = None
+            self.written += len(batch)
+            self.failure = None
             return True
-        try:
-            await self.store.write(WriteBatch(decisions=tuple(batch)))
-        except Exception as exc:  # kept, retried on the next round; allows block meanwhile
-            self.failure = f"{type(exc).__name__}: {exc}"
-            return False
-        del self._pending[: len(batch)]
-        self.written += len(batch)
-        self.failure = None
-        return True
+
+    async def _landed(self, batch_id: str) -> bool:
+        """Whether a batch whose write failed was committed after all."""
+        found = await self.store.journal(labels={BATCH_LABEL: batch_id}, limit=1)
+        return bool(found)
 
     async def flush(self) -> None:
         """Write everything queued now; raise `AuditBacklogError` if some of it cannot be."""
@@ -105,11 +150,22 @@ class DeferredAudit:
             raise AuditBacklogError(f"{left} audit records not written: {self.failure}")
 
     async def aclose(self) -> None:
-        """Write what is queued and stop."""
+        """Write what is queued and stop (also after the writer's loop has ended)."""
         self._closed = True
         task, self._task = self._task, None
-        if task is not None:
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             assert self._wake is not None
             self._wake.set()
-            await task  # lets a write in flight finish: cancelling it could write a batch twice
+            # Let a write in flight finish: cancelling it could leave its outcome unknown.
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.flush()
+
+
+BATCH_LABEL = "audit_batch"
+
+
+def labelled(decision: Decision, batch_id: str) -> Entry:
+    """`decision`'s journal entry, filed under its batch's id too."""
+    entry = decision.to_entry()
+    return replace(entry, labels={**entry.labels, BATCH_LABEL: batch_id})

@@ -282,7 +282,7 @@ def verify_sync(
 def conditions(token: FenceToken | Mapping[str, Any] | str | bytes) -> tuple[ExpectHead, ...]:
     """The token's heads as conditions of a store write (`WriteBatch(expect=...)`)."""
     parsed = FenceToken.parse(token)
-    return tuple(ExpectHead(k, h.head) for k, h in sorted(parsed.heads.items()))
+    return tuple(ExpectHead(k, h.head, h.epoch) for k, h in sorted(parsed.heads.items()))
 
 
 async def fenced_write(
@@ -303,8 +303,10 @@ async def fenced_write(
     """
     parsed = _checked(token, keyring, require_signature, args)
     expect = (*batch.expect, *conditions(parsed))
+    # The call's own lease holds other writers back, not the call's own effect.
+    held = (*batch.held, parsed.lease.id) if parsed.lease is not None else batch.held
     try:
-        await store.write(replace(batch, expect=expect))
+        await store.write(replace(batch, expect=expect, held=held))
     except (HeadConflictError, UnknownKeyError) as exc:
         key = exc.key
         if key not in parsed.heads:

@@ -363,6 +363,10 @@ class SyncGate:
             self.gate.check(tool, args, plan_id, agent=agent, replan_spent=replan_spent)
         )
 
+    def close(self) -> None:
+        """Write a deferred audit's queue and close the head source (see `Gate.aclose`)."""
+        self.store._run(self.gate.aclose())
+
     def run(
         self,
         tool: str,

@@ -32,6 +32,8 @@ releases the lease when the tool returns:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -258,7 +260,13 @@ class GateMiddleware(Middleware):
             if not isinstance(again_judged, Allowed):
                 return again_judged
             judged = again_judged
-        token = issue(judged.verdict, lease=lease, signer=self.signing_key)
+        try:
+            token = issue(judged.verdict, lease=lease, signer=self.signing_key)
+        except BaseException:
+            if lease is not None:  # the call is refused: nobody will release this lease
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.bridge.acall(release_lease, lease))
+            raise
         return Allowed(judged.verdict, token, lease)
 
     async def release(self, judged: Judgement | None) -> None:

@@ -65,9 +65,14 @@ class SignedHeads:
                 detail = f"{where} carries no signature"
             return HeadAnswer(error=OWNER_UNAUTHENTICATED, detail=detail)
         with self._lock:
+            # Another check may have verified a later head meanwhile: this one is then a
+            # rollback too, and is refused like one.
             latest = self._highest.get(state.key)
-            if latest is None or not rollback(latest, state):
+            back = rollback(latest, state) if latest is not None else ""
+            if not back:
                 self._highest[state.key] = state
+        if back:
+            return HeadAnswer(error=HEAD_ROLLBACK, detail=back)
         return HeadAnswer(state.head, epoch=state.epoch)
 
     def highest(self, key: str) -> KeyState | None:

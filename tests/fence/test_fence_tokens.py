@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import anyio
 import pytest
 
 from planfence import fence
@@ -227,3 +228,60 @@ def test_policy_lease_ms_is_validated(line: str, says: str) -> None:
         Policy.from_toml("[tools.weather]\nungated = true\nlease_ms = 100\n")
     assert Policy.from_toml(LEASED).tools["ship"].lease_ms == 2000
     assert Policy.from_dict(Policy.from_toml(LEASED).to_dict()).tools["ship"].lease_ms == 2000
+
+
+async def test_a_call_refused_after_its_lease_was_taken_releases_it(astore: AsyncStore) -> None:
+    if not astore.supports_leases:
+        pytest.skip("this backend holds no leases")
+    plan = await planned(astore)
+
+    class BrokenSigner:
+        agent = "gate"
+
+        def sign(self, typ: str, fields: Any) -> str:
+            raise OSError("injected: the key file went away")
+
+    gate = GateMiddleware(
+        astore, POLICY.replace("\n", "\nlease_ms = 600000\n", 1), signing_key=BrokenSigner()
+    )  # type: ignore[arg-type]
+    judged = await gate.judge(ToolCall("ship", {"id": "7"}, plan))
+    assert not judged.allowed and judged.verdict.reason == "internal_error"
+    # The owner is not held back for ten minutes by a lease nobody holds.
+    await astore.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)
+
+
+async def test_a_fenced_write_refuses_a_transfer_and_passes_the_calls_own_lease(
+    astore: AsyncStore,
+) -> None:
+    if not astore.supports_leases:
+        pytest.skip("this backend holds no leases")
+    plan = await planned(astore)
+    gate = GateMiddleware(astore, POLICY + "lease_ms = 600000\n")
+    async with gate.guard(ToolCall("ship", {"id": "7"}, plan)) as judged:
+        token = judged.fence
+        assert judged.allowed and token is not None and token.lease is not None
+        # The tool's own effect on a key of its scope is not held back by its own lease ...
+        head = await astore.head(ORDER)
+        assert head is not None
+        mark = Record.create(ORDER, {"status": "shipped"}, author="sales", parents=[head])
+        own = WriteBatch(records=(mark,), ops=(AdvanceHead(ORDER, mark.id, head, "sales"),))
+        with anyio.fail_after(30):  # held back, it would wait out the ten-minute lease
+            await fence.fenced_write(token, astore, own, args={"id": "7"})
+    assert await astore.head(ORDER) == mark.id
+
+    plan = await planned_again(astore)
+    judged = await GateMiddleware(astore, POLICY).judge(ToolCall("ship", {"id": "7"}, plan))
+    token = judged.fence
+    assert token is not None
+    # ... and a transfer since the check voids the token for a conditional write too.
+    await astore.transfer(ORDER, "billing", by="sales")
+    seq = await astore.last_seq()
+    with pytest.raises(fence.StaleFenceError):
+        await fence.fenced_write(token, astore, WriteBatch(decisions=()))
+    assert await astore.changes(seq) == []
+
+
+async def planned_again(store: AsyncStore) -> str:
+    head = await store.head(ORDER)
+    assert head is not None
+    return (await create_plan(store, author="planner", parents=[head])).id

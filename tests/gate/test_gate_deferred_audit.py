@@ -114,6 +114,97 @@ async def test_a_closed_writer_refuses(astore: AsyncStore) -> None:
     assert (v.verdict, v.reason) == ("block", "audit_unavailable")
 
 
+def test_a_gate_used_from_one_loop_after_another_records_every_allow(tmp_path: Any) -> None:
+    # asyncio.run per call: each loop ends with the writer's task cancelled, and the next call
+    # must start a writer on its own loop, with the earlier queue still in it.
+    async def setup() -> tuple[AsyncStore, Record]:
+        store = create_async_store(f"sqlite:///{tmp_path / 's.db'}")
+        return store, await seed(store)
+
+    store, plan = asyncio.run(setup())
+    gate = Gate(store, POLICY, audit="deferred")
+    for _ in range(4):
+        assert asyncio.run(gate.check("ship", ARGS, plan.id)).allowed
+    asyncio.run(gate.aclose())
+
+    async def count() -> int:
+        try:
+            return len(await gate_entries(store))
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(count()) == 4
+
+
+async def test_a_write_that_hangs_blocks_allows_after_max_wait(astore: AsyncStore) -> None:
+    plan = await seed(astore)
+    gate = Gate(astore, POLICY, audit="deferred")
+    assert gate.deferred is not None
+    gate.deferred.max_wait = 0.2
+    release = asyncio.Event()
+    write = astore._write
+
+    async def hung(batch: Any) -> Any:
+        await release.wait()
+        return await write(batch)
+
+    astore._write = hung  # type: ignore[method-assign]
+    assert (await gate.check("ship", ARGS, plan.id)).allowed
+    await asyncio.sleep(0.3)
+    v = await gate.check("ship", ARGS, plan.id)
+    assert (v.verdict, v.reason) == ("block", "audit_unavailable")
+    assert "waited" in v.message
+    release.set()
+    astore._write = write  # type: ignore[method-assign]
+    await gate.aclose()
+    assert len(await gate_entries(astore)) == 1
+
+
+async def test_a_write_whose_outcome_is_unknown_is_not_written_twice(astore: AsyncStore) -> None:
+    plan = await seed(astore)
+    gate = Gate(astore, POLICY, audit="deferred")
+    assert gate.deferred is not None
+    write = astore._write
+    lost: list[bool] = [True]
+
+    async def commits_then_fails(batch: Any) -> Any:
+        result = await write(batch)
+        if lost[0] and batch.entries:
+            lost[0] = False
+            raise StoreUnavailableError("injected: connection lost after COMMIT")
+        return result
+
+    astore._write = commits_then_fails  # type: ignore[method-assign]
+    for _ in range(3):
+        assert (await gate.check("ship", ARGS, plan.id)).allowed
+    with pytest.raises(AuditBacklogError):
+        await gate.deferred.flush()
+    await gate.deferred.flush()  # looks the batch up: it landed, so it is not written again
+    assert gate.deferred.written == 3 and gate.deferred.pending == 0
+    await gate.aclose()
+    assert len(await gate_entries(astore)) == 3
+
+
+async def test_closing_twice_at_once_writes_each_allow_once(astore: AsyncStore) -> None:
+    plan = await seed(astore)
+    gate = Gate(astore, POLICY, audit="deferred")
+    assert gate.deferred is not None
+    gate.deferred.max_batch = 2
+    write = astore._write
+
+    async def slow(batch: Any) -> Any:
+        await asyncio.sleep(0.02)
+        return await write(batch)
+
+    astore._write = slow  # type: ignore[method-assign]
+    for _ in range(5):
+        assert (await gate.check("ship", ARGS, plan.id)).allowed
+    await asyncio.gather(gate.aclose(), gate.aclose())
+    entries = await gate_entries(astore)
+    assert len(entries) == 5
+    assert len({e.id for e in entries}) == 5
+
+
 def test_audit_takes_true_false_or_deferred() -> None:
     store = create_async_store("memory://")
     with pytest.raises(ValueError, match="deferred"):

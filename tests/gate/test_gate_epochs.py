@@ -240,3 +240,24 @@ def test_a_head_without_a_valid_signature_is_not_an_answer(bad: str) -> None:
     [state] = history([False])
     answer = SignedHeads(DigestSigner("v")).answer(replace(state, head_sig=bad or None))
     assert (answer.error, answer.head) == ("owner_unauthenticated", None)
+
+
+def test_a_head_verified_while_a_later_one_was_seen_is_a_rollback() -> None:
+    # Two checks on one gate verify heads of the same key at once: the one verifying sequence 5
+    # learns, by the time its signature checks out, that sequence 6 was seen meanwhile.
+    heads: SignedHeads
+
+    def state(seq: int) -> KeyState:
+        return KeyState("k", "owner", f"{seq:064x}", seq, 1, "sig")
+
+    class Interleaving:
+        def verify(self, agent: str, typ: str, fields: Mapping[str, object], sig: str) -> bool:
+            if fields["seq"] == 5:
+                assert heads.answer(state(6)).error is None  # the other check, meanwhile
+            return True
+
+    heads = SignedHeads(Interleaving())
+    assert heads.answer(state(4)).error is None
+    late = heads.answer(state(5))
+    assert late.error == "head_rollback" and late.head is None
+    assert heads.highest("k") == state(6)
