@@ -231,8 +231,9 @@ class EagerSync:
             # The write was a compare-and-set on the head read above, so the head's sequence is
             # the next one; should it not be (the head went away and back in between), the
             # signature does not match and the replicas refuse: the write fails closed.
+            # The owner as the write left it (a transfer to the author may have come between).
             signed = KeyState(
-                key, state.owner, change.head, state.version + 1, change.epoch, change.sig
+                key, change.owner, change.head, state.version + 1, change.epoch, change.sig
             )
             pushed = PushedHead(signed, record, change.seq)
             results = await asyncio.gather(

@@ -12,7 +12,7 @@ PlanFenceError
 │   ├── JanusConfigError, JanusStateError, JanusConflictError, UpdaterOutputError
 │   └── LLMError                 LLMUnavailableError, LLMResponseError, LLMBudgetExceededError
 ├── FenceError                   a fencing token that does not hold at commit time [plugins.gate]
-│   ├── MalformedFenceError      not a fencing token (or not for these arguments)
+│   ├── MalformedFenceError      not a fencing token (or not for these arguments or this tool)
 │   ├── FenceSignatureError      unsigned where a signature is required, or a bad signature
 │   └── StaleFenceError          a key's head moved since the gate checked it
 ├── UpstreamFailure              the MCP proxy's upstream failed a call [adapters.mcp]

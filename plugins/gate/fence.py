@@ -53,7 +53,7 @@ class FenceError(PlanFenceError):
 
 
 class MalformedFenceError(FenceError, ValueError):
-    """Not a fencing token, or a token issued for other arguments."""
+    """Not a fencing token, or a token issued for other arguments or another tool."""
 
 
 class FenceSignatureError(FenceError):
@@ -207,8 +207,11 @@ def _checked(
     keyring: TokenVerifier | None,
     require_signature: bool | None,
     args: Mapping[str, Any] | None,
+    tool: str | None = None,
 ) -> FenceToken:
     parsed = FenceToken.parse(token)
+    if tool is not None and parsed.tool != tool:
+        raise MalformedFenceError(f"the token was issued for tool {parsed.tool!r}, not {tool!r}")
     required = keyring is not None if require_signature is None else require_signature
     if required:
         if parsed.sig is None or parsed.gate is None:
@@ -238,6 +241,7 @@ async def verify(
     keyring: TokenVerifier | None = None,
     require_signature: bool | None = None,
     args: Mapping[str, Any] | None = None,
+    tool: str | None = None,
 ) -> FenceToken:
     """Re-check a token against the store now: every head (and epoch) it names is unchanged.
 
@@ -248,6 +252,7 @@ async def verify(
             crossed a boundary you do not trust (it came in a request).
         require_signature: default: required when a keyring is given.
         args: the arguments the tool runs with: they must be those the gate judged.
+        tool: the tool's name: the token must have been issued for it.
 
     Returns:
         The parsed token.
@@ -256,7 +261,7 @@ async def verify(
         StaleFenceError: a head moved; the effect must not happen.
         FenceSignatureError, MalformedFenceError.
     """
-    parsed = _checked(token, keyring, require_signature, args)
+    parsed = _checked(token, keyring, require_signature, args, tool)
     moved = _moved(parsed, await store.states(parsed.heads))
     if moved:
         raise StaleFenceError(moved)
@@ -270,9 +275,10 @@ def verify_sync(
     keyring: TokenVerifier | None = None,
     require_signature: bool | None = None,
     args: Mapping[str, Any] | None = None,
+    tool: str | None = None,
 ) -> FenceToken:
     """`verify` for synchronous tools, over a sync `Store`."""
-    parsed = _checked(token, keyring, require_signature, args)
+    parsed = _checked(token, keyring, require_signature, args, tool)
     moved = _moved(parsed, store.states(parsed.heads))
     if moved:
         raise StaleFenceError(moved)
@@ -293,6 +299,7 @@ async def fenced_write(
     keyring: TokenVerifier | None = None,
     require_signature: bool | None = None,
     args: Mapping[str, Any] | None = None,
+    tool: str | None = None,
 ) -> None:
     """Write `batch` only if every head in the token is unchanged, atomically (the store
     checks the heads inside the write's own transaction).
@@ -301,7 +308,7 @@ async def fenced_write(
         StaleFenceError: a head moved; nothing was written.
         FenceSignatureError, MalformedFenceError, and what `store.write` raises.
     """
-    parsed = _checked(token, keyring, require_signature, args)
+    parsed = _checked(token, keyring, require_signature, args, tool)
     expect = (*batch.expect, *conditions(parsed))
     # The call's own lease holds other writers back, not the call's own effect.
     held = (*batch.held, parsed.lease.id) if parsed.lease is not None else batch.held

@@ -285,3 +285,13 @@ async def planned_again(store: AsyncStore) -> str:
     head = await store.head(ORDER)
     assert head is not None
     return (await create_plan(store, author="planner", parents=[head])).id
+
+
+async def test_a_token_verifies_only_for_the_tool_it_was_issued_for(astore: AsyncStore) -> None:
+    plan = await planned(astore)
+    judged = await GateMiddleware(astore, POLICY).judge(ToolCall("ship", {"id": "7"}, plan))
+    token = judged.fence
+    assert token is not None
+    assert await fence.verify(token, astore, tool="ship", args={"id": "7"}) == token
+    with pytest.raises(fence.MalformedFenceError, match="issued for tool 'ship'"):
+        await fence.verify(token, astore, tool="refund", args={"id": "7"})
