@@ -65,6 +65,11 @@ class Judged:
     async def release(self) -> None:
         await self.gate.release(self.latest)
 
+    def fence_wire(self) -> dict[str, Any] | None:
+        """The latest allow's fencing token, as `_meta` carries it."""
+        fence = getattr(self.latest, "fence", None)
+        return None if fence is None else fence.to_wire()
+
 
 class GatedCalls:
     """The proxy's `tools/call` handler."""
@@ -140,9 +145,9 @@ class GatedCalls:
         raw["name"] = tool
         raw["arguments"] = dict(call.args)
         sent_meta = {k: v for k, v in meta.items() if k != META_FENCE}
-        fence = getattr(judged.latest, "fence", None)
-        if fence is not None:
-            sent_meta[META_FENCE] = fence.to_wire()
+        token = judged.fence_wire()
+        if token is not None:
+            sent_meta[META_FENCE] = token
         if sent_meta or "_meta" in raw:
             raw["_meta"] = sent_meta
 
@@ -155,7 +160,7 @@ class GatedCalls:
                 await ctx.session.report_progress(progress, total, message)
 
         upstream = self.forwarder.upstream
-        with self.forwarder.relay.forwarding(ctx, judged.recheck) as origin:
+        with self.forwarder.relay.forwarding(ctx, judged.recheck, judged.fence_wire) as origin:
             try:
                 result = await self.forwarder.forward(
                     origin, "tools/call", raw, upstream.call_timeout, on_progress

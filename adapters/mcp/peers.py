@@ -3,7 +3,7 @@ proxy forwards upstream (what upstream messages are matched against)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -53,6 +53,8 @@ class Origin:
     # For a gated `tools/call`: judges the call again (the plan may have gone stale while the
     # client answered an upstream question); True while the call is still allowed.
     recheck: Callable[[], Awaitable[bool]] | None = None
+    # The fencing token of the latest allow, for the `_meta` of each retry (None: no token).
+    fence: Callable[[], Mapping[str, Any] | None] | None = None
 
 
 ORIGIN: ContextVar[Origin | None] = ContextVar("planfence_mcp_origin", default=None)

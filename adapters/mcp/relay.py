@@ -164,9 +164,10 @@ class Relay:
         self,
         ctx: ServerRequestContext[Any],
         recheck: Callable[[], Awaitable[bool]] | None = None,
+        fence: Callable[[], Mapping[str, Any] | None] | None = None,
     ) -> Iterator[Origin]:
         """Mark a client request as being forwarded upstream, for the duration of the block."""
-        origin = Origin(ctx, self.peer(ctx), recheck)
+        origin = Origin(ctx, self.peer(ctx), recheck, fence)
         key = id(origin)
         self._in_flight[key] = origin
         token = ORIGIN.set(origin)

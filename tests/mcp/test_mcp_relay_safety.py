@@ -75,7 +75,11 @@ async def test_a_call_still_current_after_the_answer_carries_the_latest_decision
     stamped = result.meta["dev.planfence/decision"]
     assert stamped["verdict"] == "allow"
     assert stamped["decision_id"] == decisions[0].id
-    assert len(world.effects_log("asked")) == 1
+    [asked] = world.effects_log("asked")
+    # A 2026 upstream runs the tool in a new request after the answer: it carries the token of
+    # the latest judgement. A handshake-era upstream asked mid-call, inside the first request.
+    sent_with = decisions[0] if upstream_mode == "auto" else decisions[1]
+    assert asked["meta"]["dev.planfence/fence"]["decision"] == sent_with.id
 
 
 async def test_a_client_that_never_answers_gets_a_timeout_not_a_hang(world: World) -> None:
