@@ -79,17 +79,25 @@ def walk_frontier(
         visited=len(seen),
         unknown=frozenset(unknown),
         truncated=truncated,
-        cycle=find_cycle(seen),
+        cycle=find_cycle(seen, scope_keys),
         records=seen,
     )
 
 
-def find_cycle(records: Mapping[str, Record]) -> tuple[str, ...]:
+def find_cycle(records: Mapping[str, Record], scope: Iterable[str] = ()) -> tuple[str, ...]:
     """A parent cycle among `records`, or (). Content addressing makes one impossible unless the
-    store was tampered with, so finding one is a corruption signal."""
+    store was tampered with, so finding one is a corruption signal.
+
+    Only the edges a walk over `scope` follows count: a walk stops at a record of a key in
+    `scope` and never reads past it, so what that record cites is not part of the lineage walked
+    (and a walk that remembered the record's frontier would not see it either)."""
     white, grey, black = 0, 1, 2
+    stops = frozenset(scope)
     color = dict.fromkeys(records, white)
-    parents = {rid: [p for p in rec.parents if p in records] for rid, rec in records.items()}
+    parents = {
+        rid: [] if rec.key in stops else [p for p in rec.parents if p in records]
+        for rid, rec in records.items()
+    }
     for start in records:
         if color[start] != white:
             continue

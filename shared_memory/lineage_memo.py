@@ -123,7 +123,7 @@ def memo_walk(
                 nxt.extend(p for p in rec.parents if p not in seen and p not in unknown)
         level = [p for p in dict.fromkeys(nxt) if p not in seen and p not in hits]
     # Nothing read (every root remembered, the common case of a check): nothing to learn.
-    cycle = find_cycle(seen) if seen else ()
+    cycle = find_cycle(seen, keys) if seen else ()
     reached: set[tuple[str, str]] = {(r.key, rid) for rid, r in seen.items() if r.key in keys}
     for hit in hits.values():
         reached.update(hit)

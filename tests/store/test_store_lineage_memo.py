@@ -101,6 +101,30 @@ def test_memo_matches_the_walk(
             assert remembered is None or remembered.versions == ref.versions
 
 
+def test_a_cycle_beyond_a_scope_record_is_not_part_of_the_lineage() -> None:
+    # 3 cites 4 and 4 (a record of the scope's key) cites 3: a tampered pair. A walk from 16
+    # over {b} stops at 4 and never reads what 4 cites, so the cycle is not in the lineage it
+    # walked; a walk that remembered 4's frontier from an earlier walk (18 -> 11 -> 4) agrees.
+    parents = {3: [4], 4: [3], 11: [4], 16: [3], 18: [11]}
+    keys = {4: "b"}
+    records = {
+        rid(n): Record(
+            id=rid(n), key=keys.get(n, "a"), value=n, parents=tuple(rid(p) for p in ps), author="t"
+        )
+        for n, ps in parents.items()
+    }
+    memo = FrontierMemo()
+    scope = frozenset({"b"})
+    for root in (18, 16):
+        ref = frontier_sync(lookup(records), [rid(root)], scope)
+        got = memo_frontier(records, [rid(root)], scope, memo)
+        assert ref.cycle == () and got.cycle == ()
+        assert got.versions == ref.versions == {"b": frozenset({rid(4)})}
+    # Through records the walk does follow, the cycle is still found (by both).
+    ref = frontier_sync(lookup(records), [rid(16)], frozenset({"c"}))
+    assert ref.cycle and memo_frontier(records, [rid(16)], frozenset({"c"}), memo).cycle
+
+
 def test_a_plan_on_a_walked_lineage_reads_one_row_per_parent() -> None:
     records: dict[str, Record] = {}
     prev: list[str] = []
@@ -154,19 +178,20 @@ def test_the_control_a_scope_blind_memo_gives_wrong_frontiers() -> None:
 
 
 def test_a_cycle_through_the_roots_is_seen_even_when_the_memo_knows_them() -> None:
-    # Records 1 and 2 cite each other (only tampering can make that); a first walk from 3 stops
-    # at 1 (its key is in scope) and remembers F(1). A walk from the roots 1 and 2 must still
-    # read them and see the cycle, as the reference walk does.
-    a, b = rid(1), rid(2)
+    # Records 1 and 2 cite each other (only tampering can make that) and 2 cites 4, a record of
+    # the scope's key. A first walk from 3 (citing 4) remembers F(4). A walk from the roots 1 and
+    # 2 must still read them and see the cycle between them, as the reference walk does.
+    a, b, c = rid(1), rid(2), rid(4)
     records = {
-        a: Record(id=a, key="a", value=1, parents=(b,), author="t"),
-        b: Record(id=b, key="a", value=2, parents=(a,), author="t"),
-        rid(3): Record(id=rid(3), key="plan", value=3, parents=(a,), author="t"),
+        a: Record(id=a, key="x", value=1, parents=(b,), author="t"),
+        b: Record(id=b, key="x", value=2, parents=(a, c), author="t"),
+        c: Record(id=c, key="a", value=4, parents=(), author="t"),
+        rid(3): Record(id=rid(3), key="plan", value=3, parents=(c,), author="t"),
     }
     memo = FrontierMemo()
     scope = frozenset({"a"})
     assert memo_frontier(records, [rid(3)], scope, memo).complete
-    assert memo.get(a, scope) is not None
+    assert memo.get(c, scope) is not None
     got = memo_frontier(records, [a, b], scope, memo)
     ref = frontier_sync(lookup(records), [a, b], scope)
     assert ref.cycle and got.cycle and not got.complete
