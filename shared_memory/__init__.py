@@ -43,6 +43,7 @@ from .lineage import Frontier, frontier_async, frontier_sync, walk_frontier
 from .model import CURRENT, Change, KeyState
 from .reads import (
     GetChanges,
+    GetOwnerChanges,
     GetKeys,
     GetRecords,
     IdsWithPrefix,
@@ -65,7 +66,18 @@ from .records import (
     validate_key,
 )
 from .replica import Replica
-from .signing import HEAD_TYPE, HeadSigner, HeadVerifier, head_claim, head_signed_by, sign_head
+from .signing import (
+    HEAD_TYPE,
+    OWNER_TYPE,
+    HeadSigner,
+    HeadVerifier,
+    head_claim,
+    head_signed_by,
+    owner_claim,
+    owner_signed_by,
+    sign_head,
+    sign_owner,
+)
 from .store import AsyncStore
 from .sync import Portal, Store, StoreBridge
 from .urls import redact_url
@@ -74,6 +86,7 @@ __all__ = [
     "CURRENT",
     "DEFAULT_STORE_URL",
     "HEAD_TYPE",
+    "OWNER_TYPE",
     "JSON",
     "KIND_FACT",
     "KIND_PLAN",
@@ -91,6 +104,7 @@ __all__ = [
     "ExpectHead",
     "Frontier",
     "GetChanges",
+    "GetOwnerChanges",
     "GetKeys",
     "GetRecords",
     "HeadConflictError",
@@ -139,11 +153,14 @@ __all__ = [
     "frontier_sync",
     "head_claim",
     "head_signed_by",
+    "owner_claim",
+    "owner_signed_by",
     "is_record_id",
     "open_async_store",
     "open_store",
     "redact_url",
     "sign_head",
+    "sign_owner",
     "validate_agent",
     "validate_key",
     "walk_frontier",

@@ -31,6 +31,7 @@ from ..leases import LeaseRow, needs_leases
 from ..model import KeyState
 from ..reads import (
     GetChanges,
+    GetOwnerChanges,
     GetKeys,
     GetRecords,
     IdsWithPrefix,
@@ -54,6 +55,7 @@ from .sql import (
     journal_filter,
     key_row,
     record_row,
+    owner_changes_sql,
     upsert_key_sql,
 )
 
@@ -275,6 +277,8 @@ class PostgresStore(AsyncStore):
         if isinstance(op, GetChanges):
             sql = f"SELECT {CHANGE_COLS} FROM pf_changes WHERE seq > %s ORDER BY seq LIMIT %s"
             return sql, (op.since, op.limit), _changes
+        if isinstance(op, GetOwnerChanges):
+            return owner_changes_sql("pf_changes", "%s"), (op.key, op.after_epoch), _changes
         if isinstance(op, QueryJournal):
             where, args = journal_filter(op.query, "%s", "pf_journal_labels")
             sql = f"SELECT {JOURNAL_COLS} FROM pf_journal {where} ORDER BY id DESC LIMIT %s"

@@ -25,6 +25,7 @@ from ..leases import needs_leases
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
+    GetOwnerChanges,
     GetKeys,
     GetRecords,
     IdsWithPrefix,
@@ -51,6 +52,7 @@ from .sql import (
     key_row,
     label_rows,
     record_row,
+    owner_changes_sql,
     upsert_key_sql,
 )
 from .sqlite_files import (
@@ -282,6 +284,9 @@ class SQLiteStore(AsyncStore):
                 f"SELECT {CHANGE_COLS} FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
                 (op.since, op.limit),
             )
+            return [Change(*r) for r in rows]
+        if isinstance(op, GetOwnerChanges):
+            rows = conn.execute(owner_changes_sql("changes", "?"), (op.key, op.after_epoch))
             return [Change(*r) for r in rows]
         if isinstance(op, QueryJournal):
             where, args = journal_filter(op.query, "?", "journal_labels")
