@@ -99,7 +99,6 @@ class SignedHeads:
         with self._lock:
             return self._highest.get(key)
 
-
     def unproven(self, states: Mapping[str, KeyState]) -> dict[str, int]:
         """The keys whose owner only the feed can prove, with the epoch to read it after."""
         if self.owners is None:

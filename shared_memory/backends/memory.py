@@ -17,8 +17,8 @@ from ..leases import LeaseRow, needs_leases
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
-    GetOwnerChanges,
     GetKeys,
+    GetOwnerChanges,
     GetRecords,
     IdsWithPrefix,
     ListKeys,

@@ -31,8 +31,8 @@ from ..leases import LeaseRow, needs_leases
 from ..model import KeyState
 from ..reads import (
     GetChanges,
-    GetOwnerChanges,
     GetKeys,
+    GetOwnerChanges,
     GetRecords,
     IdsWithPrefix,
     Lineage,
@@ -54,8 +54,8 @@ from .sql import (
     insert_change_sql,
     journal_filter,
     key_row,
-    record_row,
     owner_changes_sql,
+    record_row,
     upsert_key_sql,
 )
 

@@ -25,8 +25,8 @@ from ..leases import needs_leases
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
-    GetOwnerChanges,
     GetKeys,
+    GetOwnerChanges,
     GetRecords,
     IdsWithPrefix,
     Lineage,
@@ -51,8 +51,8 @@ from .sql import (
     journal_filter,
     key_row,
     label_rows,
-    record_row,
     owner_changes_sql,
+    record_row,
     upsert_key_sql,
 )
 from .sqlite_files import (

@@ -12,8 +12,8 @@ from typing import Any
 from ..batches import AdvanceHead, TransferOwner, WriteBatch
 from ..errors import HeadConflictError, NotOwnerError, UnknownKeyError
 from ..model import FIRST_EPOCH
-from ..records import Record, canonical_json
 from ..reads import GetOwnerChanges
+from ..records import Record, canonical_json
 from ..signing import HEAD_TYPE, OWNER_TYPE, head_signed_by, owner_signed_by
 from ..store import AsyncStore
 from .runner import TAMPER_HEADS, Check, Context, raises
