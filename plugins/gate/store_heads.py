@@ -137,13 +137,15 @@ class ProveOwners:
 def heads_or_proof(
     view: PlanView, ask: AskOwners, signed: SignedHeads | None
 ) -> dict[str, HeadAnswer] | ProveOwners:
-    """`heads_in`, unless some owner needs the feed first (`ProveOwners`)."""
-    if signed is not None:
-        asked = {k: view.states[k] for ks in ask.owners.values() for k in ks if k in view.states}
-        after = signed.unproven(asked)
+    """`heads_in`, unless some owner needs the feed first (`ProveOwners`). Only refused heads
+    are looked at again, so a check on keys already verified costs what `heads_in` does."""
+    answers = heads_in(view, ask, signed)
+    if signed is not None and signed.owners is not None:
+        refused = {k: view.states[k] for k, a in answers.items() if a.error}
+        after = signed.unproven(refused) if refused else None
         if after:
             return ProveOwners(ask, view, after)
-    return heads_in(view, ask, signed)
+    return answers
 
 
 async def proven_heads(
