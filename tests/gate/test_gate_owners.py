@@ -21,6 +21,7 @@ from planfence.shared_memory import (
     KeyState,
     ReadOp,
     Record,
+    StoreUnavailableError,
     TransferOwner,
     WriteBatch,
     head_claim,
@@ -50,11 +51,14 @@ class CountingStore(MemoryStore):
         super().__init__()
         self.owner_reads = 0
         self.forged: list[Change] = []
+        self.failing: BaseException | None = None
 
     async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
         out = await super()._read(ops)
         for i, op in enumerate(ops):
             if isinstance(op, GetOwnerChanges):
+                if self.failing is not None:
+                    raise self.failing
                 self.owner_reads += 1
                 extra = [c for c in self.forged if c.key == op.key and c.epoch > op.after_epoch]
                 out[i] = sorted([*out[i], *extra], key=lambda c: c.epoch)
@@ -226,6 +230,26 @@ async def test_the_feed_is_read_only_when_the_epoch_jumped() -> None:
     v = await untrusting(store).check("ship", ARGS, plan)
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "not signed by 'x'" in v.message
+    await store.aclose()
+
+
+async def test_a_failed_feed_read_blocks() -> None:
+    store = CountingStore()
+    await store.setup()
+    r1 = await assigned(store)
+    await transfer(store, "y", by="x")
+    await transfer(store, "z", by="y")
+    r2 = await signed_put(store, "z", 2, r1.id)
+    plan = await plan_on(store, r2)
+    for fault, reason in (
+        (StoreUnavailableError("the feed is gone"), "store_unavailable"),
+        (RuntimeError("unexpected"), "internal_error"),
+    ):
+        store.failing = fault
+        v = await untrusting(store).check("ship", ARGS, plan)
+        assert (v.verdict, v.reason) == ("block", reason)
+    store.failing = None  # control: the same check with the feed readable allows
+    assert (await untrusting(store).check("ship", ARGS, plan)).allowed
     await store.aclose()
 
 
