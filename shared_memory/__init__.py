@@ -44,6 +44,7 @@ from .model import CURRENT, Change, KeyState
 from .reads import (
     GetChanges,
     GetKeys,
+    GetOwnerChanges,
     GetRecords,
     IdsWithPrefix,
     Lineage,
@@ -65,7 +66,18 @@ from .records import (
     validate_key,
 )
 from .replica import Replica
-from .signing import HEAD_TYPE, HeadSigner, HeadVerifier, head_claim, head_signed_by, sign_head
+from .signing import (
+    HEAD_TYPE,
+    OWNER_TYPE,
+    HeadSigner,
+    HeadVerifier,
+    head_claim,
+    head_signed_by,
+    owner_claim,
+    owner_signed_by,
+    sign_head,
+    sign_owner,
+)
 from .store import AsyncStore
 from .sync import Portal, Store, StoreBridge
 from .urls import redact_url
@@ -77,6 +89,7 @@ __all__ = [
     "JSON",
     "KIND_FACT",
     "KIND_PLAN",
+    "OWNER_TYPE",
     "STORE_ENV",
     "AdvanceHead",
     "AdvancePendingError",
@@ -92,6 +105,7 @@ __all__ = [
     "Frontier",
     "GetChanges",
     "GetKeys",
+    "GetOwnerChanges",
     "GetRecords",
     "HeadConflictError",
     "HeadSigner",
@@ -142,8 +156,11 @@ __all__ = [
     "is_record_id",
     "open_async_store",
     "open_store",
+    "owner_claim",
+    "owner_signed_by",
     "redact_url",
     "sign_head",
+    "sign_owner",
     "validate_agent",
     "validate_key",
     "walk_frontier",

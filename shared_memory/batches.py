@@ -31,9 +31,9 @@ from .leases import (
     check_ttl,
     plan_leases,
 )
-from .model import Change, KeyState
+from .model import FIRST_EPOCH, Change, KeyState
 from .records import Record, StoreLimits, validate_agent, validate_key, validate_record_id
-from .signing import HeadSigner, sign_head
+from .signing import HeadSigner, sign_head, sign_owner
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ class WriteBatch:
     head leases taken or dropped, and the heads the write is conditional on (see `leases`).
 
     `decisions` takes journal entries, or anything with a `to_entry()` (the gate's `Decision`).
-    `signer` signs the head advances made by its agent, with the sequence and epoch the write
-    commits (the store's own signer when None; see `signing`).
+    `signer` signs the head advances and owner changes made by its agent, with the sequence and
+    epoch the write commits (the store's own signer when None; see `signing`).
     """
 
     records: tuple[Record, ...] = ()
@@ -201,7 +201,8 @@ def plan_batch(
 
     A transfer starts a new owner epoch and drops the head's signature (it was the previous
     owner's); a head advance by the batch signer's agent is signed with its new sequence and
-    the key's epoch.
+    the key's epoch; an assignment or transfer by the signer's agent gets its ownership claim
+    signed (on the key and on the feed's owner change).
 
     Raises:
         UnknownRecordError, UnknownKeyError, NotOwnerError, AlreadyOwnedError, HeadConflictError,
@@ -221,9 +222,12 @@ def plan_batch(
         if isinstance(op, AssignOwner):
             if state is not None:
                 raise AlreadyOwnedError(op.key, state.owner)
-            cur[op.key] = KeyState(op.key, op.owner, None, 0)
+            sig = _owner_signature(batch.signer, op.key, op.owner, FIRST_EPOCH, op.by)
+            cur[op.key] = KeyState(op.key, op.owner, None, 0, FIRST_EPOCH, None, op.by, sig)
             created.add(op.key)
-            changes.append(Change(0, op.key, "owner", None, None, op.owner, op.by, at))
+            changes.append(
+                Change(0, op.key, "owner", None, None, op.owner, op.by, at, FIRST_EPOCH, sig)
+            )
             continue
         if state is None:
             raise UnknownKeyError(op.key)
@@ -231,10 +235,11 @@ def plan_batch(
             raise NotOwnerError(op.key, op.by, state.owner)
         if isinstance(op, TransferOwner):
             epoch = state.epoch + 1
-            cur[op.key] = KeyState(op.key, op.new_owner, state.head, state.version, epoch)
-            changes.append(
-                Change(0, op.key, "owner", state.head, state.head, op.new_owner, op.by, at, epoch)
-            )
+            sig = _owner_signature(batch.signer, op.key, op.new_owner, epoch, op.by)
+            head, version = state.head, state.version
+            cur[op.key] = KeyState(op.key, op.new_owner, head, version, epoch, None, op.by, sig)
+            moved = (head, head, op.new_owner, op.by, at, epoch, sig)
+            changes.append(Change(0, op.key, "owner", *moved))
         else:
             if op.expected != state.head:
                 raise HeadConflictError(op.key, op.expected, state.head)
@@ -245,7 +250,7 @@ def plan_batch(
                 )
             seq, epoch = state.version + 1, state.epoch
             sig = _signature(batch.signer, op, seq, epoch)
-            cur[op.key] = KeyState(op.key, state.owner, op.record_id, seq, epoch, sig)
+            cur[op.key] = replace(state, head=op.record_id, version=seq, head_sig=sig)
             moved = (op.record_id, state.head, state.owner, op.by, at, epoch, sig)
             changes.append(Change(0, op.key, "head", *moved))
     touched = {op.key for op in batch.ops}
@@ -258,3 +263,11 @@ def _signature(signer: HeadSigner | None, op: AdvanceHead, seq: int, epoch: int)
     if signer is None or signer.agent != op.by:
         return None
     return sign_head(signer, op.key, op.record_id, seq, epoch)
+
+
+def _owner_signature(
+    signer: HeadSigner | None, key: str, owner: str, epoch: int, by: str
+) -> str | None:
+    if signer is None or signer.agent != by:
+        return None
+    return sign_owner(signer, key, owner, epoch)

@@ -25,7 +25,9 @@ FIRST_EPOCH: Final = 1
 class KeyState:
     """A key's owner and head. `version` counts the head moves (the head's sequence number);
     `epoch` counts the owners (1 for the first, +1 per transfer); `head_sig` is the owner's
-    signature over (key, head, version, epoch), when the writer signed (see `signing`)."""
+    signature over (key, head, version, epoch), when the writer signed (see `signing`);
+    `owner_from` is who gave this epoch's owner the key (the previous owner, or the assigner for
+    epoch 1) and `owner_sig` that agent's signature of the ownership claim, when it signed."""
 
     key: str
     owner: str
@@ -33,6 +35,8 @@ class KeyState:
     version: int = 0
     epoch: int = FIRST_EPOCH
     head_sig: str | None = None
+    owner_from: str | None = None
+    owner_sig: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,8 @@ class Change:
     epoch: int = FIRST_EPOCH
     """The key's owner epoch after this change (a transfer starts a new one)."""
     sig: str | None = None
-    """The owner's signature of the head it moved to, when it signed."""
+    """When its writer signed: for a head move, the owner's signature of the head it moved to;
+    for an owner change, the signature of the ownership claim by `by` (see `signing`)."""
 
     def to_dict(self) -> dict[str, JSON]:
         return {

@@ -62,6 +62,15 @@ class GetChanges:
 
 
 @dataclass(frozen=True)
+class GetOwnerChanges:
+    """The feed's owner changes of `key` with an epoch above `after_epoch`, in seq order (the
+    chain of signed ownership claims a reader checks). Raw answer: list[Change]."""
+
+    key: str
+    after_epoch: int
+
+
+@dataclass(frozen=True)
 class QueryJournal:
     """Journal entries matching `query`, newest first. Raw answer: list[Entry]."""
 
@@ -78,9 +87,18 @@ class Lineage:
     limit: int
 
 
-ReadOp = GetRecords | GetKeys | ListKeys | IdsWithPrefix | GetChanges | QueryJournal | Lineage
+ReadOp = (
+    GetRecords
+    | GetKeys
+    | ListKeys
+    | IdsWithPrefix
+    | GetChanges
+    | GetOwnerChanges
+    | QueryJournal
+    | Lineage
+)
 CORE_READS: frozenset[type[Any]] = frozenset(
-    {GetRecords, GetKeys, ListKeys, IdsWithPrefix, GetChanges, QueryJournal}
+    {GetRecords, GetKeys, ListKeys, IdsWithPrefix, GetChanges, GetOwnerChanges, QueryJournal}
 )
 """The ops every backend answers; others are optional (see `AsyncStore.optional_reads`)."""
 

@@ -7,6 +7,12 @@ signature matches exactly what is committed, and keeps it beside the head (`KeyS
 `Change.sig`). The store never verifies it: a reader that does not trust the store does (the
 gate's untrusted-store mode), with the owners' public keys.
 
+An owner change carries a signature too, over the ownership claim (key, new owner, new epoch,
+"from"): a transfer is signed by the previous owner (its `by`, the claim's "from"), a first
+assignment by the agent that assigns it. The store keeps it on the feed's owner change
+(`Change.sig`) and on the key (`KeyState.owner_from`, `KeyState.owner_sig`), so a reader can
+follow a key's owners back to an assigner it trusts instead of taking the store's word.
+
 The roles are protocols, so this layer needs no cryptography: an Ed25519 `SigningKey` and a
 `PublicKeyring` (planfence.adapters.owner_service) fit them as they are.
 """
@@ -18,6 +24,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 HEAD_TYPE: Final = "planfence-head/1"
 """The JWS `typ` of a signed head, so a signed head never passes for another signed message."""
+OWNER_TYPE: Final = "planfence-owner/1"
+"""The JWS `typ` of a signed ownership claim."""
 
 
 @runtime_checkable
@@ -58,3 +66,23 @@ def head_signed_by(
     if not sig:
         return False
     return verifier.verify(agent, HEAD_TYPE, head_claim(key, record, seq, epoch), sig)
+
+
+def owner_claim(key: str, owner: str, epoch: int, from_: str) -> dict[str, Any]:
+    """The fields `from_` signs when `key` passes to `owner` at `epoch` (`from_` is the previous
+    owner, or the assigning agent for the first epoch)."""
+    return {"key": key, "owner": owner, "epoch": epoch, "from": from_}
+
+
+def sign_owner(signer: HeadSigner, key: str, owner: str, epoch: int) -> str:
+    """`signer`'s agent hands `key` to `owner` at `epoch`."""
+    return signer.sign(OWNER_TYPE, owner_claim(key, owner, epoch, signer.agent))
+
+
+def owner_signed_by(
+    verifier: HeadVerifier, key: str, owner: str, epoch: int, from_: str, sig: str | None
+) -> bool:
+    """Whether `sig` is `from_`'s signature handing `key` to `owner` at `epoch`."""
+    if not sig:
+        return False
+    return verifier.verify(from_, OWNER_TYPE, owner_claim(key, owner, epoch, from_), sig)

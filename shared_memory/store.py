@@ -66,11 +66,14 @@ class AsyncStore(StoreCore):
     # ---- ownership
 
     async def own(self, key: str, owner: str, *, by: str | None = None) -> Change:
-        """Assign the first owner of `key`. Raises `AlreadyOwnedError` if it has one."""
+        """Assign the first owner of `key` (`by`: the assigning agent, default the owner itself;
+        the store's signer signs the claim when it is `by`'s). Raises `AlreadyOwnedError` if it
+        has one."""
         validate_key(key, self.limits)
         validate_agent(owner, self.limits)
         by = validate_agent(by, self.limits) if by is not None else owner
-        return (await self._write(WriteBatch(ops=(AssignOwner(key, owner, by),)))).changes[0]
+        batch = self._signed(WriteBatch(ops=(AssignOwner(key, owner, by),)))
+        return (await self._write(batch)).changes[0]
 
     async def transfer(self, key: str, new_owner: str, *, by: str) -> Change:
         """Hand `key` to `new_owner`; only the current owner may. The key's owner epoch goes up
@@ -83,7 +86,7 @@ class AsyncStore(StoreCore):
         validate_key(key, self.limits)
         validate_agent(new_owner, self.limits)
         validate_agent(by, self.limits)
-        batch = WriteBatch(ops=(TransferOwner(key, new_owner, by),))
+        batch = self._signed(WriteBatch(ops=(TransferOwner(key, new_owner, by),)))
         return (await self._write(batch)).changes[0]
 
     async def epoch(self, key: str) -> int:

@@ -42,6 +42,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--owner", required=True, metavar="AGENT", help="the agent that will own the key"
     )
+    p.add_argument(
+        "--as",
+        dest="agent",
+        default=None,
+        metavar="AGENT",
+        help="the agent assigning the key (default: the owner itself)",
+    )
+    _add_signing_key(
+        p,
+        "sign the assignment with this Ed25519 key (the assigning agent's), so "
+        "gates that do not trust the store can prove the key's owner",
+    )
     add_common(p)
     p.set_defaults(handler=guarded(_own))
 
@@ -57,6 +69,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         metavar="AGENT",
         help=f"the current owner (default: ${AGENT_ENV})",
+    )
+    _add_signing_key(
+        p,
+        "sign the transfer with this Ed25519 key (the current owner's), so "
+        "gates that do not trust the store can prove the new owner",
     )
     add_common(p)
     p.set_defaults(handler=guarded(_transfer))
@@ -82,12 +99,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="record ids this version was derived from (full ids or unique 8+ digit prefixes; "
         "repeat the option or separate with commas)",
     )
-    p.add_argument(
-        "--signing-key",
-        default=None,
-        metavar="FILE",
-        help="sign the new head with this Ed25519 key (planfence keys generate), so gates that "
-        "do not trust the store can check it; the key must be the writing agent's",
+    _add_signing_key(
+        p,
+        "sign the new head with this Ed25519 key (planfence keys generate), so "
+        "gates that do not trust the store can check it; the key must be the "
+        "writing agent's",
     )
     p.add_argument(
         "--expect",
@@ -147,10 +163,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(handler=guarded(_changes))
 
 
+def _add_signing_key(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--signing-key", default=None, metavar="FILE", help=text)
+
+
+def _signer(args: argparse.Namespace, agent: str) -> SigningKey | None:
+    """The `--signing-key` of `agent`, if given."""
+    signer = SigningKey.load(args.signing_key) if args.signing_key else None
+    if signer is not None and signer.agent != agent:
+        raise UsageError(f"--signing-key holds {signer.agent!r}'s key, not {agent!r}'s")
+    return signer
+
+
 def _own(args: argparse.Namespace) -> int:
+    by = args.agent or args.owner
+    signer = _signer(args, by)
     with open_cli_store(args, writes=True, creates=True) as store:
+        store.aio.signer = signer
         try:
-            ch = store.own(args.key, args.owner)
+            ch = store.own(args.key, args.owner, by=by)
         except AlreadyOwnedError:
             if store.owner(args.key) != args.owner:
                 raise
@@ -169,7 +200,9 @@ def _transfer(args: argparse.Namespace) -> int:
     agent = args.agent or os.environ.get(AGENT_ENV, "")
     if not agent:
         raise UsageError(f"say who hands the key over: --as AGENT (or set ${AGENT_ENV})")
+    signer = _signer(args, agent)
     with open_cli_store(args, writes=True) as store:
+        store.aio.signer = signer
         ch = store.transfer(args.key, args.to, by=agent)
     emit(args, ch.to_dict(), f"{args.key}: owner {args.to} (was {agent}), epoch {ch.epoch}")
     return 0
@@ -177,9 +210,7 @@ def _transfer(args: argparse.Namespace) -> int:
 
 def _put(args: argparse.Namespace) -> int:
     value = read_value_arg(args.value, args.value_file)
-    signer = SigningKey.load(args.signing_key) if args.signing_key else None
-    if signer is not None and signer.agent != args.agent:
-        raise UsageError(f"--signing-key holds {signer.agent!r}'s key, not {args.agent!r}'s")
+    signer = _signer(args, args.agent)
     with open_cli_store(args, writes=True) as store:
         store.aio.signer = signer
         parents = [store.resolve_id(p) for p in split_ids(args.parents)]
@@ -245,6 +276,8 @@ def _head(args: argparse.Namespace) -> int:
             "version": state.version,
             "epoch": state.epoch,
             "signed": state.head_sig is not None,
+            "owner_from": state.owner_from,
+            "owner_signed": state.owner_sig is not None,
         },
         state.head or "(no version yet)",
     )

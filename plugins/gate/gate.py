@@ -5,7 +5,7 @@ and runs tools with the one-replan loop. Async first; `SyncGate` is the sync twi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
@@ -59,7 +59,7 @@ from .executor import (
 from .heads import HeadSource
 from .policy import Policy
 from .snapshot import Flag, PlanSnapshot, frontier_memo, snapshot, snapshot_and_log
-from .store_heads import SignedHeads, heads_in
+from .store_heads import ProveOwners, heads_or_proof, proven_heads, untrusted_store
 
 T = TypeVar("T")
 AuditMode = bool | Literal["deferred"]
@@ -83,7 +83,10 @@ class Gate(GuardedExecutor):
             the stale refusals the replan budget needs.
         verify_heads: the owners' public keys (a `PublicKeyring`), for a store this gate does
             not trust: every head read from it must carry its owner's signature for the key's
-            current epoch, and never go back (`SignedHeads`); otherwise the check blocks.
+            current epoch, and never go back (`SignedHeads`); and the owner must be proven by
+            signed ownership claims from `owner_assigners` (`owner_chain`). Else it blocks.
+        owner_assigners: the agents trusted to assign keys their first owner (required with
+            `verify_heads`).
     """
 
     name = "planfence"
@@ -98,11 +101,12 @@ class Gate(GuardedExecutor):
         audit: AuditMode = True,
         agent: str | None = None,
         verify_heads: HeadVerifier | None = None,
+        owner_assigners: Collection[str] | None = None,
     ) -> None:
         if audit not in (True, False, "deferred"):
             raise ValueError(f"audit must be True, False or 'deferred', not {audit!r}")
         self.store = store
-        self.signed_heads = SignedHeads(verify_heads) if verify_heads is not None else None
+        self.signed_heads = untrusted_store(verify_heads, owner_assigners)
         self.policy = policy
         self.head_source = heads
         self.max_records = max_records
@@ -181,7 +185,7 @@ class Gate(GuardedExecutor):
         one store transaction whenever the decision needs no other I/O (the common case)."""
         flow = gate_flow(req, self.policy, max_records=self.max_records)
         try:
-            request = next(flow)
+            request: IORequest | ProveOwners = next(flow)
             if isinstance(request, LoadPlan) and self.audit and self.deferred is None:
                 done = await self._decide_in_snapshot(flow, request, start)
                 if isinstance(done, tuple):
@@ -196,17 +200,21 @@ class Gate(GuardedExecutor):
         except StopIteration as stop:
             return self._stamp(stop.value, start), None
 
-    def _advance(self, flow: Flow, view: PlanView) -> IORequest:
+    def _advance(self, flow: Flow, view: PlanView) -> IORequest | ProveOwners:
         """Send the loaded view; with the store as the head source, its heads come from the same
-        snapshot (no second read), so the owners' question is answered on the spot."""
+        snapshot (no second read), so the owners' question is answered on the spot (unless
+        owners need proving from the feed first)."""
         request = flow.send(view)
         if isinstance(request, AskOwners) and self.head_source is None:
-            request = flow.send(heads_in(view, request, self.signed_heads))
+            answer = heads_or_proof(view, request, self.signed_heads)
+            if isinstance(answer, ProveOwners):
+                return answer
+            request = flow.send(answer)
         return request
 
     async def _decide_in_snapshot(
         self, flow: Flow, request: LoadPlan, start: float
-    ) -> tuple[Verdict, int | None] | IORequest:
+    ) -> tuple[Verdict, int | None] | IORequest | ProveOwners:
         outcome: dict[str, Any] = {}
 
         def decide(snap: PlanSnapshot) -> Decision | None:
@@ -243,7 +251,7 @@ class Gate(GuardedExecutor):
             return outcome["verdict"], decision_id
         return outcome["next"]  # type: ignore[no-any-return]
 
-    async def _serve(self, request: IORequest) -> Any:
+    async def _serve(self, request: IORequest | ProveOwners) -> Any:
         try:
             if isinstance(request, LoadPlan):
                 snap = await snapshot(
@@ -255,6 +263,9 @@ class Gate(GuardedExecutor):
                     memo=self.frontier_memo,
                 )
                 return self._view(snap)
+            if isinstance(request, ProveOwners):
+                assert self.signed_heads is not None
+                return await proven_heads(self.store, request, self.signed_heads)
             if isinstance(request, AskOwners):
                 assert self.head_source is not None  # else answered from the view (_advance)
                 return await self.head_source.heads(request.owners)

@@ -5,15 +5,25 @@ signatures when the store is not trusted (`SignedHeads`).
 A store run by someone else (a shared PostgreSQL of another team, a relay) could hand out any
 head. With `SignedHeads`, a head counts only if its owner signed (key, head, sequence, epoch) and
 the store names that owner and epoch now; and since an old signed head stays valid forever, the
-gate also remembers the highest sequence and epoch it saw per key and refuses to go back.
+gate also remembers the highest sequence and epoch it saw per key and refuses to go back. With
+`OwnerChains`, the owner the store names must be proven too, by its chain of signed ownership
+claims (`owner_chain`); a key whose chain needs the feed makes the check ask for it
+(`ProveOwners`) before the heads are answered.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
-from planfence.shared_memory import AsyncStore, HeadVerifier, KeyState, head_signed_by
+from planfence.shared_memory import (
+    AsyncStore,
+    GetOwnerChanges,
+    HeadVerifier,
+    KeyState,
+    head_signed_by,
+)
 
 from .decision import (
     HEAD_ROLLBACK,
@@ -23,6 +33,7 @@ from .decision import (
     HeadAnswer,
     PlanView,
 )
+from .owner_chain import OwnerChains
 
 
 class SignedHeads:
@@ -31,10 +42,13 @@ class SignedHeads:
 
     Args:
         verifier: the owners' public keys (a `PublicKeyring`).
+        owners: proves the owner each head is checked against (None: the store's word, for
+            heads pushed by their owners themselves).
     """
 
-    def __init__(self, verifier: HeadVerifier) -> None:
+    def __init__(self, verifier: HeadVerifier, owners: OwnerChains | None = None) -> None:
         self.verifier = verifier
+        self.owners = owners
         self._lock = threading.Lock()
         self._highest: dict[str, KeyState] = {}  # per key, the latest verified state seen
 
@@ -48,6 +62,11 @@ class SignedHeads:
             back = rollback(seen, state)
             if back:
                 return HeadAnswer(error=HEAD_ROLLBACK, detail=back)
+        if self.owners is not None:
+            unproven = self.owners.check(state)
+            if unproven is not None:
+                detail = f"ownership not proven: {unproven.detail}"
+                return HeadAnswer(error=unproven.reason or OWNER_UNAUTHENTICATED, detail=detail)
         if not head_signed_by(
             self.verifier,
             state.owner,
@@ -79,6 +98,72 @@ class SignedHeads:
         """The latest verified state of `key` this gate has seen."""
         with self._lock:
             return self._highest.get(key)
+
+    def unproven(self, states: Mapping[str, KeyState]) -> dict[str, int]:
+        """The keys whose owner only the feed can prove, with the epoch to read it after."""
+        if self.owners is None:
+            return {}
+        with self._lock:
+            fresh = [s for s in states.values() if self._highest.get(s.key) != s]
+        out: dict[str, int] = {}
+        for state in fresh:
+            why = self.owners.check(state)
+            if why is not None and why.reason is None:
+                out[state.key] = why.after
+        return out
+
+
+def untrusted_store(
+    verifier: HeadVerifier | None, assigners: Collection[str] | None
+) -> SignedHeads | None:
+    """What checks the heads and owners of a store the gate does not trust (None: trusted)."""
+    if (verifier is None) != (assigners is None):
+        raise ValueError("verify_heads and owner_assigners go together")
+    if verifier is None or assigners is None:
+        return None
+    return SignedHeads(verifier, OwnerChains(verifier, assigners))
+
+
+@dataclass(frozen=True)
+class ProveOwners:
+    """Read the feed's owner changes of `after`'s keys (each after the epoch given), then answer
+    `ask` from `view`: the store's owners are not proven by what this gate remembers."""
+
+    ask: AskOwners
+    view: PlanView
+    after: Mapping[str, int]
+
+
+def heads_or_proof(
+    view: PlanView, ask: AskOwners, signed: SignedHeads | None
+) -> dict[str, HeadAnswer] | ProveOwners:
+    """`heads_in`, unless some owner needs the feed first (`ProveOwners`). Only refused heads
+    are looked at again, so a check on keys already verified costs what `heads_in` does."""
+    answers = heads_in(view, ask, signed)
+    if signed is not None and signed.owners is not None:
+        refused = {k: view.states[k] for k, a in answers.items() if a.error}
+        after = signed.unproven(refused) if refused else None
+        if after:
+            return ProveOwners(ask, view, after)
+    return answers
+
+
+async def proven_heads(
+    store: AsyncStore, request: ProveOwners, signed: SignedHeads
+) -> dict[str, HeadAnswer]:
+    """Read the owner changes `request` needs (one snapshot), follow them, answer its heads;
+    a chain that does not prove the store's owner blocks its key."""
+    keys = sorted(request.after)
+    found = await store.read([GetOwnerChanges(k, request.after[k]) for k in keys])
+    failed: dict[str, HeadAnswer] = {}
+    assert signed.owners is not None  # else nothing is unproven
+    for key, changes in zip(keys, found, strict=True):
+        why = signed.owners.learn(request.view.states[key], changes)
+        if why:
+            detail = f"ownership not proven: {why}"
+            failed[key] = HeadAnswer(error=OWNER_UNAUTHENTICATED, detail=detail)
+    answers = heads_in(request.view, request.ask, signed)
+    return {**answers, **failed}
 
 
 def rollback(seen: KeyState, state: KeyState) -> str:

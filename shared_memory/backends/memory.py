@@ -18,6 +18,7 @@ from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
     GetKeys,
+    GetOwnerChanges,
     GetRecords,
     IdsWithPrefix,
     ListKeys,
@@ -58,6 +59,12 @@ class MemoryStore(AsyncStore):
             return sorted(i for i in self._records if i.startswith(op.prefix))[: op.limit]
         if isinstance(op, GetChanges):
             return self._feed[op.since : op.since + op.limit]
+        if isinstance(op, GetOwnerChanges):
+            return [
+                c
+                for c in self._feed
+                if c.key == op.key and c.kind == "owner" and c.epoch > op.after_epoch
+            ]
         if isinstance(op, QueryJournal):
             found = [e for e in reversed(self._journal) if op.query.matches(e)]
             return found[: op.query.limit]

@@ -32,6 +32,7 @@ from ..model import KeyState
 from ..reads import (
     GetChanges,
     GetKeys,
+    GetOwnerChanges,
     GetRecords,
     IdsWithPrefix,
     Lineage,
@@ -53,6 +54,7 @@ from .sql import (
     insert_change_sql,
     journal_filter,
     key_row,
+    owner_changes_sql,
     record_row,
     upsert_key_sql,
 )
@@ -275,6 +277,8 @@ class PostgresStore(AsyncStore):
         if isinstance(op, GetChanges):
             sql = f"SELECT {CHANGE_COLS} FROM pf_changes WHERE seq > %s ORDER BY seq LIMIT %s"
             return sql, (op.since, op.limit), _changes
+        if isinstance(op, GetOwnerChanges):
+            return owner_changes_sql("pf_changes", "%s"), (op.key, op.after_epoch), _changes
         if isinstance(op, QueryJournal):
             where, args = journal_filter(op.query, "%s", "pf_journal_labels")
             sql = f"SELECT {JOURNAL_COLS} FROM pf_journal {where} ORDER BY id DESC LIMIT %s"

@@ -15,7 +15,7 @@ def _stored_rows(rows: list[Any]) -> list[StoredFields]:
 
 
 def _key_states(rows: list[Any]) -> list[KeyState]:
-    return [KeyState(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows]
+    return [KeyState(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5], r[6], r[7]) for r in rows]
 
 
 def _changes(rows: list[Any]) -> list[Change]:

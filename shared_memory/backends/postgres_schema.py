@@ -111,6 +111,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (key, lease)
     );
     """,
+    # 5: signed ownership claims. Who handed each key to its current owner, and that agent's
+    # signature; owner changes keep theirs in the feed's `sig`. Stores written before have none
+    # (a gate that verifies owners blocks their keys until they are signed again).
+    """
+    ALTER TABLE pf_keys ADD COLUMN owner_from TEXT;
+    ALTER TABLE pf_keys ADD COLUMN owner_sig TEXT;
+    """,
 )
 
 # The server's clock, and the stored leases of some keys (one row with NULLs when none).

@@ -13,18 +13,28 @@ from ..records import Record, canonical_json
 RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
 """Record columns in the order of `StoredFields` (value holds the canonical `value_json`)."""
 JOURNAL_COLS = "id, at, kind, subject, verdict, labels, detail"
-KEY_COLS = "key, owner, head, version, epoch, head_sig"
+KEY_COLS = "key, owner, head, version, epoch, head_sig, owner_from, owner_sig"
 """Key columns in the order of `KeyState`."""
 CHANGE_COLS = "seq, key, kind, head, previous, owner, by, at, epoch, sig"
 """Change-feed columns in the order of `Change`."""
 
 
+def owner_changes_sql(table: str, mark: str) -> str:
+    """A key's owner changes above an epoch, in seq order (served by the feed's (key, seq)
+    index); arguments: key, epoch."""
+    return (
+        f"SELECT {CHANGE_COLS} FROM {table} WHERE key = {mark} AND kind = 'owner' "
+        f"AND epoch > {mark} ORDER BY seq"
+    )
+
+
 def upsert_key_sql(table: str, mark: str) -> str:
     """Write a key's whole state (`key_row`); `mark` is the driver's placeholder."""
     return (
-        f"INSERT INTO {table} ({KEY_COLS}) VALUES ({','.join([mark] * 6)}) "
+        f"INSERT INTO {table} ({KEY_COLS}) VALUES ({','.join([mark] * 8)}) "
         "ON CONFLICT (key) DO UPDATE SET owner=excluded.owner, head=excluded.head, "
-        "version=excluded.version, epoch=excluded.epoch, head_sig=excluded.head_sig"
+        "version=excluded.version, epoch=excluded.epoch, head_sig=excluded.head_sig, "
+        "owner_from=excluded.owner_from, owner_sig=excluded.owner_sig"
     )
 
 
@@ -62,7 +72,16 @@ def record_row(rec: Record, parents: Any) -> tuple[Any, ...]:
 
 
 def key_row(state: KeyState) -> tuple[Any, ...]:
-    return (state.key, state.owner, state.head, state.version, state.epoch, state.head_sig)
+    return (
+        state.key,
+        state.owner,
+        state.head,
+        state.version,
+        state.epoch,
+        state.head_sig,
+        state.owner_from,
+        state.owner_sig,
+    )
 
 
 def change_row(ch: Change) -> tuple[Any, ...]:

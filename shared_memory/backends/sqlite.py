@@ -26,6 +26,7 @@ from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
     GetKeys,
+    GetOwnerChanges,
     GetRecords,
     IdsWithPrefix,
     Lineage,
@@ -50,6 +51,7 @@ from .sql import (
     journal_filter,
     key_row,
     label_rows,
+    owner_changes_sql,
     record_row,
     upsert_key_sql,
 )
@@ -282,6 +284,9 @@ class SQLiteStore(AsyncStore):
                 f"SELECT {CHANGE_COLS} FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
                 (op.since, op.limit),
             )
+            return [Change(*r) for r in rows]
+        if isinstance(op, GetOwnerChanges):
+            rows = conn.execute(owner_changes_sql("changes", "?"), (op.key, op.after_epoch))
             return [Change(*r) for r in rows]
         if isinstance(op, QueryJournal):
             where, args = journal_filter(op.query, "?", "journal_labels")

@@ -114,6 +114,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (key, lease)
     ) WITHOUT ROWID;
     """,
+    # 5: signed ownership claims. Who handed each key to its current owner, and that agent's
+    # signature; owner changes keep theirs in the feed's `sig`. Stores written before have none
+    # (a gate that verifies owners blocks their keys until they are signed again).
+    """
+    ALTER TABLE keys ADD COLUMN owner_from TEXT;
+    ALTER TABLE keys ADD COLUMN owner_sig TEXT;
+    """,
 )
 
 _PREFETCH_SQL = f"""

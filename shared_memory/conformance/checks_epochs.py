@@ -1,5 +1,6 @@
 """Owner epochs and signed heads: a transfer starts a new epoch atomically with the owner change,
-and a head advance keeps exactly the signature its writer made for what was committed."""
+a head advance keeps exactly the signature its writer made for what was committed, and an owner
+change keeps the ownership claim its giver signed (on the key and in the feed)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 from ..batches import AdvanceHead, TransferOwner, WriteBatch
 from ..errors import HeadConflictError, NotOwnerError, UnknownKeyError
 from ..model import FIRST_EPOCH
+from ..reads import GetOwnerChanges
 from ..records import Record, canonical_json
-from ..signing import HEAD_TYPE, head_signed_by
+from ..signing import HEAD_TYPE, OWNER_TYPE, head_signed_by, owner_signed_by
 from ..store import AsyncStore
 from .runner import TAMPER_HEADS, Check, Context, raises
 
@@ -116,7 +118,8 @@ async def signed_heads_are_kept_as_signed(store: AsyncStore, ctx: Context) -> No
         batch = WriteBatch(records=(r2,), ops=(AdvanceHead(KEY, r2.id, r1.id, "bob"),))
         await store.write(batch)
         assert (await store.states([KEY]))[KEY].head_sig is None
-        assert alice.calls == calls  # neither the lost write nor bob's was signed by alice
+        # alice signed her transfer's ownership claim, and neither the lost write nor bob's.
+        assert alice.calls == calls + 1
         r3 = Record.create(KEY, 3, author="bob", parents=[r2.id])
         batch = WriteBatch(records=(r3,), ops=(AdvanceHead(KEY, r3.id, r2.id, "bob"),))
         await store.write(replace(batch, signer=bob))
@@ -146,9 +149,51 @@ async def a_rewritten_head_reads_back_as_written(store: AsyncStore, ctx: Context
         store.signer = None
 
 
+async def ownership_claims_are_kept_as_signed(store: AsyncStore, ctx: Context) -> None:
+    admin, alice = DigestSigner("admin"), DigestSigner("alice")
+    store.signer = admin
+    try:
+        first = await store.own(KEY, "alice", by="admin")
+    finally:
+        store.signer = None
+    state = (await store.states([KEY]))[KEY]
+    assert (state.owner, state.epoch, state.owner_from) == ("alice", 1, "admin")
+    assert owner_signed_by(admin, KEY, "alice", 1, "admin", state.owner_sig)
+    assert not owner_signed_by(admin, KEY, "alice", 2, "admin", state.owner_sig)
+    assert first.sig == state.owner_sig and first.by == "admin"
+    claim = {"key": KEY, "owner": "alice", "epoch": 1, "from": "admin"}
+    assert state.owner_sig == admin.sign(OWNER_TYPE, claim)
+    # A head advance keeps the ownership claim; a transfer by the signer's agent signs its own.
+    await store.put(KEY, 1, author="alice")
+    assert (await store.states([KEY]))[KEY].owner_sig == state.owner_sig
+    await store.write(WriteBatch(ops=(TransferOwner(KEY, "bob", "alice"),), signer=alice))
+    moved = (await store.states([KEY]))[KEY]
+    assert (moved.owner, moved.epoch, moved.owner_from, moved.head_sig) == ("bob", 2, "alice", None)
+    assert owner_signed_by(alice, KEY, "bob", 2, "alice", moved.owner_sig)
+    calls = alice.calls
+    # A signer signs only what its own agent hands over; unsigned, the giver is still named.
+    await store.write(WriteBatch(ops=(TransferOwner(KEY, "carol", "bob"),), signer=alice))
+    last = (await store.states([KEY]))[KEY]
+    assert (last.owner_from, last.owner_sig, alice.calls) == ("bob", None, calls)
+    await store.own("other/key", "bob")
+    [chain, later, none] = await store.read(
+        [GetOwnerChanges(KEY, 0), GetOwnerChanges(KEY, 1), GetOwnerChanges("no/such/key", 0)]
+    )
+    assert [(c.owner, c.epoch, c.by) for c in chain] == [
+        ("alice", 1, "admin"),
+        ("bob", 2, "alice"),
+        ("carol", 3, "bob"),
+    ]
+    assert [c.sig for c in chain] == [state.owner_sig, moved.owner_sig, None]
+    assert later == chain[1:] and none == []
+    assert all(c.kind == "owner" and c.key == KEY for c in chain)
+    assert (await store.read([GetOwnerChanges(KEY, 3)])) == [[]]
+
+
 EPOCH_CHECKS: tuple[Check, ...] = (
     transfer_starts_a_new_epoch,
     a_failed_batch_keeps_the_epoch,
     signed_heads_are_kept_as_signed,
     a_rewritten_head_reads_back_as_written,
+    ownership_claims_are_kept_as_signed,
 )

@@ -25,6 +25,11 @@ SIGNING = {a: SigningKey.generate(a) for a in AGENTS}
 RING = PublicKeyring({"keys": [k.public_jwk() for k in SIGNING.values()]})
 
 
+def untrusting(store: AsyncStore) -> Gate:
+    """A gate that does not trust `store`: heads and owners must be signed (sales assigns)."""
+    return Gate(store, POLICY, verify_heads=RING, owner_assigners={"sales"})
+
+
 async def tamper_head(store: AsyncStore, state: KeyState) -> None:
     await store._tamper_head(state)  # type: ignore[attr-defined]
 
@@ -36,9 +41,11 @@ async def plan_on(store: AsyncStore, record: Record) -> str:
 async def test_untrusted_store_heads_must_be_signed_by_the_current_owner(
     astore: AsyncStore,
 ) -> None:
+    astore.signer = SIGNING["sales"]
     await astore.own(KEY, "sales")
-    unsigned = await astore.put(KEY, 0, author="sales")  # no signer yet
-    gate = Gate(astore, POLICY, verify_heads=RING)
+    astore.signer = None
+    unsigned = await astore.put(KEY, 0, author="sales")  # an unsigned head
+    gate = untrusting(astore)
     v = await gate.check("ship", ARGS, await plan_on(astore, unsigned))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "no signature" in v.message
@@ -53,12 +60,12 @@ async def test_untrusted_store_heads_must_be_signed_by_the_current_owner(
     state = (await astore.states([KEY]))[KEY]
     forged = sign_head(SIGNING["mallory"], KEY, r1.id, state.version, state.epoch)
     await tamper_head(astore, replace(state, owner="sales", head_sig=forged))
-    v = await Gate(astore, POLICY, verify_heads=RING).check("ship", ARGS, await plan_on(astore, r1))
+    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r1))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "not signed by its owner 'sales'" in v.message
     bumped = replace(state, version=state.version + 1)  # the signature is for the old sequence
     await tamper_head(astore, bumped)
-    v = await Gate(astore, POLICY, verify_heads=RING).check("ship", ARGS, await plan_on(astore, r1))
+    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r1))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     await tamper_head(astore, state)
     astore.signer = None
@@ -70,7 +77,7 @@ async def test_an_older_signed_head_replayed_by_the_store_is_a_rollback(astore: 
     r1 = await astore.put(KEY, 1, author="sales")
     old = (await astore.states([KEY]))[KEY]
     old_plan = await plan_on(astore, r1)
-    gate = Gate(astore, POLICY, verify_heads=RING)
+    gate = untrusting(astore)
     assert (await gate.check("ship", ARGS, old_plan)).allowed
     r2 = await astore.put(KEY, 2, author="sales", parents=[r1.id])
     v = await gate.check("ship", ARGS, await plan_on(astore, r2))
@@ -82,7 +89,7 @@ async def test_an_older_signed_head_replayed_by_the_store_is_a_rollback(astore: 
     assert "sequence 1" in v.message and "already saw sequence 2" in v.message
     # Control: a gate that never saw sequence 2 has nothing to compare with; the old head's
     # signature is valid, so it allows. What blocks above is the remembered sequence.
-    assert (await Gate(astore, POLICY, verify_heads=RING).check("ship", ARGS, old_plan)).allowed
+    assert (await untrusting(astore).check("ship", ARGS, old_plan)).allowed
     astore.signer = None
 
 
@@ -91,7 +98,7 @@ async def test_after_a_transfer_the_new_owner_signs_the_head(astore: AsyncStore)
     await astore.own(KEY, "sales")
     r1 = await astore.put(KEY, 1, author="sales")
     plan = await plan_on(astore, r1)
-    gate = Gate(astore, POLICY, verify_heads=RING)
+    gate = untrusting(astore)
     assert (await gate.check("ship", ARGS, plan)).allowed
     await astore.transfer(KEY, "billing", by="sales")
     v = await gate.check("ship", ARGS, plan)  # sales's signature was for epoch 1

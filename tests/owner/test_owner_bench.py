@@ -74,12 +74,22 @@ def test_bench_gate_quick_writes_the_documented_json(
     # per check of 4 keys, HMAC beside Ed25519: the owner's answer round, and the heads a gate
     # reads from an untrusted store, verified at first sight and remembered afterwards
     signing = {t["what"]: t for t in data["signing"]}
-    assert list(signing) == ["owner_answer", "store_heads_first", "store_heads_remembered"]
+    assert list(signing) == [
+        "owner_answer",
+        "store_heads_first",
+        "store_heads_remembered",
+        "owner_chain_first",
+    ]
     for t in data["signing"]:
         assert set(t) == SIGNING_FIELDS and t["keys"] == 4
         assert t["hmac_p50_us"] > 0 and t["ed25519_p50_us"] > 0 and t["ratio_p50"] > 0
         assert t["added_us"] == pytest.approx(t["ed25519_p50_us"] - t["hmac_p50_us"], abs=0.11)
-    for label in ("owner answer", "store heads, first sight", "store heads, remembered"):
+    for label in (
+        "owner answer",
+        "store heads, first sight",
+        "store heads, remembered",
+        "owner chain (3), first",
+    ):
         assert label in printed
 
     sizes = {(t["keys"], t["deps"]) for t in data["traffic"]}

@@ -70,6 +70,8 @@ def test_walk_through(cli: CLI) -> None:
         "version": 2,
         "epoch": 1,
         "signed": False,
+        "owner_from": "planner",
+        "owner_signed": False,
     }
     code, out, _ = cli("head", KEY)
     assert out.strip() == r2_id
@@ -197,3 +199,33 @@ def test_transfer_and_signed_put(cli: CLI, tmp_path: Path, monkeypatch: pytest.M
     with open_store(cli.url) as store:
         state = store.states([KEY])[KEY]
     assert head_signed_by(ring, "reviewer", KEY, state.head, 1, 2, state.head_sig)
+
+
+def test_signed_own_and_transfer_prove_the_owner(cli: CLI, tmp_path: Path) -> None:
+    from planfence.adapters.owner_service import PublicKeyring, SigningKey
+    from planfence.shared_memory import GetOwnerChanges, open_store, owner_signed_by
+
+    keys = {a: SigningKey.generate(a) for a in ("admin", "planner", "reviewer")}
+    for agent, k in keys.items():
+        k.save(tmp_path / f"{agent}.jwk")
+    ring = PublicKeyring({"keys": [k.public_jwk() for k in keys.values()]})
+    own = ("own", KEY, "--owner", "planner", "--as", "admin", "--signing-key")
+    code, _, err = cli(*own, str(tmp_path / "planner.jwk"))
+    assert code == 2 and "holds 'planner'" in err and "not 'admin'" in err
+    assert cli(*own, str(tmp_path / "admin.jwk"))[0] == 0
+    hand = ("transfer", KEY, "--to", "reviewer", "--as", "planner", "--signing-key")
+    code, _, err = cli(*hand, str(tmp_path / "reviewer.jwk"))
+    assert code == 2 and "holds 'reviewer'" in err
+    assert cli(*hand, str(tmp_path / "planner.jwk"))[0] == 0
+    head = cli.json("head", KEY)
+    assert (head["owner_from"], head["owner_signed"]) == ("planner", True)  # type: ignore[index]
+    with open_store(cli.url) as store:
+        [chain] = store.read([GetOwnerChanges(KEY, 0)])
+        state = store.states([KEY])[KEY]
+    assert [(c.owner, c.by, c.epoch) for c in chain] == [
+        ("planner", "admin", 1),
+        ("reviewer", "planner", 2),
+    ]
+    assert owner_signed_by(ring, KEY, "planner", 1, "admin", chain[0].sig)
+    assert owner_signed_by(ring, KEY, "reviewer", 2, "planner", state.owner_sig)
+    assert not owner_signed_by(ring, KEY, "reviewer", 2, "admin", state.owner_sig)

@@ -40,6 +40,9 @@ class ToyStore(AsyncStore):
             return sorted(i for i in self.records if i.startswith(op.prefix))[: op.limit]
         if isinstance(op, r.GetChanges):
             return self.feed[op.since : op.since + op.limit]
+        if isinstance(op, r.GetOwnerChanges):
+            key, after = op.key, op.after_epoch
+            return [c for c in self.feed if (c.key, c.kind) == (key, "owner") and c.epoch > after]
         assert isinstance(op, r.QueryJournal)
         return [e for e in reversed(self.entries) if op.query.matches(e)][: op.query.limit]
 

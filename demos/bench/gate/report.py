@@ -11,6 +11,7 @@ SIGNING_LABELS = {
     "owner_answer": "owner answer",
     "store_heads_first": "store heads, first sight",
     "store_heads_remembered": "store heads, remembered",
+    "owner_chain_first": "owner chain (3), first",
 }
 
 
@@ -55,7 +56,9 @@ def print_tables(result: Mapping[str, Any]) -> None:
         print(f"Signing per check ({result['signing'][0]['keys']} keys): shared secrets (HMAC)")
         print("vs Ed25519 keys (JWS). owner answer = request and answer, each signed and")
         print("verified; store heads = Gate(verify_heads=...) checking the heads it read from the")
-        print("store, first sight (signatures checked) vs remembered (compared with the last seen)")
+        print("store and their owners' signed claims, first sight (signatures checked) vs")
+        print("remembered (compared with the last seen); owner chain = keys handed over twice,")
+        print("seen first: three ownership claims from the feed, then the head")
         print(f"{'what':<24} {'HMAC p50':>10} {'Ed25519 p50':>12} {'added':>10} {'ratio':>6}")
         for t in result["signing"]:
             ratio = f"{t['ratio_p50']:.2f}x" if t["ratio_p50"] is not None else "-"

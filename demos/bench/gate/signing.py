@@ -4,13 +4,16 @@
 - `owner_answer`: the requester signs its heads request, the owner verifies it, the owner signs
   its answer, the requester verifies it;
 - `store_heads_first`: a gate that does not trust the store (`Gate(verify_heads=...)`) checks
-  the owner's signature of every head it read from the store (`SignedHeads`), each head seen for
-  the first time;
+  the owner's signature of every head it read from the store (`SignedHeads`) and the signed
+  claim that assigned the key its owner (`OwnerChains`), each key seen for the first time;
 - `store_heads_remembered`: the same heads again; a head this gate already verified is taken
-  as it is (a comparison with the one it remembers, no signature check).
+  as it is (a comparison with the one it remembers, no signature check);
+- `owner_chain_first`: keys handed over twice (epoch 3), seen for the first time: the chain of
+  three ownership claims read from the feed is verified, then the head; once remembered, such a
+  key costs what `store_heads_remembered` does.
 
 The signed heads are written to an in-memory store by their owner and read back, as the gate
-reads them; only the verification is timed.
+reads them (the feed's owner changes too); only the verification is timed.
 """
 
 from __future__ import annotations
@@ -29,11 +32,15 @@ from planfence.adapters.owner_service import (
     verify,
 )
 from planfence.adapters.owner_service.wire import new_nonce, now_ms
-from planfence.plugins.gate.store_heads import SignedHeads
+from planfence.plugins.gate.store_heads import SignedHeads, untrusted_store
 from planfence.shared_memory import (
+    Change,
+    GetOwnerChanges,
     HeadSigner,
     HeadVerifier,
     KeyState,
+    TransferOwner,
+    WriteBatch,
     open_async_store,
 )
 
@@ -42,7 +49,8 @@ from ..harness import percentile
 KEYS = [f"lat/k{i:03d}" for i in range(4)]
 AGENTS = ("executor", "planner")  # the requester, and the owner of every key
 PATHS = ("hmac", "ed25519")
-ROWS = ("owner_answer", "store_heads_first", "store_heads_remembered")
+ROWS = ("owner_answer", "store_heads_first", "store_heads_remembered", "owner_chain_first")
+Chains = list[tuple[KeyState, list[Change]]]
 
 
 def _round_trip(sign_as: tuple[Any, Any], check: Any, heads: dict[str, str | None]) -> None:
@@ -72,18 +80,42 @@ def _verify_all(signed: SignedHeads, states: list[KeyState]) -> None:
             raise RuntimeError(f"benchmark head of {state.key} did not verify")
 
 
-async def _signed_states(signer: HeadSigner) -> list[KeyState]:
-    """The owner writes a version of each key, signed inside the write; the heads read back."""
+def _untrusting(verifier: HeadVerifier) -> SignedHeads:
+    signed = untrusted_store(verifier, {AGENTS[1]})  # the owner assigned its keys itself
+    assert signed is not None
+    return signed
+
+
+def _prove_all(verifier: HeadVerifier, chains: Chains) -> None:
+    """A fresh gate: each key's ownership chain from the feed, then its head."""
+    signed = _untrusting(verifier)
+    assert signed.owners is not None
+    for state, changes in chains:
+        if signed.owners.learn(state, changes) or signed.answer(state).error:
+            raise RuntimeError(f"benchmark owners of {state.key} did not verify")
+
+
+async def _signed_states(signers: Mapping[str, HeadSigner]) -> tuple[list[KeyState], Chains]:
+    """The owner writes a version of each key, signed inside the write; the heads read back;
+    then each key goes to the requester and back (signed), and its chain is read from the feed."""
+    owner, other = signers[AGENTS[1]], signers[AGENTS[0]]
     store = await open_async_store("memory://")
     try:
-        store.signer = signer
+        store.signer = owner
         for key in KEYS:
-            await store.own(key, signer.agent)
-            await store.put(key, {"key": key}, author=signer.agent)
+            await store.own(key, owner.agent)
+            await store.put(key, {"key": key}, author=owner.agent)
         states = await store.states(KEYS)
+        for key in KEYS:
+            await store.write(WriteBatch(ops=(TransferOwner(key, other.agent, owner.agent),)))
+            away = TransferOwner(key, owner.agent, other.agent)
+            await store.write(WriteBatch(ops=(away,), signer=other))
+            await store.put(key, {"key": key, "back": True}, author=owner.agent)
+        moved = await store.states(KEYS)
+        feed = await store.read([GetOwnerChanges(k, 0) for k in KEYS])
     finally:
         await store.aclose()
-    return [states[k] for k in KEYS]
+    return [states[k] for k in KEYS], [(moved[k], list(c)) for k, c in zip(KEYS, feed, strict=True)]
 
 
 def _row(what: str, samples: Mapping[str, list[float]]) -> dict[str, Any]:
@@ -112,11 +144,13 @@ async def signing_rows(repeat: int) -> list[dict[str, Any]]:
         "ed25519": ((keys[AGENTS[0]], keys[AGENTS[1]]), ring),
     }
     verifiers: dict[str, HeadVerifier] = {"hmac": shared, "ed25519": ring}
-    states = {
-        "hmac": await _signed_states(shared.signer(AGENTS[1])),
-        "ed25519": await _signed_states(keys[AGENTS[1]]),
+    written = {
+        "hmac": await _signed_states({a: shared.signer(a) for a in AGENTS}),
+        "ed25519": await _signed_states(keys),
     }
-    remembered = {p: SignedHeads(verifiers[p]) for p in PATHS}
+    states = {p: written[p][0] for p in PATHS}
+    chains = {p: written[p][1] for p in PATHS}
+    remembered = {p: _untrusting(verifiers[p]) for p in PATHS}
     for p in PATHS:
         _verify_all(remembered[p], states[p])  # untimed: the first sight
 
@@ -124,7 +158,10 @@ async def signing_rows(repeat: int) -> list[dict[str, Any]]:
         _round_trip(answer_as[p][0], answer_as[p][1], heads)
 
     def first(p: str) -> None:
-        _verify_all(SignedHeads(verifiers[p]), states[p])
+        _verify_all(_untrusting(verifiers[p]), states[p])
+
+    def chain(p: str) -> None:
+        _prove_all(verifiers[p], chains[p])
 
     def again(p: str) -> None:
         _verify_all(remembered[p], states[p])
@@ -133,6 +170,7 @@ async def signing_rows(repeat: int) -> list[dict[str, Any]]:
         "owner_answer": answer,
         "store_heads_first": first,
         "store_heads_remembered": again,
+        "owner_chain_first": chain,
     }
     samples: dict[str, dict[str, list[float]]] = {w: {p: [] for p in PATHS} for w in ROWS}
     for i in range(repeat * 4):
