@@ -32,7 +32,7 @@ from .fence import (
     StaleFenceError,
     fenced_write,
 )
-from .gate import AuditMode, Checker, Gate, GuardedExecutor, Outcome, Replanned, SyncGate
+from .gate import AuditMode, Checker, Gate, GuardedExecutor, Outcome, Replanned
 from .heads import HeadSource
 from .middleware import (
     BLOCKED,
@@ -55,6 +55,7 @@ from .policy import KeyTemplate, Policy, PolicyError, ScopeError, ToolPolicy
 from .reads import ReadSet, add_reads, merge_reads, parents_of, read_heads, reads_of, refreshed
 from .snapshot import Flag, PlanSnapshot, snapshot, snapshot_and_log
 from .store_heads import StoreHeads
+from .sync_gate import SyncGate
 from .templates import decode_segment, encode_segment
 
 __all__ = [

@@ -5,7 +5,7 @@ and runs tools with the one-replan loop. Async first; `SyncGate` is the sync twi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
@@ -15,7 +15,6 @@ from planfence.shared_memory import (
     HeadVerifier,
     IntegrityError,
     PlanFenceError,
-    Store,
     StoreError,
 )
 
@@ -46,15 +45,12 @@ from .decision import (
     gate_flow,
 )
 from .executor import (
-    AskReplan,
     CallFn,
-    Check,
     Checker,
     GuardedExecutor,
     Outcome,
     ReplanFn,
     Replanned,
-    executor_flow,
 )
 from .heads import HeadSource
 from .policy import Policy
@@ -354,60 +350,6 @@ def _read_failure(exc: BaseException) -> IOFailure | None:
     return None
 
 
-class SyncGate:
-    """Synchronous twin of `Gate`, over a sync `Store` (runs on the store's loop thread)."""
-
-    def __init__(self, store: Store, policy: Policy, **kwargs: Any) -> None:
-        self.store = store
-        self.gate = Gate(store.aio, policy, **kwargs)
-
-    def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
-        return self.store._run(
-            self.gate.check(tool, args, plan_id, agent=agent, replan_spent=replan_spent)
-        )
-
-    def close(self) -> None:
-        """Write a deferred audit's queue and close the head source (see `Gate.aclose`)."""
-        self.store._run(self.gate.aclose())
-
-    def run(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: str | None,
-        call: Callable[[Mapping[str, Any]], Any],
-        replan: Callable[[Verdict], Replanned | None] | None = None,
-        *,
-        agent: str | None = None,
-    ) -> Outcome:
-        """Same loop as `Gate.run`, with plain callables; the tool runs on the caller's thread."""
-        flow = executor_flow(tool, args, plan_id, replan is not None)
-        try:
-            step = next(flow)
-            while True:
-                if isinstance(step, Check):
-                    answer: Any = self.check(
-                        tool, step.args, step.plan_id, agent=agent, replan_spent=step.replan_spent
-                    )
-                elif isinstance(step, AskReplan):
-                    assert replan is not None
-                    answer = replan(step.verdict)
-                else:
-                    answer = call(step.args)
-                step = flow.send(answer)
-        except StopIteration as stop:
-            outcome: Outcome = stop.value
-            return outcome
-
-
 __all__ = [
     "AUDIT_SOURCE",
     "STALE",
@@ -419,5 +361,4 @@ __all__ = [
     "Outcome",
     "ReplanFn",
     "Replanned",
-    "SyncGate",
 ]

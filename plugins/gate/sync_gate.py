@@ -1,0 +1,70 @@
+"""`SyncGate`: the gate for synchronous code, over a sync `Store`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from planfence.shared_memory import Store
+
+from .decision import Verdict
+from .executor import AskReplan, Check, Outcome, Replanned, executor_flow
+from .gate import Gate
+from .policy import Policy
+
+
+class SyncGate:
+    """Synchronous twin of `Gate`, over a sync `Store` (runs on the store's loop thread)."""
+
+    def __init__(self, store: Store, policy: Policy, **kwargs: Any) -> None:
+        self.store = store
+        self.gate = Gate(store.aio, policy, **kwargs)
+
+    def check(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: Any,
+        *,
+        agent: str | None = None,
+        replan_spent: bool = False,
+    ) -> Verdict:
+        return self.store._run(
+            self.gate.check(tool, args, plan_id, agent=agent, replan_spent=replan_spent)
+        )
+
+    def close(self) -> None:
+        """Write a deferred audit's queue and close the head source (see `Gate.aclose`)."""
+        self.store._run(self.gate.aclose())
+
+    def run(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: str | None,
+        call: Callable[[Mapping[str, Any]], Any],
+        replan: Callable[[Verdict], Replanned | None] | None = None,
+        *,
+        agent: str | None = None,
+    ) -> Outcome:
+        """Same loop as `Gate.run`, with plain callables; the tool runs on the caller's thread."""
+        flow = executor_flow(tool, args, plan_id, replan is not None)
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, Check):
+                    answer: Any = self.check(
+                        tool, step.args, step.plan_id, agent=agent, replan_spent=step.replan_spent
+                    )
+                elif isinstance(step, AskReplan):
+                    assert replan is not None
+                    answer = replan(step.verdict)
+                else:
+                    answer = call(step.args)
+                step = flow.send(answer)
+        except StopIteration as stop:
+            outcome: Outcome = stop.value
+            return outcome
+
+
+__all__ = ["SyncGate"]
