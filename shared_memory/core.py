@@ -23,7 +23,6 @@ from .signing import HeadSigner
 from .urls import redact_url
 
 T = TypeVar("T")
-_ANSWERED: dict[frozenset[type[Any]], frozenset[type[Any]]] = {}  # optional reads -> all answered
 Decide = Callable[[T], WriteBatch | None]
 
 
@@ -46,6 +45,7 @@ class StoreCore:
         self.limits = limits
         self._verified = VerifiedRecords()
         self._verified_lock = threading.Lock()  # a backend may decode on its own thread
+        self._answered_ops = self.optional_reads | CORE_READS  # asked on every read
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {redact_url(self.url)}>"
@@ -98,24 +98,15 @@ class StoreCore:
 
     # ---- answering reads
 
-    @property
-    def _answered(self) -> frozenset[type[Any]]:
-        """The read ops this backend answers (core and optional)."""
-        optional = self.optional_reads
-        found = _ANSWERED.get(optional)
-        if found is None:
-            found = _ANSWERED[optional] = optional | CORE_READS
-        return found
-
     def _asked(self, ops: Sequence[ReadOp]) -> list[ReadOp]:
-        known = self._answered
+        known = self._answered_ops
         return [op for op in ops if type(op) in known]
 
     def _decoded(self, ops: Sequence[ReadOp], raw: Sequence[Any]) -> list[Any]:
         """One answer per op: records verified (dicts by id), key states by key, and None for an
         optional op this backend does not answer."""
         answers = iter(raw)
-        known = self._answered
+        known = self._answered_ops
         return [self._decode(op, next(answers)) if type(op) in known else None for op in ops]
 
     def _decode(self, op: ReadOp, raw: Any) -> Any:
