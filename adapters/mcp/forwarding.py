@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import LOG_LEVEL_META_KEY
 
-from .meta import META_FENCE, forwardable_meta
+from .meta import forwardable_meta, with_fence
 from .peers import DEFAULT_LEGACY_LOG_LEVEL, Origin
 from .relay import Relay
 from .results import UPSTREAM_ERROR
@@ -93,11 +93,7 @@ class Forwarder:
             if origin.recheck is not None and not await origin.recheck():
                 raise Revoked
             if origin.fence is not None:  # the retry carries the token of the new judgement
-                meta = {k: v for k, v in (retry.get("_meta") or {}).items() if k != META_FENCE}
-                token = origin.fence()
-                if token is not None:
-                    meta[META_FENCE] = dict(token)
-                retry["_meta"] = meta
+                retry["_meta"] = with_fence(retry.get("_meta") or {}, origin.fence())
             result = await self.upstream.request(
                 method, retry, read_timeout=read_timeout, on_progress=on_progress
             )

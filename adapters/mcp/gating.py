@@ -23,7 +23,7 @@ from mcp.server.context import ServerRequestContext
 
 from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused, Revoked
-from .meta import META_AGENT, META_DECISION, META_FENCE, META_PLAN, PROGRESS_TOKEN
+from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN, with_fence
 from .results import (
     INPUT_REFUSED,
     MALFORMED_META,
@@ -144,10 +144,7 @@ class GatedCalls:
         # the fencing token of its allow (never one the client sent).
         raw["name"] = tool
         raw["arguments"] = dict(call.args)
-        sent_meta = {k: v for k, v in meta.items() if k != META_FENCE}
-        token = judged.fence_wire()
-        if token is not None:
-            sent_meta[META_FENCE] = token
+        sent_meta = with_fence(meta, judged.fence_wire())
         if sent_meta or "_meta" in raw:
             raw["_meta"] = sent_meta
 

@@ -21,6 +21,14 @@ RESERVED_PREFIX = "io.modelcontextprotocol/"
 PROGRESS_TOKEN = "progressToken"
 
 
+def with_fence(meta: Mapping[str, Any], token: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`meta` carrying the gate's fencing token, and never one a client put there."""
+    out = {k: v for k, v in meta.items() if k != META_FENCE}
+    if token is not None:
+        out[META_FENCE] = dict(token)
+    return out
+
+
 def forwardable_meta(meta: Any) -> dict[str, Any] | None:
     """The `_meta` to send upstream: everything but the protocol envelope and progress token
     (the proxy's upstream connection mints its own token when the caller asked for progress)."""
