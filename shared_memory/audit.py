@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .errors import InvalidValueError
-from .records import JSON, StoreLimits, canonical_json
+from .records import JSON, StoreLimits, canonical_json, canonical_json_of_str_keys
 
 MAX_DEPTH = 32
 OMITTED_KEY = "_truncated"
@@ -32,26 +32,39 @@ def truncate_text(text: str, max_bytes: int) -> str:
     return f"{kept}…[truncated {dropped} bytes]"
 
 
-def _fits(value: JSON, max_chars: int, depth: int = 0) -> bool:
-    """True when `bound_json` would return `value` unchanged: no string (object keys too) longer
-    than `max_chars` characters and no nesting deeper than `MAX_DEPTH`. Checking is cheaper than
-    rebuilding, and an audit detail almost always fits."""
-    if type(value) is str:
-        return len(value) <= max_chars
-    if type(value) is dict:
+def _fits(value: JSON, max_chars: int) -> bool:
+    """True when `bound_json` would return `value` unchanged and every object key is a string:
+    no string (object keys too) longer than `max_chars` characters and no nesting deeper than
+    `MAX_DEPTH`. Checking is cheaper than rebuilding, and an audit detail almost always fits;
+    the walk is iterative and calls nothing per leaf, since it runs on every audited check."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if len(item) > max_chars:
+                return False
+            continue
+        if kind is dict:
+            for k in item:
+                if type(k) is not str or len(k) > max_chars:
+                    return False
+            children = item.values()
+        elif kind is list or kind is tuple:
+            children = item
+        elif isinstance(item, str | dict | list | tuple):
+            return False  # subclasses: take the long way
+        else:
+            continue
         if depth >= MAX_DEPTH:
             return False
-        for k, v in value.items():
-            if type(k) is str and len(k) > max_chars:
-                return False
-            if not _fits(v, max_chars, depth + 1):
-                return False
-        return True
-    if type(value) is list or type(value) is tuple:
-        if depth >= MAX_DEPTH:
-            return False
-        return all(_fits(v, max_chars, depth + 1) for v in value)
-    return not isinstance(value, str | dict | list | tuple)  # subclasses: take the long way
+        for child in children:
+            if type(child) is str:
+                if len(child) > max_chars:
+                    return False
+            else:
+                stack.append((child, depth + 1))
+    return True
 
 
 def bound_json(value: JSON, max_bytes: int, depth: int = 0) -> JSON:
@@ -94,10 +107,14 @@ def bound_detail(
 ) -> tuple[dict[str, JSON], str | None]:
     """`bound_payload`, and the result's canonical JSON when it was computed on the way (the
     common case: a detail that fits), so a write need not encode it again."""
-    out = bound_json(payload, limits.max_audit_field_bytes)
+    n = limits.max_audit_field_bytes
+    fits = _fits(payload, n // 4)  # no character takes more than 4 bytes
+    out = payload if fits else bound_json(payload, n)
     assert isinstance(out, dict)
     try:
-        text: str | None = canonical_json(out)
+        # A detail that fits has string keys only (`_fits` checked): encode it without a second
+        # walk.
+        text: str | None = canonical_json_of_str_keys(out) if fits else canonical_json(out)
     except InvalidValueError:
         text = None  # not JSON: measured below, refused by the write with the real reason
     if text is not None:

@@ -9,6 +9,7 @@ The store knows no caller's vocabulary: callers map their own records to entries
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from copy import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -100,17 +101,29 @@ def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
         return truncate_text(text, n) if isinstance(text, str) else text
 
     detail, text = bound_detail(dict(entry.detail), limits)
-    bounded = replace(
-        entry,
-        kind=cut(entry.kind),
-        verdict=cut(entry.verdict),
-        subject=cut(entry.subject),
-        labels={cut(k): cut(v) for k, v in entry.labels.items()},
-        detail=detail,
-    )
+    short = n // 4  # no character takes more than 4 bytes
+    strings = (entry.kind, entry.verdict, entry.subject or "", *entry.labels.items())
+    if text is not None and all(_short(s, short) for s in strings):
+        bounded = copy(entry)  # nothing to cut (the common case): no re-validation
+        object.__setattr__(bounded, "detail", detail)
+    else:
+        bounded = replace(
+            entry,
+            kind=cut(entry.kind),
+            verdict=cut(entry.verdict),
+            subject=cut(entry.subject),
+            labels={cut(k): cut(v) for k, v in entry.labels.items()},
+            detail=detail,
+        )
     if text is not None:
         object.__setattr__(bounded, _DETAIL_JSON, text)  # frozen, but this is a cache
     return bounded
+
+
+def _short(item: Any, max_chars: int) -> bool:
+    if type(item) is tuple:  # a label (name, value)
+        return all(_short(part, max_chars) for part in item)
+    return isinstance(item, str) and len(item) <= max_chars
 
 
 _DETAIL_JSON = "_detail_json"

@@ -79,6 +79,12 @@ def _check_keys(value: JSON) -> None:
 def canonical_json(value: JSON) -> str:
     """Encode `value` as canonical JSON (sorted keys, no spaces, no NaN); raise on non-JSON."""
     _check_keys(value)
+    return canonical_json_of_str_keys(value)
+
+
+def canonical_json_of_str_keys(value: JSON) -> str:
+    """`canonical_json` for a caller that has already checked that every object key in `value`
+    is a string (the one check the encoder cannot make itself)."""
     try:
         text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
