@@ -36,6 +36,7 @@ from .factory import (
     default_store_url,
     open_async_store,
     open_store,
+    sqlite_on_loop,
 )
 from .journal import Entry, JournalQuery, ToEntry
 from .leases import DropLease, ExpectHead, HoldKey, Lease
@@ -161,6 +162,7 @@ __all__ = [
     "redact_url",
     "sign_head",
     "sign_owner",
+    "sqlite_on_loop",
     "validate_agent",
     "validate_key",
     "walk_frontier",

@@ -8,6 +8,7 @@ A URL's scheme names its backend in a registry: the built-in ones below, those a
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from .errors import ConfigError
@@ -30,6 +31,16 @@ BackendFactory = Callable[[str, StoreLimits, bool], AsyncStore]
 ENTRY_POINT_GROUP = "planfence.stores"
 
 
+def sqlite_on_loop(url: str) -> str:
+    """`url` with `io=loop` when it names a SQLite store and does not choose where its calls run
+    itself; any other URL unchanged. Servers open their store this way: a gated request then
+    reads and writes SQLite on the server's event loop, without a hop to the store's thread
+    (a write that would wait for another process's lock still waits on the thread)."""
+    if not url.startswith("sqlite:") or re.search(r"[?&]io=", url):
+        return url
+    return f"{url}{'&' if '?' in url else '?'}io=loop"
+
+
 def _memory(url: str, limits: StoreLimits, create: bool) -> AsyncStore:
     from .backends.memory import MemoryStore
 
@@ -45,6 +56,7 @@ def _sqlite(url: str, limits: StoreLimits, create: bool) -> AsyncStore:
         limits=limits,
         synchronous=options.get("synchronous", "NORMAL"),
         create=_flag(options["create"]) if "create" in options else create,
+        io=options.get("io", "thread"),
     )
 
 

@@ -22,7 +22,14 @@ from typing import Any
 
 from planfence.plugins.gate import AuditMode, GateMiddleware, Middleware, Policy, ToolCall
 from planfence.plugins.gate.fence import TokenSigner
-from planfence.shared_memory import AsyncStore, PlanFenceError, Store, StoreBridge, validate_agent
+from planfence.shared_memory import (
+    AsyncStore,
+    PlanFenceError,
+    Store,
+    StoreBridge,
+    sqlite_on_loop,
+    validate_agent,
+)
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("mcp", "the MCP server middleware"):
@@ -61,7 +68,8 @@ class ToolJudge:
     the allowed result stamped with the decision.
 
     Args:
-        store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge`.
+        store: an `AsyncStore`, a sync `Store`, a store URL (a SQLite one is opened with its
+            calls on the server's event loop, see `sqlite_on_loop`), or a `StoreBridge`.
         policy: a `Policy`, its dict form, or the TOML file's path.
         agent: who calls, when a call's `_meta` does not say.
         middleware: planfence middleware around the gate, outermost first.
@@ -80,6 +88,8 @@ class ToolJudge:
         audit: AuditMode = True,
         signing_key: TokenSigner | None = None,
     ) -> None:
+        if isinstance(store, str):  # opened here: SQLite on the server's loop, no hop per call
+            store = sqlite_on_loop(store)
         self.seam = GateMiddleware(
             store,
             load_policy(policy),

@@ -15,7 +15,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from planfence.plugins.gate import AuditMode, Gate, Policy
 from planfence.plugins.gate.fence import TokenSigner
-from planfence.shared_memory import open_async_store
+from planfence.shared_memory import open_async_store, sqlite_on_loop
 
 from .http_guard import TOKEN_ENV, HttpGuard, is_loopback
 from .policy_fit import warn_about_policy
@@ -48,7 +48,8 @@ async def serve(
     policy = Policy.load(policy_path)
     target: UpstreamTarget = upstream_url if upstream_url else stdio_upstream(command)
     # A mistyped path must not become a new, empty store: the proxy only reads what exists.
-    store = await open_async_store(store_url, create=False)
+    # SQLite is read and written on the proxy's event loop (no hop per gated call).
+    store = await open_async_store(sqlite_on_loop(store_url), create=False)
     gate = Gate(store, policy, audit=audit)
     try:
         async with open_proxy(

@@ -85,6 +85,14 @@ def snapshot_flow(
     parents only down to records whose frontier is remembered (the first time, it prefetches the
     lineage); without, the first batch prefetches the whole lineage. The flag is asked last, only
     for a plan that supersedes one."""
+    known = memo.root(root_id) if memo is not None else None
+    if known is not None and memo is not None:
+        # A plan checked before: neither it nor its lineage is read again, only the heads.
+        remembered = memo.frontier((root_id,), scope)
+        if remembered is not None:
+            [states] = yield [GetKeys(scope)]
+            flagged = yield from _flag_flow(known, flag)
+            return PlanSnapshot(known, remembered, states if scope else {}, flagged)
     first: Lineage | GetRecords = (
         GetRecords((root_id,)) if memo is not None else Lineage((root_id,), scope, max_records)
     )
@@ -97,14 +105,19 @@ def snapshot_flow(
     if root is None:
         return PlanSnapshot(None)
     if memo is not None:
+        memo.remember_root(root)
         frontier = yield from memo_walk_flow((root_id,), scope, max_records, memo, prefetched)
     else:
         frontier = yield from walk_flow((root_id,), scope, max_records, prefetched)
-    flagged = False
-    if root.supersedes and flag is not None:
-        [hits] = yield [QueryJournal(flag.query(root.supersedes))]
-        flagged = bool(hits)
+    flagged = yield from _flag_flow(root, flag)
     return PlanSnapshot(root, frontier, states if scope else {}, flagged)
+
+
+def _flag_flow(root: Record, flag: Flag | None) -> ReadFlow[bool]:
+    if not root.supersedes or flag is None:
+        return False
+    [hits] = yield [QueryJournal(flag.query(root.supersedes))]
+    return bool(hits)
 
 
 def _scope(store: AsyncStore, root_id: str, scope: Iterable[str]) -> tuple[str, ...]:

@@ -1,19 +1,18 @@
 """SQLite backend, the default: one file, WAL, safe for several processes on one machine.
 
-All SQLite calls run on one dedicated thread per store, so the event loop never blocks on a busy
-database. Writes take the write lock up front (`BEGIN IMMEDIATE`), which makes the check-and-write
-of a batch atomic across processes.
+SQLite calls run on one dedicated thread per store, so the event loop never blocks on a busy
+database; with `io="loop"` (URL option `io=loop`) they run on the event loop and go to the
+thread only to wait for a lock (see `sqlite_runner`). Writes take the write lock up front
+(`BEGIN IMMEDIATE`), which makes the check-and-write of a batch atomic across processes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,6 +62,7 @@ from .sqlite_files import (
     sqlite_path_from_url,
 )
 from .sqlite_leases import _apply_leases, _lease_rows
+from .sqlite_runner import Busy, SQLiteRunner
 from .sqlite_schema import _PREFETCH_SQL, MIGRATIONS
 
 T = TypeVar("T")
@@ -83,6 +83,7 @@ class SQLiteStore(AsyncStore):
         busy_timeout: float = 30.0,
         synchronous: str = "NORMAL",
         create: bool = True,
+        io: str = "thread",
     ) -> None:
         super().__init__(limits=limits)
         # Resolved once, so the store does not move when the working directory changes.
@@ -94,7 +95,7 @@ class SQLiteStore(AsyncStore):
             raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
         self.synchronous = synchronous.upper()
         self.poll_interval = 0.02
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planfence-sqlite")
+        self._runner = SQLiteRunner(io, busy_timeout)
         self._conn: sqlite3.Connection | None = None
         self._ready = False
         self._closed = False
@@ -124,7 +125,7 @@ class SQLiteStore(AsyncStore):
         target = ":memory:" if memory else _file_uri(self.path, "rwc" if self.create else "rw")
         conn = sqlite3.connect(
             target,
-            timeout=self.busy_timeout,
+            timeout=self._runner.connection_timeout,
             isolation_level=None,
             check_same_thread=False,
             uri=not memory,
@@ -132,7 +133,7 @@ class SQLiteStore(AsyncStore):
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._runner.connection_timeout * 1000)}")
         except BaseException:
             conn.close()
             raise
@@ -143,7 +144,9 @@ class SQLiteStore(AsyncStore):
             await self.setup()
         return await self._call(fn)
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _call(
+        self, fn: Callable[[sqlite3.Connection], T], *, may_run_on_loop: bool = True
+    ) -> T:
         if self._closed:
             raise StoreUnavailableError(f"the SQLite store {self.path} is closed")
 
@@ -153,12 +156,11 @@ class SQLiteStore(AsyncStore):
             except sqlite3.Error as exc:  # locked, disk full, corrupt: the store is unusable now
                 raise StoreUnavailableError(f"SQLite store {self.path}: {exc}") from exc
 
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, guarded)
+        # On the loop only once the schema is in place: opening and migrating may wait.
+        return await self._runner.call(guarded, may_run_on_loop=may_run_on_loop and self._ready)
 
-    @staticmethod
-    def _in_tx(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn.execute("BEGIN IMMEDIATE")
+    def _in_tx(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        self._runner.begin_write(conn)
         try:
             out = fn(conn)
             conn.execute("COMMIT")
@@ -198,7 +200,7 @@ class SQLiteStore(AsyncStore):
             self._conn = None
         self._closed = True
         self._ready = False
-        self._executor.shutdown(wait=False)
+        self._runner.shutdown()
 
     # ---- primitives
 
@@ -216,9 +218,10 @@ class SQLiteStore(AsyncStore):
     async def _transact(
         self, flow: ReadFlow[T], decide: Decide[T] | None
     ) -> tuple[T, WriteResult | None]:
-        # One hop to the database thread: the reads (in one read transaction, no lock), the
-        # decision, then a short write transaction, so reads never hold the write lock.
-        def run(conn: sqlite3.Connection) -> tuple[T, WriteResult | None]:
+        # One call (one hop to the database thread, or none on the loop): the reads (in one read
+        # transaction, no lock), the decision, then a short write transaction, so reads never
+        # hold the write lock.
+        def run(conn: sqlite3.Connection) -> tuple[T, WriteResult | WriteBatch | None]:
             def answer(asked: list[ReadOp]) -> list[Any]:
                 return self._answer_ops(conn, asked)
 
@@ -228,9 +231,19 @@ class SQLiteStore(AsyncStore):
             batch = decide(result) if decide is not None else None
             if batch is None:
                 return result, None
-            return result, self._in_tx(conn, lambda c: self._write_tx(c, batch))
+            try:
+                return result, self._in_tx(conn, lambda c: self._write_tx(c, batch))
+            except Busy:  # on the loop, with the lock taken: the write waits on the thread
+                return result, batch
 
-        return await self._run(run)
+        result, written = await self._run(run)
+        if isinstance(written, WriteBatch):  # decided already: only the write runs again
+            batch = written
+            written = await self._call(
+                lambda conn: self._in_tx(conn, lambda c: self._write_tx(c, batch)),
+                may_run_on_loop=False,
+            )
+        return result, written
 
     @staticmethod
     def _snapshot_reads(conn: sqlite3.Connection, fn: Callable[[], T]) -> T:

@@ -19,19 +19,22 @@ _SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 def sqlite_options_from_url(url: str) -> dict[str, str]:
     """Options in the URL's query: `synchronous=normal|full` (default normal: durable across
-    process crashes; full also across power loss, at the cost of an fsync per write), and
-    `create=1|0` (whether a missing file may be created; see `create_async_store`)."""
+    process crashes; full also across power loss, at the cost of an fsync per write),
+    `create=1|0` (whether a missing file may be created; see `create_async_store`), and
+    `io=thread|loop` (where calls run; see `sqlite_runner`)."""
     from urllib.parse import parse_qsl
 
     query = url.partition("?")[2]
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"synchronous", "create"}
+    unknown = set(opts) - {"synchronous", "create", "io"}
     if unknown:
         raise ConfigError(
             f"unknown SQLite store option {sorted(unknown)[0]!r} in {redact_url(url)!r}"
         )
     if "synchronous" in opts and opts["synchronous"].upper() not in _SYNC_MODES:
         raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
+    if opts.get("io", "thread") not in ("thread", "loop"):
+        raise ConfigError(f"io must be thread or loop, not {opts['io']!r}")
     return opts
 
 

@@ -1,5 +1,6 @@
 """The conformance suite (`planfence.shared_memory.conformance`) on every backend we ship
-(memory, SQLite, PostgreSQL) and on a toy backend that implements only the primitives."""
+(memory, SQLite on its thread and on the event loop, PostgreSQL) and on a toy backend that
+implements only the primitives."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ async def test_backend_conforms(check: Check, store_url: str) -> None:
         check, lambda limits: create_async_store(store_url, limits=limits), {TAMPER, TAMPER_HEADS}
     )
     # Every backend we ship holds leases, so only the check for those without is skipped.
+    assert ran == (check is not a_backend_without_leases_refuses_them)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=check_id)
+async def test_sqlite_on_the_event_loop_conforms(check: Check, sqlite_url: str) -> None:
+    url = f"{sqlite_url}?io=loop"
+    ran = await run_check(
+        check, lambda limits: create_async_store(url, limits=limits), {TAMPER, TAMPER_HEADS}
+    )
     assert ran == (check is not a_backend_without_leases_refuses_them)
 
 

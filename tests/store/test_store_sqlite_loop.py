@@ -1,0 +1,150 @@
+"""SQLite with its calls on the event loop (`io=loop`): no hand-off to the store's thread, and
+never a loop that sleeps on another process's lock (a write that must wait goes to the thread).
+The conformance suite runs on it too (`test_store_conformance`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from planfence.plugins.gate import Gate, Policy, create_plan
+from planfence.shared_memory import (
+    ConfigError,
+    StoreUnavailableError,
+    create_async_store,
+    sqlite_on_loop,
+)
+from planfence.shared_memory.backends.sqlite import SQLiteStore
+
+T = TypeVar("T")
+POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n')
+ARGS = {"id": "7"}
+
+
+async def _while_ticking(
+    work: Awaitable[T], release: Any, hold_for: float = 0.2
+) -> tuple[T, float]:
+    """Await `work` while the loop ticks every 10 ms; call `release` after `hold_for` seconds.
+    Returns the result and the longest gap between two ticks (a stalled loop shows here)."""
+    task = asyncio.ensure_future(work)
+    gaps: list[float] = []
+    start = last = time.monotonic()
+    released = False
+    while not task.done():
+        await asyncio.sleep(0.01)
+        now = time.monotonic()
+        gaps.append(now - last)
+        last = now
+        if not released and now - start >= hold_for:
+            assert not task.done(), "the work finished while the lock was held"
+            release()
+            released = True
+    return await task, max(gaps)
+
+
+async def test_calls_run_on_the_loop_with_io_loop_and_on_the_store_thread_by_default(
+    tmp_path: Path,
+) -> None:
+    for io, on_loop in (("loop", True), ("thread", False)):
+        store = create_async_store(f"sqlite:///{tmp_path / io}.db?io={io}")
+        await store.setup()
+        try:
+            ident = await store._call(lambda conn: threading.get_ident())  # type: ignore[attr-defined]
+            assert (ident == threading.get_ident()) is on_loop
+        finally:
+            await store.aclose()
+
+
+async def test_a_write_waits_for_another_connections_lock_on_the_thread_not_the_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, io="loop", busy_timeout=5.0)
+    await store.setup()
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        await store.own("order/7", "sales")
+        holder.execute("BEGIN IMMEDIATE")
+        rec, stalled = await _while_ticking(
+            store.put("order/7", {"n": 1}, author="sales"), lambda: holder.execute("ROLLBACK")
+        )
+        assert stalled < 0.15  # a write sleeping on the lock on the loop would stall it 0.2 s
+        assert (await store.states(["order/7"]))["order/7"].head == rec.id
+    finally:
+        holder.close()
+        await store.aclose()
+
+
+async def test_an_audited_allow_waits_for_the_lock_on_the_thread_and_is_recorded(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, io="loop", busy_timeout=5.0)
+    await store.setup()
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        await store.own("order/7", "sales")
+        order = await store.put("order/7", {"n": 0}, author="sales")
+        plan = await create_plan(store, author="planner", parents=[order.id])
+        gate = Gate(store, POLICY)
+        assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"  # memo warm
+        holder.execute("BEGIN IMMEDIATE")
+        verdict, stalled = await _while_ticking(
+            gate.check("ship", ARGS, plan.id), lambda: holder.execute("ROLLBACK")
+        )
+        assert stalled < 0.15
+        assert (verdict.verdict, verdict.reason) == ("allow", "current")
+        assert verdict.decision_id is not None
+        [entry] = await store.journal(kind="gate", subject=plan.id, limit=1)
+        assert entry.id == verdict.decision_id
+    finally:
+        holder.close()
+        await store.aclose()
+
+
+async def test_an_allow_that_cannot_be_recorded_in_time_blocks(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, io="loop", busy_timeout=0.05)
+    await store.setup()
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        await store.own("order/7", "sales")
+        order = await store.put("order/7", {"n": 0}, author="sales")
+        plan = await create_plan(store, author="planner", parents=[order.id])
+        holder.execute("BEGIN EXCLUSIVE")
+        verdict = await Gate(store, POLICY).check("ship", ARGS, plan.id)
+        assert (verdict.verdict, verdict.reason) == ("block", "audit_unavailable")
+        with pytest.raises(StoreUnavailableError, match="locked"):
+            await store.put("order/7", {"n": 9}, author="sales")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        await store.aclose()
+
+
+def test_where_calls_run_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="io must be"):
+        create_async_store(f"sqlite:///{tmp_path / 's.db'}?io=fast")
+    with pytest.raises(ConfigError, match="io must be"):
+        SQLiteStore(tmp_path / "s.db", io="fast")
+
+
+@pytest.mark.parametrize(
+    ("url", "opened"),
+    [
+        ("sqlite:///team.db", "sqlite:///team.db?io=loop"),
+        ("sqlite:///team.db?synchronous=full", "sqlite:///team.db?synchronous=full&io=loop"),
+        ("sqlite:///team.db?io=thread", "sqlite:///team.db?io=thread"),
+        ("memory://", "memory://"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+    ],
+)
+def test_servers_open_sqlite_on_their_loop_unless_the_url_chooses(url: str, opened: str) -> None:
+    assert sqlite_on_loop(url) == opened
