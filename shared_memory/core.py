@@ -69,10 +69,11 @@ class StoreCore:
         await asyncio.sleep(min(self.poll_interval, timeout))
 
     async def _transact(
-        self, flow: ReadFlow[T], decide: Decide[T] | None
+        self, flow: ReadFlow[T], decide: Decide[T] | None, short: bool = False
     ) -> tuple[T, WriteResult | None]:
         """Run `flow`, then write the batch `decide` returns (None: nothing). Backends may
-        override to do both in one hop; the write is not conditional on the reads."""
+        override to do both in one hop; the write is not conditional on the reads. `short`:
+        the flow reads little, so a backend may hold its write lock from the first read."""
         result = await self._run_flow(flow)
         batch = decide(result) if decide is not None else None
         return result, (await self._write(batch) if batch is not None else None)
@@ -146,12 +147,15 @@ class StoreCore:
         """Run a flow of dependent reads (in one hop where the backend can)."""
         return (await self._transact(flow, None))[0]
 
-    async def transact(self, flow: ReadFlow[T], decide: Decide[T]) -> tuple[T, WriteResult | None]:
+    async def transact(
+        self, flow: ReadFlow[T], decide: Decide[T], *, short: bool = False
+    ) -> tuple[T, WriteResult | None]:
         """Run `flow`, let `decide` (pure, fast, no I/O) turn its result into a write batch or
-        None, and apply that batch; in one hop where the backend can (SQLite)."""
+        None, and apply that batch; in one hop where the backend can (SQLite). `short=True`
+        says the flow reads a row or two: SQLite then runs reads and write in one transaction."""
 
         def checked(result: T) -> WriteBatch | None:
             batch = decide(result)
             return None if batch is None else self._signed(checked_batch(batch, self.limits))
 
-        return await self._transact(flow, checked)
+        return await self._transact(flow, checked, short)

@@ -4,8 +4,9 @@ One trivial echo tool, called over stdio (a) directly, (b) through `planfence pr
 on (a real plan checked against the benchmark's own store, every decision audited), (c) through
 the proxy as an ungated tool, and on the same server with the gate inside it as server middleware
 (`PlanFenceGate`, gate on): (d) as shipped, every decision on record before the tool runs, and
-(e) with `audit="deferred"`, allows recorded in batches just after. The clients are open at once
-and called in turn, so drift on a shared machine hits all alike. Then cold start: launch to the
+(e) with `audit="deferred"`, allows recorded in batches just after. Each gated server has its own
+throwaway store, seeded alike. The clients are open at once and called in turn, so drift on a
+shared machine hits all alike. Then cold start: launch to the
 first `tools/list`, directly and through the proxy. Run as a module, this file is the trivial
 upstream server (`--gate POLICY STORE`: with the in-server gate).
 """
@@ -51,6 +52,7 @@ REPEAT, QUICK_REPEAT = 300, 20
 WARMUP, QUICK_WARMUP = 30, 3
 PATHS = ("direct", "proxied", "ungated", "inprocess", "inprocess_deferred")
 COLD_STARTS, QUICK_COLD_STARTS = 3, 1
+GATED_SERVERS = ("proxy", "in-server", "in-server, deferred audit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -147,52 +149,59 @@ async def _measure(
     from planfence.shared_memory import open_async_store
 
     samples: dict[str, list[float]] = {name: [] for name in PATHS}
-    target = bench_store(store_url, shared=True)
+    # Each gated server has a store of its own, seeded alike: one server's audit writes would
+    # otherwise make every other server's next read reload what changed (another process wrote).
+    targets = [bench_store(store_url, shared=True) for _ in GATED_SERVERS]
     try:
-        results["stores"].append(target.describe())
-        with tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp:
+        plans: list[str] = []
+        for target in targets:
+            results["stores"].append(target.describe())
             store = await open_async_store(target.url)
             try:
                 await store.own("bench/k", "planner")
                 rec = await store.put("bench/k", {"v": 1}, author="planner")
-                plan = await create_plan(store, author="planner", parents=[rec.id])
+                plans.append((await create_plan(store, author="planner", parents=[rec.id])).id)
             finally:
                 await store.aclose()
+        with tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp:
             policy = Path(tmp) / "policy.toml"
             policy.write_text(POLICY)
+            at_proxy, in_server, deferring = (t.url for t in targets)
 
             env = dict(os.environ)
             upstream = [sys.executable, "-m", "planfence.demos.bench.proxy"]
             direct = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
             proxy = ["-m", "planfence.adapters.cli", "proxy", "--policy", str(policy)]
-            proxy += ["--store", target.url]
+            proxy += ["--store", at_proxy]
             proxied = StdioServerParameters(
                 command=sys.executable, args=[*proxy, "--", *upstream], env=env
             )
-            gated = [*upstream, "--gate", str(policy), target.url]
-            in_server = StdioServerParameters(command=gated[0], args=gated[1:], env=env)
-            deferring = [*upstream, "--gate-deferred", str(policy), target.url]
+            gated = [*upstream, "--gate", str(policy), in_server]
+            in_server_gated = StdioServerParameters(command=gated[0], args=gated[1:], env=env)
+            deferred = [*upstream, "--gate-deferred", str(policy), deferring]
             in_server_deferred = StdioServerParameters(
-                command=deferring[0], args=deferring[1:], env=env
+                command=deferred[0], args=deferred[1:], env=env
             )
-            gated_meta = cast("RequestParamsMeta", {"dev.planfence/plan": plan.id})
+            meta_proxy, meta_in_server, meta_deferred = (
+                cast("RequestParamsMeta", {"dev.planfence/plan": plan}) for plan in plans
+            )
             async with (
                 Client(direct, cache=None) as d,
                 Client(proxied, cache=None) as p,
-                Client(in_server, cache=None) as g,
+                Client(in_server_gated, cache=None) as g,
                 Client(in_server_deferred, cache=None) as gd,
             ):
                 paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
                     "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
                     "proxied": lambda i: p.call_tool(
-                        "echo", {"key": "k", "text": str(i)}, meta=gated_meta
+                        "echo", {"key": "k", "text": str(i)}, meta=meta_proxy
                     ),
                     "ungated": lambda i: p.call_tool("echo_free", {"text": str(i)}),
                     "inprocess": lambda i: g.call_tool(
-                        "echo", {"key": "k", "text": str(i)}, meta=gated_meta
+                        "echo", {"key": "k", "text": str(i)}, meta=meta_in_server
                     ),
                     "inprocess_deferred": lambda i: gd.call_tool(
-                        "echo", {"key": "k", "text": str(i)}, meta=gated_meta
+                        "echo", {"key": "k", "text": str(i)}, meta=meta_deferred
                     ),
                 }
                 with Progress("bench proxy", warmup + calls) as progress:
@@ -213,7 +222,8 @@ async def _measure(
             }
     finally:
         results.update(_summary(samples))
-        target.cleanup()
+        for target in targets:
+            target.cleanup()
 
 
 async def _cold_start(params: Any, runs: int) -> float:

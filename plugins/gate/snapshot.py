@@ -169,7 +169,10 @@ async def snapshot_and_log(
         entry = decide(snap)
         return None if entry is None else WriteBatch(decisions=(entry,))
 
+    # A plan checked before reads only the heads (and maybe one journal row): one transaction.
+    short = memo is not None and memo.root(root_id) is not None
+    short = short and memo is not None and memo.frontier((root_id,), keys) is not None
     snap, written = await store.transact(
-        snapshot_flow(root_id, keys, max_records, flag, memo), entry_batch
+        snapshot_flow(root_id, keys, max_records, flag, memo), entry_batch, short=short
     )
     return snap, (written.entry_ids[0] if written is not None else None)

@@ -216,18 +216,25 @@ class SQLiteStore(AsyncStore):
         return await self._run(lambda conn: self._in_tx(conn, lambda c: self._write_tx(c, batch)))
 
     async def _transact(
-        self, flow: ReadFlow[T], decide: Decide[T] | None
+        self, flow: ReadFlow[T], decide: Decide[T] | None, short: bool = False
     ) -> tuple[T, WriteResult | None]:
-        # One call (one hop to the database thread, or none on the loop): the reads (in one read
-        # transaction, no lock), the decision, then a short write transaction, so reads never
-        # hold the write lock.
-        def run(conn: sqlite3.Connection) -> tuple[T, WriteResult | WriteBatch | None]:
-            def answer(asked: list[ReadOp]) -> list[Any]:
-                return self._answer_ops(conn, asked)
+        # One call (one hop to the database thread, or none on the loop). A short flow runs in
+        # the write transaction itself (one transaction, the lock held for a row or two);
+        # otherwise the reads run in a read transaction (no lock), then the decision, then a
+        # short write transaction, so a long walk never holds the write lock.
+        def answer(conn: sqlite3.Connection) -> Callable[[Sequence[ReadOp]], list[Any]]:
+            return lambda ops: self._answer_sync(ops, lambda asked: self._answer_ops(conn, asked))
 
-            result = self._snapshot_reads(
-                conn, lambda: drive(flow, lambda ops: self._answer_sync(ops, answer))
-            )
+        def in_one(conn: sqlite3.Connection) -> tuple[T, WriteResult | None]:
+            def body(c: sqlite3.Connection) -> tuple[T, WriteResult | None]:
+                result = drive(flow, answer(c))
+                batch = decide(result) if decide is not None else None
+                return result, (self._write_tx(c, batch) if batch is not None else None)
+
+            return self._in_tx(conn, body)  # `Busy` at BEGIN: nothing read yet, so it reruns
+
+        def in_two(conn: sqlite3.Connection) -> tuple[T, WriteResult | WriteBatch | None]:
+            result = self._snapshot_reads(conn, lambda: drive(flow, answer(conn)))
             batch = decide(result) if decide is not None else None
             if batch is None:
                 return result, None
@@ -236,7 +243,9 @@ class SQLiteStore(AsyncStore):
             except Busy:  # on the loop, with the lock taken: the write waits on the thread
                 return result, batch
 
-        result, written = await self._run(run)
+        if short and decide is not None:
+            return await self._run(in_one)
+        result, written = await self._run(in_two)
         if isinstance(written, WriteBatch):  # decided already: only the write runs again
             batch = written
             written = await self._call(
@@ -313,6 +322,8 @@ class SQLiteStore(AsyncStore):
     @staticmethod
     def _write_tx(conn: sqlite3.Connection, batch: WriteBatch) -> WriteResult:
         at = utc_now()
+        if batch.journal_only:  # the gate's audit record: no key, record or lease to check
+            return SQLiteStore._append_entries(conn, batch, at, WriteResult())
         keys, refs = batch.keys(), sorted(batch.referenced_ids())
         # A batch of journal entries alone (the gate's audit record) touches no key or record.
         states = (
@@ -358,6 +369,12 @@ class SQLiteStore(AsyncStore):
         for ch in planned.changes:
             cur = conn.execute(_INSERT_CHANGE, change_row(ch))
             result.changes.append(replace(ch, seq=int(cur.lastrowid or 0)))
+        return SQLiteStore._append_entries(conn, batch, at, result)
+
+    @staticmethod
+    def _append_entries(
+        conn: sqlite3.Connection, batch: WriteBatch, at: str, result: WriteResult
+    ) -> WriteResult:
         for entry in batch.entries:
             cur = conn.execute(
                 "INSERT INTO journal (at, kind, subject, verdict, labels, detail) "
