@@ -8,6 +8,7 @@ identically on every backend.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from copy import copy
 from dataclasses import dataclass, field, replace
 from typing import cast
 
@@ -166,8 +167,10 @@ def checked_batch(batch: WriteBatch, limits: StoreLimits) -> WriteBatch:
         validate_key(e.key, limits)
         if e.head is not None:
             validate_record_id(e.head)
-    entries = tuple(bound_entry(e, limits) for e in batch.entries)
-    return replace(batch, records=tuple(records), decisions=entries)  # every other field kept
+    checked = copy(batch)  # every other field kept; the entries are `Entry`s already
+    object.__setattr__(checked, "records", tuple(records))
+    object.__setattr__(checked, "decisions", tuple(bound_entry(e, limits) for e in batch.entries))
+    return checked
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..journal import Entry, JournalQuery, detail_json
 from ..model import Change, KeyState
-from ..records import Record, canonical_json
+from ..records import Record, canonical_json_of_str_keys
 
 RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
 """Record columns in the order of `StoredFields` (value holds the canonical `value_json`)."""
@@ -95,7 +95,7 @@ def entry_row(entry: Entry, at: str) -> tuple[str, str, str | None, str, str, st
         entry.kind,
         entry.subject,
         entry.verdict,
-        canonical_json(dict(entry.labels)),
+        canonical_json_of_str_keys(dict(entry.labels)),  # `Entry` holds str -> str labels
         detail_json(entry),
     )
 

@@ -132,7 +132,10 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
     assert all(v > 0 for v in data["cold_start_ms"].values())
     assert data["calls"] == 5 and data["warmup"] == 2 and data["interrupted"] is False
     assert all(data[k] > 0 for k in timings)
-    assert [s["backend"] for s in data["stores"]] == ["sqlite"]
+    # One throwaway store per gated server (the proxy, the in-server gate, and its deferred twin),
+    # each removed afterwards.
+    assert [s["backend"] for s in data["stores"]] == ["sqlite"] * 3
+    assert len({s["url"] for s in data["stores"]}) == 3
     assert "ratio proxied/direct" in done.stdout and "in-server gate" in done.stdout
 
 
