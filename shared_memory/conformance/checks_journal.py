@@ -1,14 +1,18 @@
-"""The change feed, subscriptions, a replica following them, and the audit journal."""
+"""The change feed, subscriptions, a replica following them, the audit journal, and
+`transact` (reads, then the write they decide)."""
 
 from __future__ import annotations
 
 import asyncio
 
+from ..batches import AdvanceHead, WriteBatch
+from ..errors import HeadConflictError
 from ..journal import Entry
 from ..model import Change
+from ..reads import GetKeys, ReadFlow
 from ..replica import Replica
 from ..store import AsyncStore
-from .runner import Check, Context
+from .runner import Check, Context, raises
 
 REQ = "trip/42/requirements"
 QUOTE = "trip/42/quote"
@@ -148,6 +152,41 @@ async def journal_strings_are_bounded(store: AsyncStore, ctx: Context) -> None:
     assert "[truncated" in e.labels["tool"] and "[truncated" in str(e.detail["m"])
 
 
+async def transact_reads_then_writes_what_was_decided(store: AsyncStore, ctx: Context) -> None:
+    """`transact`: the flow's answer reaches `decide`, and the batch it returns is written
+    (journal ids back, in order); None writes nothing; a refused batch writes none of it. Both
+    with a long flow and with `short=True` (one transaction where the backend can)."""
+    await store.own(REQ, "planner")
+    rec = await store.put(REQ, 1, author="planner")
+
+    def heads_flow() -> ReadFlow[str | None]:
+        [states] = yield [GetKeys((REQ,))]
+        return states[REQ].head if REQ in states else None
+
+    for short in (False, True):
+        seen: list[str | None] = []
+
+        def decide(head: str | None, seen: list[str | None] = seen) -> WriteBatch:
+            seen.append(head)
+            return WriteBatch(decisions=(Entry("t", "one", head), Entry("t", "two", head)))
+
+        head, written = await store.transact(heads_flow(), decide, short=short)
+        assert head == rec.id and seen == [rec.id]
+        assert written is not None and len(written.entry_ids) == 2
+        assert written.entry_ids == sorted(written.entry_ids)
+        found = await store.journal(kind="t", subject=rec.id, limit=2)
+        assert [e.id for e in found] == written.entry_ids[::-1]
+        assert await store.transact(heads_flow(), lambda head: None, short=short) == (head, None)
+        before = await store.journal(limit=1000)
+        stale = WriteBatch(
+            ops=(AdvanceHead(REQ, rec.id, expected="f" * 64, by="planner"),),
+            decisions=(Entry("t", "refused"),),
+        )
+        with raises(HeadConflictError):
+            await store.transact(heads_flow(), lambda head, batch=stale: batch, short=short)
+        assert await store.journal(limit=1000) == before
+
+
 JOURNAL_CHECKS: tuple[Check, ...] = (
     change_feed_order,
     subscribe_yields_everything_then_idles_out,
@@ -155,4 +194,5 @@ JOURNAL_CHECKS: tuple[Check, ...] = (
     journal_filters,
     journal_entries_ride_with_a_write,
     journal_strings_are_bounded,
+    transact_reads_then_writes_what_was_decided,
 )
