@@ -182,8 +182,12 @@ async def transact_reads_then_writes_what_was_decided(store: AsyncStore, ctx: Co
             ops=(AdvanceHead(REQ, rec.id, expected="f" * 64, by="planner"),),
             decisions=(Entry("t", "refused"),),
         )
+
+        def refused(head: str | None, batch: WriteBatch = stale) -> WriteBatch:
+            return batch
+
         with raises(HeadConflictError):
-            await store.transact(heads_flow(), lambda head, batch=stale: batch, short=short)
+            await store.transact(heads_flow(), refused, short=short)
         assert await store.journal(limit=1000) == before
 
 
