@@ -52,7 +52,7 @@ def test_bench_gate_quick_writes_the_documented_json(
 
     for row in data["rows"]:
         assert set(row) == ROW_FIELDS
-        assert row["heads_from"] in {"sqlite", "postgres", "http"}
+        assert row["heads_from"] in {"sqlite", "sqlite/loop", "postgres", "http"}
         assert row["allow_p50_ms"] > 0 and row["allow_p99_ms"] >= row["allow_p50_ms"]
         assert row["bare_read_p50_ms"] > 0 and row["ratio_p50"] > 0
     grid = {(r["heads_from"], r["deps"], r["depth"]) for r in data["rows"]}
@@ -60,6 +60,8 @@ def test_bench_gate_quick_writes_the_documented_json(
         assert {(d, n) for s, d, n in grid if s == source} == {
             (d, n) for d in (1, 4, 16) for n in (1, 10, 100)
         }
+    # the same SQLite file with its calls on the event loop, at |D(a)| = 4
+    assert {(d, n) for s, d, n in grid if s == "sqlite/loop"} == {(4, n) for n in (1, 10, 100)}
     if not any(s == "postgres" for s, _, _ in grid):
         assert "PostgreSQL rows skipped" in printed
     else:

@@ -13,7 +13,7 @@ from typing import Any
 
 from planfence.adapters.cli.common import add_output
 from planfence.adapters.owner_service import Keyring
-from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
+from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store, sqlite_on_loop
 
 from ..harness import (
     BENCH_PG_ENV,
@@ -33,7 +33,7 @@ from ..harness.owners import OWNERS, REQUESTER, owner_services
 from .cases import seed_latency, seed_traffic
 from .measure import http_rows, store_rows, traffic
 from .otel import otel_rows
-from .report import print_tables
+from .report import LOOP_ROWS, print_tables
 from .signing import signing_rows
 
 HELP = "gate allow-path latency vs a bare head read, and head traffic vs the all-key check"
@@ -113,10 +113,19 @@ async def _bench(
         pg = None if extra_pg is None else await _extra_postgres(extra_pg, results, stack)
         sources = 2 + (pg is not None)
         otel_cases = [c for c in cases if c.deps == 4]
+        # The same SQLite file with its calls on the event loop, as the MCP servers open it.
+        loop_cases = otel_cases if target.backend == "sqlite" else []
         progress = stack.enter_context(
-            Progress("bench gate", sources * len(cases) + len(traffic_cases) + len(otel_cases))
+            Progress(
+                "bench gate",
+                sources * len(cases) + len(traffic_cases) + len(otel_cases) + len(loop_cases),
+            )
         )
         await store_rows(target.backend, store, policy, cases, repeat, rows, progress)
+        if loop_cases:
+            on_loop = await open_async_store(sqlite_on_loop(target.url))
+            stack.push_async_callback(on_loop.aclose)
+            await store_rows(LOOP_ROWS, on_loop, policy, loop_cases, repeat, rows, progress)
         await otel_rows(
             store, policy, otel_cases, repeat, results["telemetry"], results["notes"], progress
         )

@@ -15,15 +15,20 @@ SIGNING_LABELS = {
 }
 
 
+LOOP_ROWS = "sqlite/loop"
+
+
 def print_tables(result: Mapping[str, Any]) -> None:
     print_context(result)
     print(f"{result['repeat']} timed checks per latency row")
     print("Allow-path latency of Gate.check vs a bare read of the same heads")
     print("(audited = as shipped, the decision durably recorded before the call may run;")
     print(" deferred = Gate(audit='deferred'), the allow's record written in a batch just after;")
-    print(" no audit = Gate(audit=False), the lineage check alone)")
+    print(" no audit = Gate(audit=False), the lineage check alone;")
+    print(f" {LOOP_ROWS} = the same SQLite file opened with io=loop, its calls on the event")
+    print(" loop as the MCP servers make them: no hand-off to the store's thread, bare read too)")
     print(
-        f"{'heads from':<10} {'|D(a)|':>6} {'depth':>5} {'bare p50':>9} {'audited p50':>11} "
+        f"{'heads from':<11} {'|D(a)|':>6} {'depth':>5} {'bare p50':>9} {'audited p50':>11} "
         f"{'ratio':>6} {'p99':>9} {'deferred p50':>12} {'ratio':>6} {'no-audit p50':>12} "
         f"{'ratio':>6}"
     )
@@ -33,7 +38,7 @@ def print_tables(result: Mapping[str, Any]) -> None:
 
     for r in result["rows"]:
         print(
-            f"{r['heads_from']:<10} {r['deps']:>6} {r['depth']:>5} "
+            f"{r['heads_from']:<11} {r['deps']:>6} {r['depth']:>5} "
             f"{r['bare_read_p50_ms']:>6.3f} ms {r['allow_p50_ms']:>8.3f} ms "
             f"{times(r['ratio_p50']):>6} {r['allow_p99_ms']:>6.3f} ms "
             f"{r['deferred_p50_ms']:>9.3f} ms {times(r['deferred_ratio_p50']):>6} "
