@@ -8,7 +8,8 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ import pytest
 from planfence.plugins.gate import Gate, Policy, create_plan
 from planfence.shared_memory import (
     ConfigError,
+    Record,
     StoreUnavailableError,
     create_async_store,
     sqlite_on_loop,
@@ -62,37 +64,43 @@ async def test_calls_run_on_the_loop_with_io_loop_and_on_the_store_thread_by_def
             await store.aclose()
 
 
-async def test_a_write_waits_for_another_connections_lock_on_the_thread_not_the_loop(
-    tmp_path: Path,
-) -> None:
+@asynccontextmanager
+async def _contended(
+    tmp_path: Path, busy_timeout: float
+) -> AsyncIterator[tuple[SQLiteStore, sqlite3.Connection, Record]]:
+    """A store on the loop with an order and a plan on it, and another connection to its file
+    (the test takes that connection's lock)."""
     path = tmp_path / "s.db"
-    store = SQLiteStore(path, io="loop", busy_timeout=5.0)
+    store = SQLiteStore(path, io="loop", busy_timeout=busy_timeout)
     await store.setup()
     holder = sqlite3.connect(path, isolation_level=None)
     try:
         await store.own("order/7", "sales")
+        order = await store.put("order/7", {"n": 0}, author="sales")
+        yield store, holder, await create_plan(store, author="planner", parents=[order.id])
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+        await store.aclose()
+
+
+async def test_a_write_waits_for_another_connections_lock_on_the_thread_not_the_loop(
+    tmp_path: Path,
+) -> None:
+    async with _contended(tmp_path, busy_timeout=5.0) as (store, holder, _):
         holder.execute("BEGIN IMMEDIATE")
         rec, stalled = await _while_ticking(
             store.put("order/7", {"n": 1}, author="sales"), lambda: holder.execute("ROLLBACK")
         )
         assert stalled < 0.15  # a write sleeping on the lock on the loop would stall it 0.2 s
         assert (await store.states(["order/7"]))["order/7"].head == rec.id
-    finally:
-        holder.close()
-        await store.aclose()
 
 
 async def test_an_audited_allow_waits_for_the_lock_on_the_thread_and_is_recorded(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "s.db"
-    store = SQLiteStore(path, io="loop", busy_timeout=5.0)
-    await store.setup()
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        await store.own("order/7", "sales")
-        order = await store.put("order/7", {"n": 0}, author="sales")
-        plan = await create_plan(store, author="planner", parents=[order.id])
+    async with _contended(tmp_path, busy_timeout=5.0) as (store, holder, plan):
         gate = Gate(store, POLICY)
         assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"  # memo warm
         holder.execute("BEGIN IMMEDIATE")
@@ -104,29 +112,15 @@ async def test_an_audited_allow_waits_for_the_lock_on_the_thread_and_is_recorded
         assert verdict.decision_id is not None
         [entry] = await store.journal(kind="gate", subject=plan.id, limit=1)
         assert entry.id == verdict.decision_id
-    finally:
-        holder.close()
-        await store.aclose()
 
 
 async def test_an_allow_that_cannot_be_recorded_in_time_blocks(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    store = SQLiteStore(path, io="loop", busy_timeout=0.05)
-    await store.setup()
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        await store.own("order/7", "sales")
-        order = await store.put("order/7", {"n": 0}, author="sales")
-        plan = await create_plan(store, author="planner", parents=[order.id])
+    async with _contended(tmp_path, busy_timeout=0.05) as (store, holder, plan):
         holder.execute("BEGIN EXCLUSIVE")
         verdict = await Gate(store, POLICY).check("ship", ARGS, plan.id)
         assert (verdict.verdict, verdict.reason) == ("block", "audit_unavailable")
         with pytest.raises(StoreUnavailableError, match="locked"):
             await store.put("order/7", {"n": 9}, author="sales")
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-        await store.aclose()
 
 
 def test_where_calls_run_is_checked(tmp_path: Path) -> None:
