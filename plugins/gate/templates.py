@@ -11,6 +11,7 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from planfence.shared_memory import InvalidKeyError, PlanFenceError, validate_key
@@ -138,8 +139,12 @@ class KeyTemplate:
             (name, kind): _convert(name, kind, _lookup(args, name))
             for name, kind in zip(self.fields, kinds, strict=True)
         }
-        # One pass over the template: an argument value is never read as a placeholder itself.
-        out = _PLACEHOLDER_RE.sub(lambda m: values[m.group(1), m.group(2) or SEGMENT], self.text)
+        # Literals and placeholders, joined: an argument value is never read as a placeholder.
+        parts = _pieces(self.text)
+        out = parts[0] + "".join(
+            values[parts[i], parts[i + 1] or SEGMENT] + parts[i + 2]
+            for i in range(1, len(parts), 3)
+        )
         try:
             return validate_key(out)
         except InvalidKeyError as exc:
@@ -147,6 +152,13 @@ class KeyTemplate:
             hint = ", ".join(f"{{{n}:enc}}" for n in plain)
             more = f" ({hint} takes any text)" if hint else ""
             raise ScopeError(f"{self.text!r} filled to an invalid key: {exc}{more}") from None
+
+
+@lru_cache(maxsize=1024)
+def _pieces(text: str) -> tuple[Any, ...]:
+    """`text` split at its placeholders: a literal, then (name, convertor or None, literal)
+    for each placeholder."""
+    return tuple(_PLACEHOLDER_RE.split(text))
 
 
 def _convert(name: str, kind: str, text: str) -> str:

@@ -68,6 +68,8 @@ from .sqlite_schema import _PREFETCH_SQL, MIGRATIONS
 T = TypeVar("T")
 _UPSERT_KEY = upsert_key_sql("keys", "?")
 _INSERT_CHANGE = insert_change_sql("changes", "?")
+_FEW_KEYS = 16
+_KEYS_IN = [f"SELECT {KEY_COLS} FROM keys WHERE key IN ({','.join('?' * n)})" for n in range(17)]
 __all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_from_url"]
 
 
@@ -283,10 +285,13 @@ class SQLiteStore(AsyncStore):
             walk = (json.dumps(list(op.roots)), json.dumps(list(op.scope)), op.limit + 1)
             return [_stored(r) for r in conn.execute(_PREFETCH_SQL, walk)]
         if isinstance(op, GetKeys):
-            rows = conn.execute(
-                f"SELECT {KEY_COLS} FROM keys WHERE key IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(op.keys)),),
-            )
+            if 0 < len(op.keys) <= _FEW_KEYS:  # a tool's D(a): one prepared statement per size
+                rows = conn.execute(_KEYS_IN[len(op.keys)], tuple(op.keys))
+            else:
+                rows = conn.execute(
+                    f"SELECT {KEY_COLS} FROM keys WHERE key IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(op.keys)),),
+                )
             return [KeyState(*r) for r in rows]
         if isinstance(op, ListKeys):
             rows = conn.execute(
