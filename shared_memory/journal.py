@@ -105,6 +105,7 @@ def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
     strings = (entry.kind, entry.verdict, entry.subject or "", *entry.labels.items())
     if text is not None and all(_short(s, short) for s in strings):
         bounded = copy(entry)  # nothing to cut (the common case): no re-validation
+        object.__setattr__(bounded, "labels", dict(entry.labels))  # the caller's dict may change
         object.__setattr__(bounded, "detail", detail)
     else:
         bounded = replace(

@@ -21,18 +21,11 @@ Reached = frozenset[tuple[str, str]]
 _EMPTY: Reached = frozenset()
 
 
-ROOT_BYTES = 16 << 10
-"""Roots (plans) remembered whole only up to this size of value."""
-
-
 class FrontierMemo:
-    """A bounded, thread-safe map (record id, scope) -> F(record, scope), and the small roots
-    (plans) already read, so that checking a plan again reads no record at all."""
+    """A bounded, thread-safe map (record id, scope) -> F(record, scope)."""
 
-    def __init__(self, capacity: int = 200_000, roots: int = 4096) -> None:
+    def __init__(self, capacity: int = 200_000) -> None:
         self.capacity = capacity
-        self.roots = roots
-        self._roots: OrderedDict[str, Record] = OrderedDict()
         self._entries: OrderedDict[tuple[str, frozenset[str]], Reached] = OrderedDict()
         # Frontier objects already built for one root: immutable, and asked for on every check.
         self._built: dict[tuple[str, frozenset[str]], Frontier] = {}
@@ -71,20 +64,6 @@ class FrontierMemo:
                     self._built.clear()
                 self._built[(root_ids[0], keys)] = built
         return built
-
-    def root(self, record_id: str) -> Record | None:
-        """A root read before (records are immutable: it cannot have changed), or None."""
-        with self._lock:
-            return self._roots.get(record_id)
-
-    def remember_root(self, record: Record) -> None:
-        if not record.value_json or len(record.value_json) > ROOT_BYTES:
-            return  # a large value is not worth holding for a one-row read
-        with self._lock:
-            self._roots[record.id] = record
-            self._roots.move_to_end(record.id)
-            while len(self._roots) > self.roots:
-                self._roots.popitem(last=False)
 
     def put(self, found: Mapping[str, Reached], scope: frozenset[str]) -> None:
         with self._lock:

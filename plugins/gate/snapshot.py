@@ -85,14 +85,6 @@ def snapshot_flow(
     parents only down to records whose frontier is remembered (the first time, it prefetches the
     lineage); without, the first batch prefetches the whole lineage. The flag is asked last, only
     for a plan that supersedes one."""
-    known = memo.root(root_id) if memo is not None else None
-    if known is not None and memo is not None:
-        # A plan checked before: neither it nor its lineage is read again, only the heads.
-        remembered = memo.frontier((root_id,), scope)
-        if remembered is not None:
-            [states] = yield [GetKeys(scope)]
-            flagged = yield from _flag_flow(known, flag)
-            return PlanSnapshot(known, remembered, states if scope else {}, flagged)
     first: Lineage | GetRecords = (
         GetRecords((root_id,)) if memo is not None else Lineage((root_id,), scope, max_records)
     )
@@ -105,12 +97,17 @@ def snapshot_flow(
     if root is None:
         return PlanSnapshot(None)
     if memo is not None:
-        memo.remember_root(root)
         frontier = yield from memo_walk_flow((root_id,), scope, max_records, memo, prefetched)
     else:
         frontier = yield from walk_flow((root_id,), scope, max_records, prefetched)
     flagged = yield from _flag_flow(root, flag)
     return PlanSnapshot(root, frontier, states if scope else {}, flagged)
+
+
+def _walked(memo: FrontierMemo | None, root_id: str, keys: tuple[str, ...]) -> bool:
+    """Whether the frontier of `root_id` over `keys` is remembered: its snapshot is then two
+    statements (the plan's row and the heads), plus one journal row for a replanned plan."""
+    return memo is not None and memo.frontier((root_id,), keys) is not None
 
 
 def _flag_flow(root: Record, flag: Flag | None) -> ReadFlow[bool]:
@@ -147,7 +144,8 @@ async def snapshot(
     """The record `root_id` (None if unknown), its frontier over `scope`, the owners and heads
     of `scope`, and (with `flag`) whether the plan it supersedes was flagged in the journal."""
     keys = _scope(store, root_id, scope)
-    return await store.read_flow(snapshot_flow(root_id, keys, max_records, flag, memo))
+    short = _walked(memo, root_id, keys)
+    return await store.read_flow(snapshot_flow(root_id, keys, max_records, flag, memo), short=short)
 
 
 async def snapshot_and_log(
@@ -159,19 +157,21 @@ async def snapshot_and_log(
     max_records: int = DEFAULT_MAX_RECORDS,
     flag: Flag | None = None,
     memo: FrontierMemo | None = None,
+    short_ok: bool = True,
 ) -> tuple[PlanSnapshot, int | None]:
     """Read a snapshot, let `decide` (pure, fast, no I/O) turn it into a journal entry, and
     append that entry, in one hop where the backend can (SQLite). Returns the snapshot and the
-    entry's id (None when `decide` returned None)."""
+    entry's id (None when `decide` returned None). `short_ok`: `decide` returns an entry as soon
+    as the snapshot is read (no further I/O), so a plan whose lineage was walked before may be
+    read and logged in one write transaction."""
     keys = _scope(store, root_id, scope)
 
     def entry_batch(snap: PlanSnapshot) -> WriteBatch | None:
         entry = decide(snap)
         return None if entry is None else WriteBatch(decisions=(entry,))
 
-    # A plan checked before reads only the heads (and maybe one journal row): one transaction.
-    short = memo is not None and memo.root(root_id) is not None
-    short = short and memo is not None and memo.frontier((root_id,), keys) is not None
+    # A plan checked before reads its own row and the heads (and maybe one journal row).
+    short = short_ok and _walked(memo, root_id, keys)
     snap, written = await store.transact(
         snapshot_flow(root_id, keys, max_records, flag, memo), entry_batch, short=short
     )

@@ -239,6 +239,18 @@ class PostgresStore(AsyncStore):
         if len(plans) == 1:  # one statement is a snapshot by itself
             sql, args, parse = plans[0]
             return [parse(await self._fetch(sql, args))]
+        if sum(not isinstance(op, GetRecords | Lineage) for op in ops) <= 1:
+            # Records never change, so beside at most one read of what does (the heads of a
+            # plan's scope, say) any instant will do: one pipeline, no transaction to open.
+            async def pipelined(conn: psycopg.AsyncConnection[Any], _: _Progress) -> list[Any]:
+                async with conn.pipeline():
+                    cursors = [await conn.execute(sql, args) for sql, args, _ in plans]
+                return [
+                    parse(await c.fetchall())
+                    for c, (_, _, parse) in zip(cursors, plans, strict=True)
+                ]
+
+            return await self._session(pipelined)
 
         # One network round trip: every statement goes out as one pipeline, inside one
         # repeatable-read transaction, so the answers describe the same instant.

@@ -141,10 +141,12 @@ class SQLiteStore(AsyncStore):
             raise
         return conn
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _run(
+        self, fn: Callable[[sqlite3.Connection], T], *, may_run_on_loop: bool = True
+    ) -> T:
         if not self._ready:
             await self.setup()
-        return await self._call(fn)
+        return await self._call(fn, may_run_on_loop=may_run_on_loop)
 
     async def _call(
         self, fn: Callable[[sqlite3.Connection], T], *, may_run_on_loop: bool = True
@@ -212,7 +214,9 @@ class SQLiteStore(AsyncStore):
                 return self._answer_ops(conn, ops)
             return self._snapshot_reads(conn, lambda: self._answer_ops(conn, ops))
 
-        return await self._run(read)
+        # A lineage walk may read thousands of rows: never on the loop.
+        walks = any(isinstance(op, Lineage) for op in ops)
+        return await self._run(read, may_run_on_loop=not walks)
 
     async def _write(self, batch: WriteBatch) -> WriteResult:
         return await self._run(lambda conn: self._in_tx(conn, lambda c: self._write_tx(c, batch)))
@@ -220,10 +224,11 @@ class SQLiteStore(AsyncStore):
     async def _transact(
         self, flow: ReadFlow[T], decide: Decide[T] | None, short: bool = False
     ) -> tuple[T, WriteResult | None]:
-        # One call (one hop to the database thread, or none on the loop). A short flow runs in
-        # the write transaction itself (one transaction, the lock held for a row or two);
-        # otherwise the reads run in a read transaction (no lock), then the decision, then a
-        # short write transaction, so a long walk never holds the write lock.
+        # One call: one hop to the database thread, or none on the loop for a short flow (a
+        # flow that may walk a lineage stays off the loop). A short flow with a decision runs
+        # in the write transaction itself (the lock held for a row or two); otherwise the reads
+        # run in a read transaction (no lock), then the decision, then a short write
+        # transaction, so a long walk never holds the write lock.
         def answer(conn: sqlite3.Connection) -> Callable[[Sequence[ReadOp]], list[Any]]:
             return lambda ops: self._answer_sync(ops, lambda asked: self._answer_ops(conn, asked))
 
@@ -247,7 +252,7 @@ class SQLiteStore(AsyncStore):
 
         if short and decide is not None:
             return await self._run(in_one)
-        result, written = await self._run(in_two)
+        result, written = await self._run(in_two, may_run_on_loop=short)
         if isinstance(written, WriteBatch):  # decided already: only the write runs again
             batch = written
             written = await self._call(
@@ -407,7 +412,7 @@ class SQLiteStore(AsyncStore):
                     f"UPDATE records SET {TAMPERABLE[name]} = ? WHERE id = ?", (stored, record_id)
                 )
 
-        await self._run(tamper)
+        await self._run(lambda conn: self._in_tx(conn, tamper))  # waits for the lock
 
     async def _tamper_head(self, state: KeyState) -> None:
         """For trust tests: overwrite a key's row (owner, head, sequence, epoch, signature)."""
@@ -415,7 +420,7 @@ class SQLiteStore(AsyncStore):
         def tamper(conn: sqlite3.Connection) -> None:
             conn.execute(_UPSERT_KEY, key_row(state))
 
-        await self._run(tamper)
+        await self._run(lambda conn: self._in_tx(conn, tamper))  # waits for the lock
 
 
 def _stored(row: Sequence[Any]) -> StoredFields:

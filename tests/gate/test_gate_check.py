@@ -222,6 +222,28 @@ async def test_tampered_record_is_blocked(sqlite_url: str) -> None:
     assert "integrity" in v.message
 
 
+@pytest.mark.parametrize("io", ["thread", "loop"])
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [({"value_json": '{"ship":false}'}, "unknown_record"), (None, "unknown_plan")],
+)
+async def test_a_plan_changed_after_its_check_is_blocked_by_the_same_gate(
+    sqlite_url: str, io: str, tamper: dict[str, str] | None, reason: str
+) -> None:
+    # The gate remembers the plan's frontier, not the plan: its row is read (and its hash
+    # checked) on every check, so corruption after the first check still blocks.
+    from planfence.shared_memory import create_async_store
+
+    store = create_async_store(f"{sqlite_url}?io={io}")
+    async with store:
+        w = await make_world(store)
+        gate = Gate(store, POLICY)
+        assert (await gate.check("ship_order", ARGS, w.plan.id)).verdict == "allow"
+        await store._tamper_record(w.plan.id, tamper)  # type: ignore[attr-defined]
+        v = await gate.check("ship_order", ARGS, w.plan.id)
+    assert (v.verdict, v.reason) == ("block", reason)
+
+
 class FailingStore(AsyncStore):
     """A store whose backend is down: every read raises."""
 
@@ -409,3 +431,36 @@ async def test_concurrent_checks_on_one_gate_each_see_their_own_plan(
     plans = [w.plan.id, current.id] * 5
     verdicts = await asyncio.gather(*(gate.check("ship_order", ARGS, p) for p in plans))
     assert [v.verdict for v in verdicts] == ["replan", "allow"] * 5
+
+
+@pytest.mark.parametrize("depth", [1, 40])
+async def test_a_plan_checked_before_reads_its_row_and_the_heads_whatever_its_depth(
+    depth: int,
+) -> None:
+    from planfence.shared_memory import create_async_store
+
+    store = create_async_store("memory://")
+    await store.own("order/7", "sales")
+    await store.own("address/ana", "ana")
+    order = await store.put("order/7", {"status": "confirmed"}, author="sales")
+    address = await store.put("address/ana", {"line": "1 Harbour St"}, author="ana")
+    parents = [order.id, address.id]
+    for i in range(depth):  # a chain of derived records between the facts and the plan
+        note = await create_plan(store, author="planner", parents=parents, value={"step": i})
+        parents = [note.id]
+    plan = await create_plan(store, author="planner", parents=parents, value={"ship": True})
+    asked: list[list[str]] = []
+    read = store._read
+
+    async def spy(ops: Any) -> Any:
+        asked.append([type(op).__name__ for op in ops])
+        return await read(ops)
+
+    store._read = spy  # type: ignore[method-assign]
+    gate = Gate(store, POLICY)
+    assert (await gate.check("ship_order", ARGS, plan.id)).verdict == "allow"
+    first = [name for batch in asked for name in batch]
+    asked.clear()
+    assert (await gate.check("ship_order", ARGS, plan.id)).verdict == "allow"
+    assert asked == [["GetRecords", "GetKeys"]]  # the plan's row (hash checked) and the heads
+    assert len(first) > 2  # the first check walked the lineage

@@ -142,3 +142,30 @@ def test_where_calls_run_is_checked(tmp_path: Path) -> None:
 )
 def test_servers_open_sqlite_on_their_loop_unless_the_url_chooses(url: str, opened: str) -> None:
     assert sqlite_on_loop(url) == opened
+
+
+async def test_a_lineage_walk_runs_on_the_thread_and_a_check_seen_before_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    # A first check may walk thousands of records: never on the loop. A plan checked before
+    # reads a row or two: on the loop.
+    async with _contended(tmp_path, busy_timeout=5.0) as (store, _, plan):
+        ran: list[bool] = []
+        call = store._runner.call
+
+        async def spy(fn: Any, *, may_run_on_loop: bool = True) -> Any:
+            ran.append(may_run_on_loop)
+            return await call(fn, may_run_on_loop=may_run_on_loop)
+
+        store._runner.call = spy  # type: ignore[method-assign]
+        gate = Gate(store, POLICY)
+        for audit in (True, False):
+            ran.clear()
+            gate.audit = audit
+            gate.frontier_memo._entries.clear()
+            gate.frontier_memo._built.clear()
+            assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"
+            assert ran[0] is False  # the walk
+            ran.clear()
+            assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"
+            assert ran == [True]  # one call, on the loop
