@@ -225,13 +225,17 @@ def _checked(
     return parsed
 
 
-def _moved(token: FenceToken, states: Mapping[str, KeyState]) -> dict[str, Any]:
+def _unmoved(token: FenceToken, states: Mapping[str, KeyState]) -> FenceToken:
+    """`token`, when every head (and epoch) it names is the one in `states`; else
+    `StaleFenceError` naming what moved."""
     moved: dict[str, tuple[str | None, str | None]] = {}
     for key, fenced in token.heads.items():
         state = states.get(key)
         if state is None or state.head != fenced.head or key_epoch(state) != fenced.epoch:
             moved[key] = (fenced.head, state.head if state is not None else None)
-    return moved
+    if moved:
+        raise StaleFenceError(moved)
+    return token
 
 
 async def verify(
@@ -262,10 +266,7 @@ async def verify(
         FenceSignatureError, MalformedFenceError.
     """
     parsed = _checked(token, keyring, require_signature, args, tool)
-    moved = _moved(parsed, await store.states(parsed.heads))
-    if moved:
-        raise StaleFenceError(moved)
-    return parsed
+    return _unmoved(parsed, await store.states(parsed.heads))
 
 
 def verify_sync(
@@ -279,10 +280,7 @@ def verify_sync(
 ) -> FenceToken:
     """`verify` for synchronous tools, over a sync `Store`."""
     parsed = _checked(token, keyring, require_signature, args, tool)
-    moved = _moved(parsed, store.states(parsed.heads))
-    if moved:
-        raise StaleFenceError(moved)
-    return parsed
+    return _unmoved(parsed, store.states(parsed.heads))
 
 
 def conditions(token: FenceToken | Mapping[str, Any] | str | bytes) -> tuple[ExpectHead, ...]:

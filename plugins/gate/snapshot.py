@@ -100,7 +100,10 @@ def snapshot_flow(
         frontier = yield from memo_walk_flow((root_id,), scope, max_records, memo, prefetched)
     else:
         frontier = yield from walk_flow((root_id,), scope, max_records, prefetched)
-    flagged = yield from _flag_flow(root, flag)
+    flagged = False
+    if root.supersedes and flag is not None:
+        [hits] = yield [QueryJournal(flag.query(root.supersedes))]
+        flagged = bool(hits)
     return PlanSnapshot(root, frontier, states if scope else {}, flagged)
 
 
@@ -108,13 +111,6 @@ def _walked(memo: FrontierMemo | None, root_id: str, keys: tuple[str, ...]) -> b
     """Whether the frontier of `root_id` over `keys` is remembered: its snapshot is then two
     statements (the plan's row and the heads), plus one journal row for a replanned plan."""
     return memo is not None and memo.frontier((root_id,), keys) is not None
-
-
-def _flag_flow(root: Record, flag: Flag | None) -> ReadFlow[bool]:
-    if not root.supersedes or flag is None:
-        return False
-    [hits] = yield [QueryJournal(flag.query(root.supersedes))]
-    return bool(hits)
 
 
 def _scope(store: AsyncStore, root_id: str, scope: Iterable[str]) -> tuple[str, ...]:

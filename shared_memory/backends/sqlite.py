@@ -219,7 +219,11 @@ class SQLiteStore(AsyncStore):
         return await self._run(read, may_run_on_loop=not walks)
 
     async def _write(self, batch: WriteBatch) -> WriteResult:
-        return await self._run(lambda conn: self._in_tx(conn, lambda c: self._write_tx(c, batch)))
+        return await self._run(lambda conn: self._written(conn, batch))
+
+    def _written(self, conn: sqlite3.Connection, batch: WriteBatch) -> WriteResult:
+        """`batch`, checked and written in its own write transaction."""
+        return self._in_tx(conn, lambda c: self._write_tx(c, batch))
 
     async def _transact(
         self, flow: ReadFlow[T], decide: Decide[T] | None, short: bool = False
@@ -246,7 +250,7 @@ class SQLiteStore(AsyncStore):
             if batch is None:
                 return result, None
             try:
-                return result, self._in_tx(conn, lambda c: self._write_tx(c, batch))
+                return result, self._written(conn, batch)
             except Busy:  # on the loop, with the lock taken: the write waits on the thread
                 return result, batch
 
@@ -256,8 +260,7 @@ class SQLiteStore(AsyncStore):
         if isinstance(written, WriteBatch):  # decided already: only the write runs again
             batch = written
             written = await self._call(
-                lambda conn: self._in_tx(conn, lambda c: self._write_tx(c, batch)),
-                may_run_on_loop=False,
+                lambda conn: self._written(conn, batch), may_run_on_loop=False
             )
         return result, written
 
@@ -335,7 +338,6 @@ class SQLiteStore(AsyncStore):
         if batch.journal_only:  # the gate's audit record: no key, record or lease to check
             return SQLiteStore._append_entries(conn, batch, at, WriteResult())
         keys, refs = batch.keys(), sorted(batch.referenced_ids())
-        # A batch of journal entries alone (the gate's audit record) touches no key or record.
         states = (
             {
                 r[0]: KeyState(*r)

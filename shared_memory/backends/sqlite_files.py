@@ -21,7 +21,7 @@ def sqlite_options_from_url(url: str) -> dict[str, str]:
     """Options in the URL's query: `synchronous=normal|full` (default normal: durable across
     process crashes; full also across power loss, at the cost of an fsync per write),
     `create=1|0` (whether a missing file may be created; see `create_async_store`), and
-    `io=thread|loop` (where calls run; see `sqlite_runner`)."""
+    `io=thread|loop` (where calls run; see `sqlite_runner`, which checks the value)."""
     from urllib.parse import parse_qsl
 
     query = url.partition("?")[2]
@@ -33,8 +33,6 @@ def sqlite_options_from_url(url: str) -> dict[str, str]:
         )
     if "synchronous" in opts and opts["synchronous"].upper() not in _SYNC_MODES:
         raise ConfigError(f"synchronous must be one of {', '.join(_SYNC_MODES).lower()}")
-    if opts.get("io", "thread") not in ("thread", "loop"):
-        raise ConfigError(f"io must be thread or loop, not {opts['io']!r}")
     return opts
 
 

@@ -159,12 +159,7 @@ NEEDS_LEASES: tuple[Check, ...] = (
 """The checks a backend without leases skips."""
 
 LEASE_CHECKS: tuple[Check, ...] = (
-    a_lease_holds_head_advances_until_released,
-    leases_are_shared_by_holders,
-    a_lease_is_granted_only_on_the_heads_given,
-    an_expired_lease_holds_nobody,
-    a_waiting_owner_gets_no_new_lease_in_its_way,
-    only_the_owner_announces_an_advance,
+    *NEEDS_LEASES,
     a_conditional_write_commits_only_on_the_expected_heads,
     a_backend_without_leases_refuses_them,
 )
