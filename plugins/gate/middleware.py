@@ -16,8 +16,9 @@ and the judgement on the way out, as in FastMCP or Starlette:
 
 `GateMiddleware` is the innermost one: it owns the checker per store (the gate, unless an
 experiment supplies another), fails closed (anything that goes wrong is a refusal, never an
-allow), and reaches the store from sync or async code through the one `StoreBridge`. A step's
-judgements fold into one outcome with `fold_step`, which also keeps the one-replan budget.
+allow), and reaches the store from sync or async code through the one `StoreBridge`. What a
+judgement says travels as its `payload` (`wire`); a step's judgements fold into one outcome with
+`steps.fold_step`, which also keeps the one-replan budget.
 
 Every allow carries a fencing token (`Allowed.fence`, see `fence`); when the tool's policy
 declares `lease_ms`, the allow also holds a lease on the heads it was checked against
@@ -45,12 +46,13 @@ from planfence.shared_memory import AsyncStore, Lease, PlanFenceError, Store, St
 
 from .audit import AUDIT_SOURCE, Decision
 from .checkers import CheckerFactory, checker_factory, gate_checker
-from .decision import ALLOW, BLOCK, CURRENT, REPLAN, UNGATED, Verdict, fail_closed
+from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict, fail_closed
 from .explain import explain
 from .fence import FenceToken, TokenSigner, bound, issue
 from .gate import AuditMode, Checker
 from .leasing import LeaseRefused, release_lease, take_lease
 from .policy import Policy
+from .wire import AllowPayload, DecisionDetail, RefusalPayload
 
 logger = logging.getLogger("planfence.gate")
 
@@ -83,6 +85,11 @@ class Allowed:
     lease: Lease | None = None
     allowed: ClassVar[bool] = True
 
+    @property
+    def payload(self) -> AllowPayload:
+        """The decision in its wire model, for the allowed call's result."""
+        return AllowPayload.of(self.verdict)
+
 
 @dataclass(frozen=True)
 class Refused:
@@ -111,7 +118,13 @@ class Refused:
 
     @property
     def message(self) -> str:
+        """The refusal in words, for the model that has to act on it."""
         return explain(self.verdict)
+
+    @property
+    def payload(self) -> RefusalPayload:
+        """The refusal in its wire model, for the framework's answer to the call."""
+        return RefusalPayload.of(self.verdict)
 
 
 Judgement = Allowed | Refused
@@ -311,7 +324,7 @@ class GateMiddleware(Middleware):
             reason=reason,
             tool=call.tool,
             plan=plan,
-            payload={"message": message, "executor": by},
+            payload=DecisionDetail(message=message, executor=by).wire(),
         )
         try:
             verdict = replace(verdict, decision_id=await self.bridge.acall(_log, decision))
@@ -324,58 +337,7 @@ async def _log(store: AsyncStore, decision: Decision) -> int:
     return await store.log(decision)
 
 
-# ---- one step's judgements, and the one-replan budget
-
-DONE, REPLANNING, BLOCKED = "done", "replan", "blocked"
-REPLANS_PER_ACTION = 1
-
-
-def summary(verdict: Verdict) -> dict[str, Any]:
-    """The JSON-able part of a verdict that adapters keep (graph state, message metadata)."""
-    return {
-        "verdict": verdict.verdict,
-        "reason": str(verdict.reason),
-        "tool": verdict.tool,
-        "plan": verdict.plan,
-        "stale": [s.key for s in verdict.stale],
-        "current": {s.key: s.current for s in verdict.stale},  # the heads the refusal showed
-    }
-
-
-def fold_step(
-    summaries: Iterable[Mapping[str, Any]], replans_spent: int = 0
-) -> dict[str, Any] | None:
-    """One step's judgements as one outcome: blocked beats replan beats done.
-
-    A refusal after the replans this action may spend blocks, whatever the checker said: the
-    second refusal ends the run. `gated` says whether a gated call was allowed because its plan
-    was current: only that ends an action (and its replan budget); ungated calls (a weather
-    lookup) leave the budget where it was. None when the step made no call.
-    """
-    seen = list(summaries)
-    gated = any(s["verdict"] == ALLOW and s.get("reason") == CURRENT for s in seen)
-    for kind, status in ((BLOCK, BLOCKED), (REPLAN, REPLANNING), (ALLOW, DONE)):
-        hit = next((s for s in seen if s["verdict"] == kind), None)
-        if hit is not None:
-            if status == REPLANNING and replans_spent >= REPLANS_PER_ACTION:
-                status = BLOCKED
-            fields = ("tool", "reason", "plan", "stale", "current")
-            return {"status": status, "gated": gated, **{k: hit.get(k) for k in fields}}
-    return None
-
-
-def action_done(outcome: object) -> bool:
-    """The step before ran its calls and one of them was gated and allowed as current: the
-    action is over, and the next plan starts with a fresh replan budget."""
-    if not isinstance(outcome, Mapping):
-        return False
-    return outcome.get("status") == DONE and bool(outcome.get("gated"))
-
-
 __all__ = [
-    "BLOCKED",
-    "DONE",
-    "REPLANNING",
     "Allowed",
     "CallNext",
     "GateMiddleware",
@@ -383,8 +345,5 @@ __all__ = [
     "Middleware",
     "Refused",
     "ToolCall",
-    "action_done",
-    "fold_step",
     "run_middleware",
-    "summary",
 ]
