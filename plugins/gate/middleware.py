@@ -36,7 +36,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -47,9 +56,21 @@ from planfence.shared_memory import AsyncStore, Lease, PlanFenceError, Store, St
 from .audit import AUDIT_SOURCE, Decision
 from .checkers import CheckerFactory, checker_factory, gate_checker
 from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict, fail_closed
+from .executor import (
+    AskReplan,
+    Call,
+    CallFn,
+    Check,
+    Checker,
+    Outcome,
+    ReplanFn,
+    Replanned,
+    Step,
+    executor_flow,
+)
 from .explain import explain
 from .fence import FenceToken, TokenSigner, bound, issue
-from .gate import AuditMode, Checker
+from .gate import AuditMode
 from .leasing import LeaseRefused, release_lease, take_lease
 from .policy import Policy
 from .wire import AllowPayload, DecisionDetail, RefusalPayload
@@ -66,12 +87,15 @@ class ToolCall:
         args: the arguments it would run with.
         plan: the plan record id the call acts under, as the caller sent it (None: no plan).
         agent: who calls, for the audit log (None: the middleware's own agent).
+        replan_spent: the caller already spent its one replan on this action (the one-replan
+            loop's second check).
     """
 
     tool: str
     args: Mapping[str, Any]
     plan: Any = None
     agent: str | None = None
+    replan_spent: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,7 +258,13 @@ class GateMiddleware(Middleware):
 
     async def _check(self, store: AsyncStore, call: ToolCall) -> Verdict:
         checker = self.checker_for(store)
-        return await checker.check(call.tool, call.args, call.plan, agent=call.agent or self.agent)
+        return await checker.check(
+            call.tool,
+            call.args,
+            call.plan,
+            agent=call.agent or self.agent,
+            replan_spent=call.replan_spent,
+        )
 
     async def judge(self, call: ToolCall) -> Judgement:
         """Pass `call` through the whole stack, from async code; an allow comes back with its
@@ -333,6 +363,71 @@ class GateMiddleware(Middleware):
         return Refused(verdict)
 
 
+async def run_guarded(
+    seam: GateMiddleware,
+    tool: str,
+    args: Mapping[str, Any],
+    plan_id: str | None,
+    call: CallFn,
+    replan: ReplanFn | None,
+    *,
+    agent: str | None,
+) -> Outcome:
+    """The one-replan loop (`executor_flow`) with each check judged by `seam.guard`: the tool
+    runs inside the guard of its allow, so it sees the fencing token and holds the lease, as
+    every adapter's tool does."""
+    flow = executor_flow(tool, args, plan_id, replan is not None)
+    step = next(flow)
+    while not isinstance(step, Outcome):
+        if isinstance(step, AskReplan):
+            assert replan is not None
+            step = _send(flow, await replan(step.verdict))
+            continue
+        assert isinstance(step, Check)
+        checked = ToolCall(tool, step.args, step.plan_id, agent, step.replan_spent)
+        async with seam.guard(checked) as judged:
+            step = _send(flow, judged.verdict)
+            if isinstance(step, Call):
+                step = _send(flow, await call(step.args))
+    return step
+
+
+def run_guarded_sync(
+    seam: GateMiddleware,
+    tool: str,
+    args: Mapping[str, Any],
+    plan_id: str | None,
+    call: Callable[[Mapping[str, Any]], Any],
+    replan: Callable[[Verdict], Replanned | None] | None,
+    *,
+    agent: str | None,
+) -> Outcome:
+    """`run_guarded` for sync code: checks through `seam.guard_sync`, the tool on the caller's
+    thread."""
+    flow = executor_flow(tool, args, plan_id, replan is not None)
+    step = next(flow)
+    while not isinstance(step, Outcome):
+        if isinstance(step, AskReplan):
+            assert replan is not None
+            step = _send(flow, replan(step.verdict))
+            continue
+        assert isinstance(step, Check)
+        checked = ToolCall(tool, step.args, step.plan_id, agent, step.replan_spent)
+        with seam.guard_sync(checked) as judged:
+            step = _send(flow, judged.verdict)
+            if isinstance(step, Call):
+                step = _send(flow, call(step.args))
+    return step
+
+
+def _send(flow: Generator[Step, Any, Outcome], answer: Any) -> Step | Outcome:
+    try:
+        return flow.send(answer)
+    except StopIteration as stop:
+        outcome: Outcome = stop.value
+        return outcome
+
+
 async def _log(store: AsyncStore, decision: Decision) -> int:
     return await store.log(decision)
 
@@ -345,5 +440,7 @@ __all__ = [
     "Middleware",
     "Refused",
     "ToolCall",
+    "run_guarded",
+    "run_guarded_sync",
     "run_middleware",
 ]
