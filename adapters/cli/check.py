@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="dry run: the keys a call depends on, their versions, and the gate's verdict",
         description="Show what the gate would decide for one call, writing nothing: the keys "
         "the call depends on, the versions the plan used of each, their current heads, and the "
-        "verdict with its reason. Without --plan: the keys and their heads.",
+        "verdict with its reason. Without --plan: the keys and their heads. Exits 0 whatever "
+        "the verdict (the verdict is in the output; --json for scripts).",
     )
     p.add_argument("tool", metavar="TOOL", help="the tool's name, as the policy declares it")
     p.add_argument(
