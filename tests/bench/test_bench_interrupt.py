@@ -50,10 +50,16 @@ def processes_with(marker: str) -> list[int]:
 
 
 def interrupt(
-    argv: list[str], tmp_path: Path, progress: str, steps: int, *, terminal: bool = False
+    argv: list[str],
+    tmp_path: Path,
+    progress: str,
+    steps: int,
+    *,
+    terminal: bool = False,
+    later_s: float = 0.0,
 ) -> tuple[int, str, str, Path, str]:
-    """Run `planfence bench ...` with its own temporary folder, send SIGINT after `steps`
-    progress lines; (exit status, stdout, stderr, temporary folder, environment marker).
+    """Run `planfence bench ...` with its own temporary folder, send SIGINT `later_s` after
+    `steps` progress lines; (exit status, stdout, stderr, temporary folder, environment marker).
     `terminal`: as a Ctrl-C at a terminal does, signal the whole process group (the benchmark
     and every process it started), not the benchmark alone."""
     tmpdir = tmp_path / "tmp"
@@ -79,6 +85,7 @@ def interrupt(
     try:
         assert proc.stderr is not None
         before = read_lines_until(proc.stderr, progress, steps, PROGRESS_WAIT_S)
+        time.sleep(later_s)
         if terminal:
             os.killpg(proc.pid, signal.SIGINT)
         else:
@@ -149,10 +156,13 @@ def test_bench_replay_interrupted_keeps_the_rates_it_finished(tmp_path: Path) ->
 
 
 def test_bench_window_ctrl_c_at_the_terminal_spares_its_children(tmp_path: Path) -> None:
-    # The whole process group gets SIGINT, while the second mode's processes start or measure.
+    # The whole process group gets SIGINT while the second mode's processes import or measure
+    # (half a second after the first mode's line: past the instant they are started).
     out = tmp_path / "partial.json"
     argv = ["window", "--quick", "--out", str(out)]
-    code, stdout, err, tmpdir, marker = interrupt(argv, tmp_path, "bench window:", 1, terminal=True)
+    code, stdout, err, tmpdir, marker = interrupt(
+        argv, tmp_path, "bench window:", 1, terminal=True, later_s=0.5
+    )
     assert_clean_exit(code, err, tmpdir, marker)
 
     data = json.loads(out.read_text())

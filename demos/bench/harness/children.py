@@ -23,8 +23,9 @@ def ctrl_c_spares_children() -> Iterator[None]:
     """Processes started inside this block ignore SIGINT from their first instruction.
 
     Use it around `Process.start()` (or a `Pool`'s creation) in the main thread, and keep the
-    block short: while it lasts, the parent ignores SIGINT too. Raises `RuntimeError` outside
-    the main thread (where signal handlers cannot be changed)."""
+    block short: while it lasts (a few milliseconds per process), the parent ignores SIGINT too,
+    and a Ctrl-C in that instant is lost (press it again). Raises `RuntimeError` outside the
+    main thread (where signal handlers cannot be changed)."""
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("start the benchmark's processes from the main thread")
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
