@@ -172,6 +172,19 @@ class Gate(GuardedExecutor):
                 return self._audit_failed(verdict, exc)
         return verdict if decision_id is None else verdict.evolve(decision_id=decision_id)
 
+    async def preview(
+        self, tool: str, args: Mapping[str, Any], plan_id: Any, *, agent: str | None = None
+    ) -> Verdict:
+        """The verdict `check` would give now, from the same flow and reads, writing nothing: no
+        audit entry, so no replan budget spent either (a dry run, as `planfence check` makes)."""
+        req = CheckRequest(tool, args, plan_id, agent or self.agent)
+        start = time.perf_counter()
+        try:
+            verdict, _ = await self._judged(req, start, write=False)
+        except Exception as exc:
+            verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
+        return verdict
+
     @staticmethod
     def _stamp(verdict: Verdict, start: float) -> Verdict:
         return verdict.evolve(latency_ms=round((time.perf_counter() - start) * 1000, 4))
@@ -189,15 +202,18 @@ class Gate(GuardedExecutor):
             message=f"decision could not be recorded: {exc}",
         )
 
-    async def _judged(self, req: CheckRequest, start: float) -> tuple[Verdict, int | None]:
+    async def _judged(
+        self, req: CheckRequest, start: float, *, write: bool = True
+    ) -> tuple[Verdict, int | None]:
         """The check's verdict, and the id of its audit record when it was written with the
         reads. With audit on and the store's heads taken on trust, the plan's snapshot, the
         verdict and its audit record share one store transaction (`_judged_in_snapshot`); a
-        replan then reads its budget and records outside it."""
+        replan then reads its budget and records outside it. `write=False`: reads only
+        (`preview`)."""
         flow = gate_flow(req, self.policy, max_records=self.max_records)
         try:
             request = next(flow)
-            if isinstance(request, LoadPlan) and self._one_transaction:
+            if write and isinstance(request, LoadPlan) and self._one_transaction:
                 verdict, decision_id, view = await self._judged_in_snapshot(req, request, start)
                 if view is None:
                     return verdict, decision_id
