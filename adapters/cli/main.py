@@ -178,12 +178,35 @@ class ReaderWatch:
             self._stopped = True
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`parse_args`, but arguments nobody knows are reported by the subcommand they were given
+    to, so the error points at that subcommand's help (`planfence memory keys --help`)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _innermost(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The (sub)parser of the deepest subcommand `args` chose."""
+    while True:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if not isinstance(chosen, argparse.ArgumentParser):
+            return parser
+        parser = chosen
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     reader = ReaderWatch()
     try:
         args_list = list(sys.argv[1:] if argv is None else argv)
         parser = build_parser(args_list)
-        args = parser.parse_args(args_list)
+        args = _parse(parser, args_list)
         if argv is None and args.command not in SERVERS:
             reader.start()
         code: int = args.handler(args)
