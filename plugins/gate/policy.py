@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import ConfigError, InvalidKeyError
+from planfence.shared_memory import ConfigError
 from planfence.shared_memory.leases import MAX_LEASE_MS
 
 from .templates import (
