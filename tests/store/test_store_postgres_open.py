@@ -9,9 +9,9 @@ import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from conftest import PG_URL, require_postgres
 
 from planfence.adapters.cli.main import main
 from planfence.shared_memory import ConfigError, StoreNotFoundError, open_async_store, open_store
@@ -98,15 +98,14 @@ def test_memory_own_and_create_1_create_the_store(pg_url: str) -> None:
 
 
 @pytest.fixture
-def empty_database() -> Iterator[str]:
+def empty_database(pg_url: str) -> Iterator[str]:
     """A database of its own, whose `public` schema is empty (as a new database's is)."""
-    require_postgres()
+    server, _ = split_schema(pg_url)
     name = f"pf_test_db_{uuid.uuid4().hex[:10]}"
-    _sql(PG_URL, f"CREATE DATABASE {name}")
-    base, _, query = PG_URL.partition("?")
-    url = f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
-    yield url
-    _sql(PG_URL, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    _sql(server, f"CREATE DATABASE {name}")
+    parts = urlsplit(server)
+    yield urlunsplit(parts._replace(path=f"/{name}"))
+    _sql(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def test_an_empty_public_schema_is_refused_and_stays_empty(empty_database: str) -> None:
