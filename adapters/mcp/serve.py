@@ -60,6 +60,7 @@ async def serve(
             request_timeout=request_timeout,
             agent=agent,
             signing_key=signing_key,
+            single_client=transport != "http",
         ) as (proxy, server):
             await warn_about_policy(policy, proxy.catalog)
             if transport == "http":

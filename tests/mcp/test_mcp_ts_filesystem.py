@@ -1,0 +1,111 @@
+"""`@modelcontextprotocol/server-filesystem` (the reference filesystem server, on Node) behind
+the stdio proxy, driven by the official TypeScript client offering roots as desktop clients do.
+
+The server asks its client for roots (`roots/list`) as soon as it is initialized, outside any
+request: through a stdio proxy, its one client must get that question. Its `write_file` takes
+absolute paths, gated here with `{path:path}`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_helpers import World, plan_meta
+from ts_harness import TS_DIR, install, run_client
+
+from planfence.plugins.gate import Policy, create_plan
+
+FS_SERVER = TS_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    found = install()
+    if not (FS_SERVER / "index.js").exists():
+        pytest.fail(f"npm ci did not install the filesystem server into {FS_SERVER}")
+    return found
+
+
+def _text(entry: dict[str, Any]) -> str:
+    assert entry["ok"], entry.get("error")
+    return "\n".join(c.get("text", "") for c in entry["result"].get("content", []))
+
+
+def _roots_scenario(command: str, args: list[str], root: Path) -> dict[str, Any]:
+    return {
+        "transport": "stdio",
+        "command": command,
+        "args": args,
+        "env": dict(os.environ),
+        "roots": [{"uri": root.as_uri(), "name": "work"}],
+        "calls": [{"name": "list_allowed_directories", "until": str(root), "tries": 50}],
+    }
+
+
+async def test_the_upstreams_roots_request_reaches_the_one_stdio_client(
+    world: World, node: str, tmp_path: Path
+) -> None:
+    root = (tmp_path / "work").resolve()
+    root.mkdir()
+    world.policy.write_text("[tools.list_allowed_directories]\nungated = true\n")
+    server = [node, str(FS_SERVER / "index.js")]  # no directory arguments: roots only
+
+    direct = await run_client(node, _roots_scenario(node, server[1:], root))
+    assert str(root) in _text(direct["results"][0])  # the client and server agree directly
+
+    proxied = await run_client(
+        node, _roots_scenario(sys.executable, world.proxy_args(upstream=server), root)
+    )
+    listing = _text(proxied["results"][0])
+    assert listing.splitlines()[1:] == [str(root)], listing
+
+
+async def test_write_file_is_gated_by_its_absolute_path(
+    world: World, node: str, tmp_path: Path
+) -> None:
+    root = (tmp_path / "work").resolve()
+    (root / "notes").mkdir(parents=True)
+    target = root / "notes" / "a.txt"
+    key = "fs" + "/_" + str(target)  # `/srv/x` fills `{path:path}` as `_/srv/x`
+    policy = '[tools.write_file]\ndepends_on = ["fs/{path:path}"]\n'
+    assert Policy.from_toml(policy).get("write_file").scope({"path": str(target)}) == (key,)
+    world.policy.write_text(policy + "[tools.list_allowed_directories]\nungated = true\n")
+    await world.store.own(key, "editor")
+    brief = await world.store.put(key, {"may_write": True}, author="editor")
+    plan = await create_plan(world.store, author="writer", parents=[brief.id])
+    meta = plan_meta(plan)
+
+    def write(content: str) -> dict[str, Any]:
+        return {
+            "name": "write_file",
+            "arguments": {"path": str(target), "content": content},
+            "meta": meta,
+        }
+
+    changed = [
+        sys.executable,
+        str(Path(__file__).parent / "owner_put.py"),
+        world.store_url,
+        key,
+        '{"may_write": false}',
+        "editor",
+    ]
+    scenario = {
+        **_roots_scenario(
+            sys.executable,
+            world.proxy_args(upstream=[node, str(FS_SERVER / "index.js"), str(root)]),
+            root,
+        ),
+        "calls": [write("first"), {"run": changed}, write("second")],
+    }
+    report = await run_client(node, scenario)
+    allowed, stale = report["results"]
+    assert not allowed["result"].get("isError"), allowed
+    assert allowed["result"]["_meta"]["dev.planfence/decision"]["verdict"] == "allow"
+    body = stale["result"]["_meta"]["dev.planfence/refusal"]["planfence"]
+    assert body["verdict"] in ("replan", "block") and body["reason"] == "stale_dependencies", body
+    assert target.read_text() == "first"  # the refused write never reached the server
