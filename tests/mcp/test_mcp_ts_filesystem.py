@@ -64,6 +64,27 @@ async def test_the_upstreams_roots_request_reaches_the_one_stdio_client(
     assert listing.splitlines()[1:] == [str(root)], listing
 
 
+async def test_changed_roots_reach_the_upstream_through_the_proxy(
+    world: World, node: str, tmp_path: Path
+) -> None:
+    first, second = (tmp_path / "first").resolve(), (tmp_path / "second").resolve()
+    first.mkdir()
+    second.mkdir()
+    world.policy.write_text("[tools.list_allowed_directories]\nungated = true\n")
+    server = [node, str(FS_SERVER / "index.js")]
+    scenario = _roots_scenario(sys.executable, world.proxy_args(upstream=server), first)
+    listing = {"name": "list_allowed_directories", "tries": 50}
+    scenario["calls"] = [
+        {**listing, "until": str(first)},
+        # The client's roots change: the server hears of it and asks again, outside any request.
+        {"setRoots": [{"uri": second.as_uri(), "name": "second"}]},
+        {**listing, "until": str(second)},
+    ]
+    report = await run_client(node, scenario)
+    before, after = (_text(r).splitlines()[1:] for r in report["results"])
+    assert (before, after) == ([str(first)], [str(second)])
+
+
 async def test_write_file_is_gated_by_its_absolute_path(
     world: World, node: str, tmp_path: Path
 ) -> None:

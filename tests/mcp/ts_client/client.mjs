@@ -8,7 +8,8 @@
 //        plus "calls": [{"name": "...", "arguments": {...}, "meta": {...}}
 //                       | {"run": ["command", "arg", ...]}]  (run to completion between calls)
 //        and optionally "roots": [{"uri": "file:///...", "name": "..."}] (the client then
-//        offers roots, as desktop clients do); a call with "until": "TEXT" is repeated (up to
+//        offers roots, as desktop clients do; a call {"setRoots": [...]} changes them and sends
+//        notifications/roots/list_changed); a call with "until": "TEXT" is repeated (up to
 //        "tries" times, 100 ms apart) until its text content contains TEXT.
 // Report:   {"tools": [{"name", "hasOutputSchema"}],
 //            "results": [{"ok": true, "result": CallToolResult} | {"ok": false, "error": {...}}]}
@@ -37,8 +38,9 @@ function transportFor(s) {
 
 const capabilities = scenario.roots ? { roots: { listChanged: true } } : {};
 const client = new Client({ name: "planfence-ts-test", version: "1.0.0" }, { capabilities });
-if (scenario.roots) {
-  client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: scenario.roots }));
+let roots = scenario.roots;
+if (roots) {
+  client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots }));
 }
 const timeout = (scenario.timeoutSeconds ?? 60) * 1000;
 await client.connect(transportFor(scenario), { timeout });
@@ -47,6 +49,11 @@ try {
   const listed = await client.listTools(undefined, { timeout });
   report.tools = listed.tools.map((t) => ({ name: t.name, hasOutputSchema: !!t.outputSchema }));
   for (const call of scenario.calls ?? []) {
+    if (call.setRoots) {
+      roots = call.setRoots;
+      await client.sendRootsListChanged();
+      continue;
+    }
     if (call.run) {
       execFileSync(call.run[0], call.run.slice(1), { stdio: ["ignore", "ignore", "inherit"] });
       continue;
