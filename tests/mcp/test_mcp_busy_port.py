@@ -74,3 +74,26 @@ def test_the_ui_announces_its_store_url_once_listening(tmp_path: Path) -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def test_the_http_proxy_announces_the_port_it_listens_on(world: World) -> None:
+    argv = world.proxy_args("--transport", "http", "--port", "0")
+    with subprocess.Popen(
+        [sys.executable, *argv, "--", *world.upstream_command()],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:  # policy warnings come first
+                if "serving MCP" in line:
+                    break
+            prefix = "planfence proxy: serving MCP over streamable HTTP at http://127.0.0.1:"
+            assert line.startswith(prefix) and line.rstrip().endswith("/mcp"), line
+            port = int(line[len(prefix) :].split("/", 1)[0])
+            assert port != 0
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()  # it listens
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
