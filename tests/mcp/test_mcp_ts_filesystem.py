@@ -1,5 +1,6 @@
 """`@modelcontextprotocol/server-filesystem` (the reference filesystem server, on Node) behind
-the stdio proxy, driven by the official TypeScript client offering roots as desktop clients do.
+the stdio proxy, driven by the official TypeScript client offering roots as desktop clients do;
+and a TypeScript-SDK server that asks its client for input as soon as it starts.
 
 The server asks its client for roots (`roots/list`) as soon as it is initialized, outside any
 request: through a stdio proxy, its one client must get that question. Its `write_file` takes
@@ -8,13 +9,15 @@ absolute paths, gated here with `{path:path}`.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import World, plan_meta
+from mcp_helpers import World, connect, plan_meta
+from test_mcp_relay import Asked
 from ts_harness import TS_DIR, install, run_client
 
 from planfence.plugins.gate import Policy, create_plan
@@ -130,3 +133,23 @@ async def test_write_file_is_gated_by_its_absolute_path(
     body = stale["result"]["_meta"]["dev.planfence/refusal"]["planfence"]
     assert body["verdict"] in ("replan", "block") and body["reason"] == "stale_dependencies", body
     assert target.read_text() == "first"  # the refused write never reached the server
+
+
+async def test_questions_asked_at_start_reach_the_one_stdio_client(world: World, node: str) -> None:
+    # Elicitation, sampling and roots, each asked outside any request (a handshake-era client
+    # has all three), go to the proxy's one client, which answers them.
+    world.policy.write_text("[tools.answers]\nungated = true\n")
+    upstream = [node, str(TS_DIR / "asks_on_start.mjs")]
+    asked = Asked()
+    params = world.proxy_params(upstream=upstream)
+    async with connect(params, "legacy", **asked.callbacks()) as client:
+        result = await client.call_tool("answers", {})
+    answers = json.loads(result.content[0].text)
+    assert answers["elicitation"] == {"action": "accept", "content": {"answer": "Lisbon"}}
+    assert answers["sampling"]["content"]["text"] == "a line about the sea"
+    assert answers["roots"]["roots"][0]["uri"] == "file:///work/trip"
+    assert (asked.elicited, asked.sampled, asked.roots_asked) == (
+        ["Which city?"],
+        ["Write one line about the sea."],
+        1,
+    )
