@@ -78,7 +78,7 @@ def test_bad_convertors_fail_when_the_policy_loads(tmp_path: Path, template: str
     f.write_text("\n[tools.convert]\ndepends_on = [" + json.dumps(template) + "]\n")
     with pytest.raises(PolicyError, match=why) as info:
         Policy.load(f)
-    assert info.value.line == 2
+    assert info.value.line == 3  # the line holding the template, not [tools.convert]
     assert "[tools.convert]" in str(info.value) and str(f) in str(info.value)
 
 
