@@ -275,6 +275,17 @@ SHELL_COVERED = {
         "planfence memory lineage ID",
     )
 }
+SHELL_COVERED.update(
+    {
+        # tests/mcp/test_mcp_policy_init.py runs `policy init` against real servers.
+        "planfence policy init --from-upstream -- mcp-server-git --repository .": (
+            "test_mcp_policy_init.py::test_mcp_server_git"
+        ),
+        "planfence policy init --file fs.toml --upstream-url http://127.0.0.1:9000/mcp": (
+            "test_mcp_policy_init.py::test_an_http_upstream"
+        ),
+    }
+)
 SERVES = "serves until stopped (its own tests start and stop it)"
 SHELL_SKIPPED = {
     **{
