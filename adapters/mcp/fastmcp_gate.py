@@ -46,10 +46,17 @@ class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
         policy: a `Policy`, its dict form, or the TOML file's path.
         agent: who calls, when a call's `_meta` does not say.
         middleware: planfence middleware around the gate, outermost first.
+        audit: how the gate records decisions (`"deferred"` default, `"durable"`, `"off"`; see
+            `ToolJudge`). Call `aclose()` when the server stops (a deferred audit writes what
+            it queued).
     """
 
     def __init__(self, store: Any, policy: Any, **options: Any) -> None:
         self.judge = ToolJudge(store, policy, **options)
+
+    async def aclose(self) -> None:
+        """Close the gate: a deferred audit writes what it queued."""
+        await self.judge.aclose()
 
     async def on_call_tool(
         self,

@@ -15,7 +15,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from planfence.adapters.cli.serving import listen_socket, run_uvicorn, socket_url
-from planfence.plugins.gate import AuditMode, Gate, Policy
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate, Policy
 from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import open_async_store, sqlite_on_loop
 
@@ -44,7 +44,7 @@ async def serve(
     allowed_origins: tuple[str, ...] = (),
     agent: str | None = None,
     signing_key: TokenSigner | None = None,
-    audit: AuditMode = True,
+    audit: AuditMode = DEFAULT_AUDIT,
 ) -> None:
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP).
 
