@@ -106,7 +106,8 @@ async def test_stale_plan_is_replanned_once_then_allowed(
 async def test_faulty_owner_blocks_over_loopback(
     owners: Owners, store: AsyncStore, keyring: Keyring, mode: str, audit: str
 ) -> None:
-    address = owners.down_url if mode == "down" else f"{owners.fault_url}/{mode}"
+    # A replay starts afresh at its own address in each audit mode.
+    address = owners.down_url if mode == "down" else f"{owners.fault_url}/{mode}/{audit}"
     directory = {**owners.directory, "reviser": address}
     gate = gate_for(store, keyring, directory, timeout=0.5, audit=audit)
     try:
