@@ -319,7 +319,7 @@ class Gate(GuardedExecutor):
             agent=v.agent,
             tool=v.tool,
             plan=v.plan,
-            payload=DecisionDetail.of(v, self.name).wire(),
+            payload=DecisionDetail.record(v, self.name),
         )
 
     async def flush(self) -> None:

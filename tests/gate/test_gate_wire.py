@@ -93,3 +93,21 @@ def test_the_readme_documents_every_field_of_the_wire_model() -> None:
         ]
         documented = re.findall(r"`([a-z_]+)`", row.split("|")[2])
         assert [f for f in model.model_fields if f not in documented] == [], model.__name__
+
+
+def test_the_audit_detail_the_gate_writes_is_the_models() -> None:
+    from planfence.plugins.gate import DecisionDetail
+
+    full = STALE.evolve(
+        scope=("trip/1",),
+        frontier={"trip/1": ("a",)},
+        heads={"trip/1": "b"},
+        epochs={"trip/1": 2},
+        args_digest="d" * 64,
+        value_digests={"to": "e" * 64},
+        latency_ms=0.25,
+    )
+    for verdict in (full, ALLOWED):
+        written = DecisionDetail.record(verdict, "planfence")
+        assert written == DecisionDetail.of(verdict, "planfence").wire()
+        assert DecisionDetail.model_validate(written).wire() == written
