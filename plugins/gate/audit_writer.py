@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Literal
 
 from planfence.shared_memory import AsyncStore, Entry, StoreError, WriteBatch
+from planfence.shared_memory.records import utc_now
 
 from .audit import Decision
 
@@ -107,7 +108,8 @@ class DeferredAudit:
         if self._pending and now - self._pending[0][0] > self.max_wait:
             waited = now - self._pending[0][0]
             raise AuditBacklogError(f"the oldest audit record has waited {waited:.1f} s")
-        self._pending.append((now, decision))
+        # Stamped now: the journal's time of a deferred allow is when it was decided, not written.
+        self._pending.append((now, decision if decision.at else replace(decision, at=utc_now())))
         self._ensure_writer()
         if len(self._pending) >= self.max_batch and self._wake is not None:
             self._wake.set()

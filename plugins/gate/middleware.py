@@ -239,19 +239,27 @@ class GateMiddleware(Middleware):
     async def flush(self) -> None:
         """Write the allows the gates' deferred audits have queued (before reading the journal)."""
         checkers = [self.fixed] if self.fixed is not None else []
-        checkers += [checker for _, checker in self._by_store.values()]
-        for checker in checkers:
-            flush = getattr(checker, "flush", None)
-            if flush is not None:
-                await flush()
+        await self._on_store_loop(
+            "flush", [*checkers, *(checker for _, checker in self._by_store.values())]
+        )
 
     async def aclose(self) -> None:
         """Close the checkers this middleware built (a deferred audit writes its queue)."""
         built, self._by_store = list(self._by_store.values()), {}
-        for _, checker in built:
-            close = getattr(checker, "aclose", None)
-            if close is not None:
-                await close()
+        await self._on_store_loop("aclose", [checker for _, checker in built])
+
+    async def _on_store_loop(self, method: str, checkers: list[Checker]) -> None:
+        """Call each checker's `method` where its checks ran: on the store's loop (a sync
+        store's portal), since its queued writes belong to that loop."""
+        calls = [c for c in (getattr(checker, method, None) for checker in checkers) if c]
+        if not calls or self.bridge.store is None:
+            return
+
+        async def each(_: AsyncStore) -> None:
+            for call in calls:
+                await call()
+
+        await self.bridge.acall(each)
 
     async def on_call_tool(self, call: ToolCall, call_next: CallNext) -> Judgement:
         verdict = await self.verdict(call)
