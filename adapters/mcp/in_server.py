@@ -20,6 +20,8 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
+import anyio
+
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
@@ -134,8 +136,18 @@ class ToolJudge:
 
     async def aclose(self) -> None:
         """Close the gate (a deferred audit writes what it queued); call it when the server
-        stops."""
-        await self.seam.aclose()
+        stops, or give `lifespan` to the server, which does."""
+        with anyio.CancelScope(shield=True):  # a server stopped by Ctrl-C still writes them
+            await self.seam.aclose()
+
+    @asynccontextmanager
+    async def lifespan(self, server: Any) -> AsyncIterator[dict[str, Any]]:
+        """A server lifespan that closes this gate when the server stops:
+        `MCPServer(name, lifespan=gate.lifespan)`, `FastMCP(name, lifespan=gate.lifespan)`."""
+        try:
+            yield {}
+        finally:
+            await self.aclose()
 
 
 def with_decision(result: Mapping[str, Any], decision: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import logging
 import socket
 from typing import Any
 
+import anyio
+
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("mcp", "the MCP proxy"):
@@ -81,10 +83,12 @@ async def serve(
                     ):
                         await server.run(read, write, server.create_initialization_options())
         finally:
-            try:
-                await gate.aclose()  # a deferred audit writes what it queued
-            finally:
-                await store.aclose()
+            # Shielded: a proxy stopped by Ctrl-C still writes the allows its audit queued.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await gate.aclose()
+                finally:
+                    await store.aclose()
     finally:
         if sock is not None:
             sock.close()
