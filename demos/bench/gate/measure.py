@@ -9,7 +9,7 @@ from typing import Any
 
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
 from planfence.demos.baselines import store_key_space
-from planfence.demos.executors import Wiring, build_executor
+from planfence.demos.executors import Wiring, build_executor, flush_audit
 from planfence.plugins.gate import ALLOW, Gate, Policy
 from planfence.shared_memory import AsyncStore
 
@@ -166,6 +166,7 @@ async def traffic(
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"traffic plan not allowed: {verdict.message}")
             finally:
+                await flush_audit(executor)
                 await http.aclose()
             per[label] = round(http.stats.total_bytes / repeat)
         rows.append(
