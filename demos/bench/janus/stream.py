@@ -34,15 +34,30 @@ benchmark run; see "Parameters" below, and do not tune them against Janus's resu
 
   `rho` is swept (0.2, 0.5, 0.8). The paper's premise (harm shows as an abrupt deviation) is
   high rho; a world where harm mostly arrives as ordinary-looking appends is low rho.
-- **Evaluation noise.** Every evaluation of a task under a memory is an independent Bernoulli
-  draw of its solve probability, like an LLM sampled at temperature 0.7: the old and new
-  memories of a comparison are judged on independent draws, and the agent's own attempt that
-  the curator learns from is one more draw. The final score is the *expected* held-out
-  accuracy (mean solve probability over the 500 held-out tasks), so it carries no test noise.
+- **Evaluation model: a latent threshold per task, and `eval_redraw`.** Each stream task has
+  a latent `u` in [0, 1), drawn once from (seed, task): under memory `M` the task is solved
+  when `u < p(task, M)`. Two memories that give a task the same solve probability give it the
+  same outcome; an edit that moves `p` for one kind flips only those tasks of that kind whose
+  `u` lies between the old and the new value. This is an LLM at temperature 0 judging old and
+  new memory on the same task (the paper's setting, and why its boundary set of flipped tasks
+  exists). `eval_redraw` = R in [0, 1] is the probability that one evaluation (one task under
+  one memory) ignores the latent and draws a fresh `u`, as sampling at temperature would:
+  R = 0 is fully paired (deterministic) evaluation, R = 1 is every evaluation an independent
+  Bernoulli draw, like an LLM at temperature 0.7 (the model this benchmark had before R
+  existed: at R = 1 its numbers are exactly the earlier ones). The agent's own attempt at a
+  stream task, which the curator learns from, follows the same rule with the same R: the
+  task's latent, or with probability R a fresh draw. R changes only which uniform draw an
+  outcome is read from, never a solve probability: an attempt succeeds with probability
+  `p(task, M)` at every R, so the calibration below holds at every R up to the luck of the
+  attempts (the benchmark reports it per R). It is swept (0, 0.3, 1).
+  The final score is the *expected* held-out accuracy (mean solve probability over the 500
+  held-out tasks), so it carries no test noise.
 - **Common random numbers.** The stream, the held-out set and the curator's coin flips at
   step t come from generators seeded by (seed, purpose, step); every strategy meets the same
   tasks and the same curator luck, so paired differences between strategies are meaningful.
-  Evaluation draws are per strategy (independent).
+  Latents, and the attempt's redraw coin and fresh draw, are seeded by (seed, purpose, task)
+  and shared by every strategy; an evaluation's redraw coins and fresh draws are per strategy
+  (independent).
 
 Parameters (decided before the first run; the only one set by measurement is `harm`, chosen
 once from the plain updater's accuracy at rho = 0.5 against the paper's DC-RS figure, 0.795,
