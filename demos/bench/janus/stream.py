@@ -124,6 +124,8 @@ class StreamConfig:
     stream_tasks: int = 500
     holdout_tasks: int = 500
     rho: float = 0.5
+    eval_redraw: float = 1.0
+    """R: the probability that an evaluation or attempt draws a fresh `u` (see above)."""
     order: Literal["shuffled", "dwell"] = "shuffled"
     dwell: int = 25
     base_mean: float = 0.727
@@ -181,6 +183,10 @@ class Stream:
         self._proposals: dict[tuple[Cheatsheet, int, bool], Proposal] = {}
         self._accuracy: dict[Cheatsheet, float] = {}
         self._draws: dict[int, float] = {}
+        self.latent: dict[str, float] = {
+            t.id: float(self._rng(9, i).random()) for i, t in enumerate(self.tasks)
+        }
+        """Each stream task's latent `u` (an evaluation reads it unless it redraws)."""
 
     def _rng(self, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, *key])
@@ -249,15 +255,24 @@ class Stream:
         return score
 
     def attempt(self, memory: Cheatsheet, step: int) -> bool:
-        """The agent's own attempt at stream task `step` (a draw shared by every strategy)."""
+        """The agent's own attempt at stream task `step` (shared by every strategy): the task's
+        latent `u`, or with probability `eval_redraw` a fresh draw."""
         key = (memory, step)
         solved = self._attempts.get(key)
         if solved is None:
             u = self._draws.get(step)
             if u is None:
-                u = self._draws[step] = float(self._rng(3, step).random())
+                u = self._attempt_u(step)
+                self._draws[step] = u
             solved = self._attempts[key] = u < self.p_correct(memory, self.tasks[step])
         return solved
+
+    def _attempt_u(self, step: int) -> float:
+        r = self.config.eval_redraw
+        # At R = 1 no coin is needed (and the draw is the one this stream made before R).
+        if r >= 1.0 or (r > 0.0 and float(self._rng(5, step).random()) < r):
+            return float(self._rng(3, step).random())
+        return self.latent[self.tasks[step].id]
 
     # ---- curator
 
