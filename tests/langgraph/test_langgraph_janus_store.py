@@ -3,6 +3,7 @@ PostgreSQL), driven by LangMem-style writes from a scripted memory manager."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -213,9 +214,12 @@ async def test_everything_outside_the_gated_namespace_passes_through(
     assert [d.verdict for d in await records.journal(kind="janus", limit=10)] == ["deploy"]
 
 
-def test_sync_api_with_a_sync_planfence_store(tmp_path: Path) -> None:
+def test_sync_api_with_a_sync_planfence_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     inner = InMemoryStore()
-    with open_store(f"sqlite:///{tmp_path / 'pf.db'}") as records:
+    url = f"sqlite:///{tmp_path / 'pf.db'}"
+    with open_store(url) as records:
         janus = JanusStore(inner, namespace=NS, controller=controller(), records=records)
         for name in ("deploy", "staging"):
             with janus.working_on(task(name)):
@@ -230,6 +234,18 @@ def test_sync_api_with_a_sync_planfence_store(tmp_path: Path) -> None:
             "deploy",
             "deploy",
         ]
+    # the decisions are the ones `planfence audit --source janus` shows
+    from planfence.adapters.cli.main import main
+
+    capsys.readouterr()
+    assert main(["audit", "--store", url, "--source", "janus", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["source"], r["verdict"]) for r in rows] == [
+        ("janus", "keep"),
+        ("janus", "deploy"),
+        ("janus", "deploy"),
+    ]
+    assert all(r["payload"]["key"] == "memories/team" for r in rows)
 
 
 class Chat(TypedDict):
@@ -268,3 +284,23 @@ def test_gated_namespace_must_be_named() -> None:
 
 def _memory() -> AsyncStore:
     return create_async_store("memory://")
+
+
+async def test_a_failing_evaluation_keeps_the_write_out(records: AsyncStore) -> None:
+    """Fail closed: when the comparison cannot run, the write does not reach the store."""
+
+    class Broken:
+        async def evaluate(self, memory: Any, tasks: Any) -> list[bool]:
+            raise ConnectionError("the evaluation model is down")
+
+    inner = InMemoryStore()
+    janus = JanusStore(
+        inner, namespace=NS, controller=JanusController(Broken(), config=CONFIG), records=records
+    )
+    for name in ("deploy", "staging"):  # warm-up: no evaluation needed
+        await janus.aput(NS, name, memory(FACTS[name][1]))
+    with pytest.raises(ConnectionError):
+        await janus.aput(NS, "port", memory(FACTS["port"][1]))
+    assert await inner.aget(NS, "port") is None
+    assert len(await records.journal(kind="janus", limit=10)) == 2
+    assert janus.controller.state.step == 2  # as before the failed step: it can be retried
