@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from conftest import PG_URL, require_postgres
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, PutOp
 from langgraph.store.memory import InMemoryStore
@@ -78,26 +77,25 @@ async def texts(store: BaseStore) -> list[str]:
 
 @pytest.fixture(params=["memory", "postgres"])
 async def inner(request: pytest.FixtureRequest) -> AsyncIterator[BaseStore]:
-    """The team's LangGraph store: InMemoryStore, or PostgreSQL's in a fresh schema."""
+    """The team's LangGraph store: InMemoryStore, or PostgreSQL's in a fresh schema (the shared
+    `pg_url` fixture: skipped without a server, failing under PLANFENCE_REQUIRE_POSTGRES=1)."""
     if request.param == "memory":
         yield InMemoryStore()
         return
-    require_postgres()
     import psycopg
     from langgraph.store.postgres import AsyncPostgresStore
 
-    schema = f"lg_janus_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in PG_URL else "?"
-    url = f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    try:
-        async with AsyncPostgresStore.from_conn_string(url) as store:
-            await store.setup()
-            yield store
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    from planfence.shared_memory.backends.postgres import split_schema
+
+    conninfo, schema = split_schema(str(request.getfixturevalue("pg_url")))
+    assert schema is not None
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")  # dropped by the fixture
+    sep = "&" if "?" in conninfo else "?"
+    url = f"{conninfo}{sep}options=-csearch_path%3D{schema}"
+    async with AsyncPostgresStore.from_conn_string(url) as store:
+        await store.setup()
+        yield store
 
 
 @pytest.fixture
