@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "memory": "planfence.adapters.cli.memory",
     "plan": "planfence.adapters.cli.plan",
     "audit": "planfence.adapters.cli.audit",
+    "check": "planfence.adapters.cli.check",
     "policy": "planfence.adapters.cli.policy",
     "serve-owner": "planfence.adapters.owner_service.cli",
     "keys": "planfence.adapters.owner_service.keys_cli",
