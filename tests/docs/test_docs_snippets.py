@@ -87,6 +87,7 @@ COVERED = {
     "The gate inside your own MCP server": "test_docs_mcp_server.py",
     "Add a framework adapter": "test_docs_readme.py::test_adapter_howto_runs_and_touches_no_...",
     "The Janus controller": "test_docs_readme.py::test_janus_snippet",
+    "Janus on a LangGraph store": "test_docs_readme.py::test_janus_store_snippet",
 }
 RUN_HERE = {
     "Fencing tokens and head leases",
@@ -275,6 +276,17 @@ SHELL_COVERED = {
         "planfence memory lineage ID",
     )
 }
+SHELL_COVERED.update(
+    {
+        # tests/mcp/test_mcp_policy_init.py runs `policy init` against real servers.
+        "planfence policy init --from-upstream -- mcp-server-git --repository .": (
+            "test_mcp_policy_init.py::test_mcp_server_git"
+        ),
+        "planfence policy init --file fs.toml --upstream-url http://127.0.0.1:9000/mcp": (
+            "test_mcp_policy_init.py::test_an_http_upstream"
+        ),
+    }
+)
 SERVES = "serves until stopped (its own tests start and stop it)"
 SHELL_SKIPPED = {
     **{
