@@ -204,8 +204,9 @@ def _transfer(args: argparse.Namespace) -> int:
     with open_cli_store(args, writes=True) as store:
         store.signer = signer
         state = store.states([args.key]).get(args.key)
-        if state is not None and state.owner == args.to:
-            # Handing a key to its owner changes nothing: no owner change, no new epoch.
+        if state is not None and state.owner == args.to == agent:
+            # The owner handing a key to itself changes nothing: no owner change, no new epoch
+            # (anyone else asking is refused by the store as a non-owner).
             emit(
                 args,
                 {"key": args.key, "owner": args.to, "epoch": state.epoch, "unchanged": True},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from planfence.plugins.gate import create_plan_sync
-from planfence.shared_memory import KIND_PLAN, InvalidValueError, Store, validate_agent
+from planfence.shared_memory import validate_agent
 
 from .common import add_common, emit, guarded, open_cli_store, parse_json_arg, split_ids
 
@@ -39,20 +39,9 @@ def _create(args: argparse.Namespace) -> int:
     value = parse_json_arg(args.value) if args.value is not None else None
     with open_cli_store(args, writes=True) as store:
         parents = [store.resolve_id(p) for p in split_ids(args.parents)]
-        supersedes = _plan_id(store, args.supersedes) if args.supersedes else None
+        supersedes = store.resolve_id(args.supersedes) if args.supersedes else None
         rec = create_plan_sync(
             store, author=args.agent, parents=parents, value=value, supersedes=supersedes
         )
     emit(args, rec.to_dict(), rec.id)
     return 0
-
-
-def _plan_id(store: Store, given: str) -> str:
-    """The full id of the plan `given` names; another kind of record is refused."""
-    record = store.get(store.resolve_id(given))
-    if record.kind != KIND_PLAN:
-        raise InvalidValueError(
-            f"--supersedes {given}: record {record.id[:12]} is a {record.kind} of "
-            f"{record.key}, not a plan (give the id of the plan this one replaces)"
-        )
-    return record.id

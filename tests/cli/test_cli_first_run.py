@@ -127,3 +127,13 @@ def test_demo_workflows_into_head_stops_at_once() -> None:
     assert "Traceback" not in err and "error" not in err, err
     done = [int(m) for m in re.findall(r"demo workflows: (\d+)/120", err)]
     assert done and max(done) < 120  # stopped well before the last run
+
+
+def test_transfer_to_the_owner_by_someone_else_is_refused(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, fact: str
+) -> None:
+    """The no-op is the owner's own: a non-owner naming the owner is refused, not told 'already'."""
+    argv = ("memory", "transfer", "order/7", "--to", "sales", "--as", "mallory")
+    code, out, err = run(capsys, *argv, "--store", sqlite_url)
+    assert code == 1 and out == ""
+    assert "mallory" in err and "own" in err

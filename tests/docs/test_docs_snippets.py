@@ -87,6 +87,7 @@ COVERED = {
     "The gate inside your own MCP server": "test_docs_mcp_server.py",
     "Add a framework adapter": "test_docs_readme.py::test_adapter_howto_runs_and_touches_no_...",
     "The Janus controller": "test_docs_readme.py::test_janus_snippet",
+    "Janus on a LangGraph store": "test_docs_readme.py::test_janus_store_snippet",
 }
 RUN_HERE = {
     "Fencing tokens and head leases",

@@ -22,6 +22,7 @@ from planfence.plugins.gate.audit_writer import AuditBacklogError
 from planfence.plugins.gate.decision import Audited
 from planfence.shared_memory import (
     AsyncStore,
+    InvalidValueError,
     Record,
     StoreUnavailableError,
     create_async_store,
@@ -205,3 +206,15 @@ async def test_an_unreadable_chain_blocks(astore: AsyncStore, audit: str) -> Non
     async with Broken(astore, POLICY, audit=audit) as gate:
         v = await gate.check("ship", ARGS, b.id)
     assert (v.verdict, v.reason) == ("block", "store_unavailable")
+
+
+async def test_a_plan_supersedes_only_a_plan(astore: AsyncStore) -> None:
+    """A replan that names a fact as the plan it replaces would start a chain the budget cannot
+    follow: refused before anything is written, from the API as from the CLI."""
+    order, plan = await seed(astore)
+    seq = await astore.last_seq()
+    with pytest.raises(InvalidValueError, match=r"is a fact of order/7, not a plan"):
+        await create_plan(astore, author="planner", parents=[order.id], supersedes=order.id)
+    assert await astore.last_seq() == seq
+    replan = await create_plan(astore, author="planner", parents=[order.id], supersedes=plan.id)
+    assert replan.supersedes == plan.id
