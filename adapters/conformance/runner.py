@@ -120,13 +120,14 @@ def table(results: Sequence[Result]) -> str:
             cells[r.case] = r.status
         rows[r.adapter] = cells
     width = max([len("adapter"), *map(len, rows)])
-    head = f"{'adapter':<{width}}  " + "  ".join(f"({c}) " for c in letters)
+    head = f"{'adapter':<{width}}  " + "  ".join(f"({c})".ljust(5) for c in letters)
     lines = [head]
     for name, cells in rows.items():
         line = f"{name:<{width}}  " + "  ".join(f"{cells.get(c, ''):<5}" for c in letters)
         if "note" in cells:
             line += f"  {cells['note']}"
         lines.append(line.rstrip())
+    lines[0] = lines[0].rstrip()
     failed = [r for r in results if r.status in (FAIL, ERROR)]
     for r in failed:
         lines.append(f"{r.adapter} ({r.case}) {r.status}: {r.detail}")

@@ -212,7 +212,7 @@ class Script:
         sees. Returns the call to make, or None for a final text answer."""
         turn, self.turns = self.turns, self.turns + 1
         self.shown.append([*shown, *([last_result] if last_result is not None else [])])
-        if last_result is not None and (_ran(last_result) or BLOCKED in last_result):
+        if last_result is not None and (_ran(last_result) or _blocked(last_result)):
             return None
         if self.calls >= self.max_calls:
             return None
@@ -235,7 +235,13 @@ class Script:
 
 
 BLOCKED = "This action will not run."
-"""How a block ends (`explain`): the model accepts it and stops calling."""
+"""How a block ends in words (`explain`); a structured refusal says `"verdict": "block"`."""
+_BLOCK_VERDICT = re.compile(r'"verdict"\s*:\s*"block"')
+
+
+def _blocked(result: str) -> bool:
+    """The model accepts a block and stops calling."""
+    return BLOCKED in result or _BLOCK_VERDICT.search(result) is not None
 
 
 def _ran(result: str) -> bool:
