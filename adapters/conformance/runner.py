@@ -8,7 +8,7 @@ import importlib.util
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from .harness import Harness
 from .world import open_world
 
 HARNESSES: dict[str, str] = {
+    "seam": "planfence.adapters.conformance.harnesses.seam:SeamHarness",
     "autogen": "planfence.adapters.conformance.harnesses.autogen:AutoGenHarness",
     "langgraph.create_agent": "planfence.adapters.conformance.harnesses.langgraph:CreateAgent",
     "langgraph.graph": "planfence.adapters.conformance.harnesses.langgraph:HandWrittenGraph",
@@ -110,7 +111,7 @@ async def run_suite(
 def table(results: Sequence[Result]) -> str:
     """Adapter by case, one cell per result."""
     letters = [c.letter for c in CASES]
-    rows: dict[str, Mapping[str, str]] = {}
+    rows: dict[str, dict[str, str]] = {}
     for r in results:
         cells = dict(rows.get(r.adapter, {}))
         if r.case == "*":

@@ -59,9 +59,9 @@ class Outage(AsyncStore):
         self.inner = inner
         self.url = inner.url
         self.down = False
-        self.optional_reads = inner.optional_reads
+        # The backend's own answers and lease support, as this instance's (they are class-level).
         self._answered_ops = inner._answered_ops
-        self.supports_leases = inner.supports_leases
+        vars(self)["supports_leases"] = inner.supports_leases
 
     def _fail(self) -> None:
         if self.down:
@@ -77,7 +77,6 @@ class Outage(AsyncStore):
 
     async def _wait_for_change(self, since: int, timeout: float) -> None:
         await self.inner._wait_for_change(since, timeout)
-
 
 
 @dataclass(frozen=True)
@@ -167,10 +166,14 @@ class World:
         await self.store.aclose()
 
 
+def _store_url(path: Path) -> str:
+    path.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path / 'store.db'}"
+
+
 async def open_world(path: Path) -> World:
     """A fresh SQLite store in `path` with the requirements at Lisbon."""
-    path.mkdir(parents=True, exist_ok=True)
-    url = f"sqlite:///{path / 'store.db'}"
+    url = _store_url(path)
     inner = await open_async_store(url)
     try:
         await inner.own(KEY, OWNER)

@@ -89,7 +89,9 @@ def executor_client(script: Script) -> ScriptedClient:
         step = await script.next(shown, result)
         if step is None:
             return _result(Script.FINAL)
-        call = FunctionCall(id=f"call-{script.calls}", name=step.tool, arguments=json.dumps(step.args))
+        call = FunctionCall(
+            id=f"call-{script.calls}", name=step.tool, arguments=json.dumps(step.args)
+        )
         return _result([call])
 
     return ScriptedClient(answer)
@@ -113,7 +115,7 @@ class AutoGenHarness:
     async def run(
         self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
     ) -> Run:
-        tools = [
+        tools: list[Any] = [
             FunctionTool(fn, description=fn.__doc__ or name, name=name)
             for name, fn in world.tools().items()
         ]

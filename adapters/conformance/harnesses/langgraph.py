@@ -71,7 +71,7 @@ def told(messages: Sequence[Any]) -> Run:
     return Run([str(m.content) for m in messages if isinstance(m, ToolMessage)])
 
 
-TASK_INPUT = {"messages": [{"role": "user", "content": TASK}]}
+TASK_INPUT: Any = {"messages": [{"role": "user", "content": TASK}]}
 
 
 class CreateAgent:
@@ -86,7 +86,9 @@ class CreateAgent:
         self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
     ) -> Run:
         keys = [KEY] if plans else []
-        fence = PlanfenceMiddleware(world.store, world.policy, keys=keys, agent=AGENT, checker=checker)
+        fence = PlanfenceMiddleware(
+            world.store, world.policy, keys=keys, agent=AGENT, checker=checker
+        )
         agent = create_agent(ScriptedChatModel(script=script), lc_tools(world), middleware=[fence])
         try:
             state = await agent.ainvoke(TASK_INPUT)

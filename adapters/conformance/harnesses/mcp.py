@@ -147,7 +147,7 @@ class InServerHarness:
                     return [json.dumps({r.key: r.value}) for r in records]
 
                 async def send(tool: str, args: dict[str, Any]) -> str:
-                    return _text(await client.call_tool(tool, args, meta=dict(meta)))
+                    return _text(await client.call_tool(tool, args, meta=cast(Any, dict(meta))))
 
                 return await drive(script, read, send)
         finally:
