@@ -377,7 +377,7 @@ async def run_guarded(
     runs inside the guard of its allow, so it sees the fencing token and holds the lease, as
     every adapter's tool does."""
     flow = executor_flow(tool, args, plan_id, replan is not None)
-    step = next(flow)
+    step: Step | Outcome = next(flow)
     while not isinstance(step, Outcome):
         if isinstance(step, AskReplan):
             assert replan is not None
@@ -405,7 +405,7 @@ def run_guarded_sync(
     """`run_guarded` for sync code: checks through `seam.guard_sync`, the tool on the caller's
     thread."""
     flow = executor_flow(tool, args, plan_id, replan is not None)
-    step = next(flow)
+    step: Step | Outcome = next(flow)
     while not isinstance(step, Outcome):
         if isinstance(step, AskReplan):
             assert replan is not None
