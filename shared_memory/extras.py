@@ -27,6 +27,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "tasks": ("reasoning_gym",),
     "otel": ("opentelemetry",),
     "bench": ("matplotlib",),
+    "maf": ("agent_framework",),
+    "a2a": ("a2a",),
 }
 
 
