@@ -24,6 +24,7 @@ HARNESSES: dict[str, str] = {
     "langgraph.graph": "planfence.adapters.conformance.harnesses.langgraph:HandWrittenGraph",
     "mcp.proxy": "planfence.adapters.conformance.harnesses.mcp:ProxyHarness",
     "mcp.in_server": "planfence.adapters.conformance.harnesses.mcp:InServerHarness",
+    "pydantic_ai": "planfence.adapters.conformance.harnesses.pydantic_ai:PydanticAIHarness",
     "maf": "planfence.adapters.conformance.harnesses.maf:MAFHarness",
 }
 """Adapter name -> its harness class, as "module:Class". Add a line for a new adapter."""
