@@ -63,7 +63,7 @@ class ScriptedClient(
         super().__init__()
         self.script = script
 
-    def _inner_get_response(  # type: ignore[override]
+    def _inner_get_response(
         self, *, messages: Sequence[Message], stream: bool, options: Mapping[str, Any], **_: Any
     ) -> Any:
         return self._answer(messages, options)
