@@ -26,6 +26,7 @@ HARNESSES: dict[str, str] = {
     "mcp.in_server": "planfence.adapters.conformance.harnesses.mcp:InServerHarness",
     "pydantic_ai": "planfence.adapters.conformance.harnesses.pydantic_ai:PydanticAIHarness",
     "maf": "planfence.adapters.conformance.harnesses.maf:MAFHarness",
+    "a2a": "planfence.adapters.conformance.harnesses.a2a:A2AHarness",
 }
 """Adapter name -> its harness class, as "module:Class". Add a line for a new adapter."""
 
