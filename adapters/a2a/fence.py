@@ -146,7 +146,7 @@ class PlanfenceInterceptor(ClientCallInterceptor):
         *,
         gate: GateMiddleware | None = None,
     ) -> None:
-        self.plan = (lambda: plan.last) if isinstance(plan, PlanStamper) else plan
+        self.plan = plan
         self.policy, self.gate = Policy.coerce(policy), gate
 
     async def before(self, args: BeforeArgs) -> None:
@@ -155,7 +155,7 @@ class PlanfenceInterceptor(ClientCallInterceptor):
         declared = self.policy.get(call.tool) if call is not None else None
         if call is None or message is None or (declared is not None and declared.ungated):
             return
-        plan = call.plan or self.plan()
+        plan = call.plan or (self.plan.last if isinstance(self.plan, PlanStamper) else self.plan())
         if plan is not None:
             message.metadata.update({PLAN: plan})
         if self.gate is None:
