@@ -15,7 +15,8 @@ metadata) with its arguments as a data part; the sender's plan id travels beside
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from planfence.plugins.gate import (
@@ -47,9 +48,16 @@ with extra_imports("a2a", "planfence.adapters.a2a"):
     )
     from google.protobuf import json_format
 
+try:  # the check joins the sender's trace on the receiving host (W3C trace context)
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate
+except ImportError:  # the otel extra is not installed
+    propagate = None  # type: ignore[assignment]
+
 PLAN = "dev.planfence/plan"
 SKILL = "dev.planfence/skill"
 REFUSAL = "dev.planfence/refusal"
+TRACE = "dev.planfence/trace"
 _SENDS = ("send_message", "send_message_streaming")
 
 
@@ -108,6 +116,10 @@ class FencedExecutor(AgentExecutor):
         )
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        with _sender_trace(context.message):
+            await self._execute(context, event_queue)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         call = skill_call(context.message, self.skill) if context.message else None
         if call is None:
             refused = await self.gate.refuse(
@@ -156,8 +168,12 @@ class PlanfenceInterceptor(ClientCallInterceptor):
         if call is None or message is None or (declared is not None and declared.ungated):
             return
         plan = call.plan or (self.plan.last if isinstance(self.plan, PlanStamper) else self.plan())
-        if plan is not None:
-            message.metadata.update({PLAN: plan})
+        carrier: dict[str, str] = {}
+        if propagate is not None:
+            propagate.inject(carrier)
+        message.metadata.update(
+            {**({PLAN: plan} if plan else {}), **({TRACE: carrier} if carrier else {})}
+        )
         if self.gate is None:
             return
         judged = await self.gate.judge(ToolCall(call.tool, call.args, plan))
@@ -171,13 +187,30 @@ class PlanfenceInterceptor(ClientCallInterceptor):
         return None
 
 
+@contextmanager
+def _sender_trace(message: Message | None) -> Iterator[None]:
+    """Run inside the trace context the sender put in the message, when it put one."""
+    meta = json_format.MessageToDict(message.metadata) if message is not None else {}
+    carrier = meta.get(TRACE)
+    if propagate is None or not isinstance(carrier, dict):
+        yield
+        return
+    token = otel_context.attach(propagate.extract(carrier))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
 def _id() -> str:
     return str(uuid.uuid4())
 
 
 __all__ = [
     "PLAN",
+    "REFUSAL",
     "SKILL",
+    "TRACE",
     "FencedExecutor",
     "PlanfenceInterceptor",
     "refusal_task",

@@ -1,7 +1,7 @@
 """A2A with a real server and client in one process: the README snippet runs as written, the
 receiving agent checks the sender's plan itself (a sender without the interceptor, or with a
-plan that does not exist, is refused before the agent acts), and a sender-side gate answers a
-stale plan without sending."""
+plan that does not exist, is refused before the agent acts), a sender-side gate answers a stale
+plan without sending, and over a real socket the receiver's check joins the sender's trace."""
 
 from __future__ import annotations
 
@@ -162,4 +162,44 @@ def test_a_stale_plan_is_rejected_by_the_receiver_and_by_a_sender_side_gate() ->
         assert airline.booked == []
         assert [d.verdict for d in store.decisions(source="gate")] == ["replan", "replan"]
     finally:
+        store.close()
+
+
+async def test_over_a_real_socket_the_receivers_check_joins_the_senders_trace() -> None:
+    import uvicorn
+
+    from planfence.adapters.conformance import tracing
+
+    store, airline = shared(), Airline()
+    fenced = FencedExecutor(airline, store, POLICY, agent="airline")
+    handler = DefaultRequestHandlerV2(fenced, InMemoryTaskStore(), CARD)
+    app = Starlette(routes=create_jsonrpc_routes(handler, "/"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        for _ in range(1000):  # uvicorn says when it listens only by this flag
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        card = AgentCard()
+        card.CopyFrom(CARD)
+        card.supported_interfaces[0].url = f"http://127.0.0.1:{port}/"
+        planner = PlanStamper(store, "booker")
+        await planner.stamp(reads_of(await planner.current([REQ])))
+        client = ClientFactory(ClientConfig(streaming=False)).create(
+            card, [PlanfenceInterceptor(planner, POLICY)]
+        )
+        call = skill_message("book_flight", {"destination": "Lisbon"})
+        with tracing.capture() as spans:
+            [reply] = [r async for r in client.send_message(SendMessageRequest(message=call))]
+        await client.close()
+        assert reply.task.status.state == TaskState.TASK_STATE_COMPLETED
+        [check] = [s for s in spans.finished() if s.name == "planfence.check book_flight"]
+        assert check.context.trace_id == spans.root.context.trace_id
+        assert spans.under_root(check)
+    finally:
+        server.should_exit = True
+        await serving
+        await fenced.gate.aclose()
         store.close()
