@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planfence.shared_memory import MissingExtraError
+
 from .cases import CASES, Case, CaseFailure
 from .harness import Harness
 from .world import open_world
@@ -100,7 +102,12 @@ async def run_suite(
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="planfence-conformance-") as tmp:
         for name in adapters if adapters is not None else HARNESSES:
-            cls = load(name)
+            try:  # a harness module imports its framework: missing, it says which extra
+                cls = load(name)
+            except MissingExtraError as exc:
+                hint = f"pip install 'planfence[{exc.extra}]'"
+                results.append(Result(name, "*", MISSING, hint, 0.0))
+                continue
             if not installed(cls):
                 hint = f"pip install 'planfence[{cls.extra}]'"
                 results.append(Result(name, "*", MISSING, hint, 0.0))
