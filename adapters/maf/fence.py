@@ -17,6 +17,7 @@ block, and a plan that cannot be stored blocks the call too.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -87,6 +88,7 @@ class PlanfenceMiddleware(FunctionMiddleware, ContextProvider):
         )
         self.stamper = PlanStamper(bridge, agent)
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
+        self._stamping = asyncio.Lock()
 
     async def before_run(
         self,
@@ -125,9 +127,10 @@ class PlanfenceMiddleware(FunctionMiddleware, ContextProvider):
         declared = self.gate.policy.get(tool)
         if run is None or not run.get("reads") or (declared is not None and declared.ungated):
             return None
-        if run.get("plan") is None:
-            stamped = await self.stamper.stamp(run["reads"], supersedes=run.get("supersedes"))
-            run["plan"] = stamped.id
+        async with self._stamping:  # parallel calls of one model answer share one plan
+            if run.get("plan") is None:
+                stamped = await self.stamper.stamp(run["reads"], supersedes=run.get("supersedes"))
+                run["plan"] = stamped.id
         return str(run["plan"])
 
     def _refused(

@@ -139,3 +139,23 @@ def test_each_run_starts_its_own_plan_chain() -> None:
         assert len({p.id for p in plans}) == 2  # one plan per run, both allowed
     finally:
         store.close()
+
+
+def test_parallel_calls_of_one_answer_act_under_one_plan() -> None:
+    booked: list[str] = []
+
+    def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
+        if messages[-1].role == "tool":
+            return Message(role="assistant", contents=["Booked."])
+        calls = [book("Lisbon", n).contents[0] for n in range(3)]
+        return Message(role="assistant", contents=calls)
+
+    store, agent, _ = fenced(answer, booked)
+    try:
+        asyncio.run(agent.run("Book the flight for trip 42."))
+        assert booked == ["Lisbon"] * 3
+        decisions = store.decisions(source="gate")
+        assert [d.verdict for d in decisions] == ["allow"] * 3
+        assert len({d.subject for d in decisions}) == 1  # one plan cited by all three
+    finally:
+        store.close()
