@@ -3,6 +3,7 @@ block ends the run the SDK's way, with the refusal's wire payload."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -36,6 +37,12 @@ def no_trace_export() -> Any:
     set_tracing_disabled(True)  # the SDK would export traces to its platform
     yield
     set_tracing_disabled(False)
+    # `Runner.run_sync` leaves the event loop it made as the thread's default: close it here, or
+    # it is collected unclosed in a later test.
+    policy = asyncio.get_event_loop_policy()
+    loop = policy.get_event_loop()
+    loop.close()
+    policy.set_event_loop(None)
 
 
 def snippets(heading: str) -> list[str]:
