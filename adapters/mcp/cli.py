@@ -71,9 +71,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--signing-key",
         default=None,
         metavar="FILE",
-        help="the gate's private key (.jwk from `planfence keys generate`): signs the fencing "
-        "token sent upstream with every allowed call (default: $PLANFENCE_SIGNING_KEY; without "
-        "one the tokens are unsigned)",
+        help="the gate's private key (.jwk from `planfence keys generate --gate`): signs the "
+        "fencing token sent upstream with every allowed call, as that gate (default: "
+        "$PLANFENCE_SIGNING_KEY; without one the tokens are unsigned)",
     )
     p.add_argument(
         "--audit",
@@ -140,6 +140,11 @@ def run(args: argparse.Namespace) -> int:
 
     key_file = args.signing_key or os.environ.get(SIGNING_KEY_ENV) or None
     signing_key = SigningKey.load(key_file) if key_file else None
+    if signing_key is not None and not signing_key.is_gate:
+        raise ConfigError(
+            f"{signing_key.source}: {signing_key.kid} is not a gate key; the proxy signs fencing "
+            "tokens as a gate (planfence keys generate --agent NAME --gate --out DIR)"
+        )
     try:
         token = read_token(args.auth_token_file, os.environ)
     except ValueError as exc:
