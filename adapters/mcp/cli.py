@@ -23,6 +23,8 @@ from planfence.adapters.cli.common import (
 from planfence.shared_memory import ConfigError, validate_agent
 from planfence.shared_memory.extras import extra_imports
 
+from .oauth_cli import add_auth_arguments, auth_options
+
 HELP = "serve an MCP server through the PlanFence gate (every tools/call checked first)"
 
 
@@ -52,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="HTTP: require 'Authorization: Bearer TOKEN', TOKEN being this file's first line "
         "(or set $PLANFENCE_PROXY_TOKEN)",
     )
+    add_auth_arguments(p)
     p.add_argument(
         "--allow-origin",
         action="append",
@@ -168,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
         "agent": args.agent,
         "signing_key": signing_key,
         "audit": "deferred" if args.audit == "deferred" else True,
+        **auth_options(args),
     }
     anyio.run(lambda: serve(**options))
     return 0

@@ -24,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused, Revoked
 from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN, with_fence
+from .oauth import AGENT_MISMATCH, token_agent
 from .results import (
     INPUT_REFUSED,
     MALFORMED_META,
@@ -106,6 +107,13 @@ class GatedCalls:
         meta = raw.get("_meta")
         meta = meta if isinstance(meta, Mapping) else {}
         call = ToolCall(tool, params.arguments or {}, meta.get(META_PLAN), meta.get(META_AGENT))
+        caller = token_agent(ctx.request)  # the agent an OAuth access token names, if any
+        if caller is not None:
+            if call.agent is not None and call.agent != caller:
+                message = f"{META_AGENT} is {call.agent!r}; the access token is {caller!r}'s"
+                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
+                return to_wire_result(refused.verdict)
+            call = replace(call, agent=caller)
         if call.agent is not None:
             try:
                 validate_agent(call.agent)

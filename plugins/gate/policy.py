@@ -11,6 +11,7 @@ Declared in application code or a TOML policy file, never by generated text:
     [tools.deploy]
     depends_on = ["build/{service}"]
     lease_ms = 2000         # on allow, hold the heads of D(a) until the tool returns (at most 2 s)
+    agents = ["executor"]   # only these agents may call it (others: agent_not_allowed)
 
 Templates are filled from the call's arguments (`{order_id}`, `{customer.id}` for nested values).
 A placeholder fills one key segment; `{path:path}` takes a value with `/` as several segments
@@ -28,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import ConfigError, InvalidKeyError
+from planfence.shared_memory import ConfigError, InvalidKeyError, validate_agent
 from planfence.shared_memory.leases import MAX_LEASE_MS
 
 from .templates import (
@@ -71,6 +72,9 @@ class ToolPolicy:
     depends_on: tuple[KeyTemplate, ...] = ()
     ungated: bool = False
     lease_ms: int | None = None
+    agents: frozenset[str] | None = None
+    """The only agents that may call the tool (None: any); others are blocked
+    (`agent_not_allowed`), and so is a call that names no agent."""
 
     def __post_init__(self) -> None:
         if self.ungated == bool(self.depends_on):
@@ -152,6 +156,9 @@ class Policy:
             tools[name] = {"depends_on": [t.text for t in tp.depends_on]}
             if tp.lease_ms is not None:
                 tools[name]["lease_ms"] = tp.lease_ms
+        for name, tp in self.tools.items():
+            if tp.agents is not None:
+                tools[name]["agents"] = sorted(tp.agents)
         return {"tools": tools}
 
     @classmethod
@@ -265,10 +272,10 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
         raise ValueError(f"invalid tool name {name!r}")
     if not isinstance(spec, Mapping):
         raise ValueError("a tool declaration must be a table with depends_on or ungated")
-    unknown = set(spec) - {"depends_on", "ungated", "description", "lease_ms"}
+    unknown = set(spec) - {"depends_on", "ungated", "description", "lease_ms", "agents"}
     if unknown:
         raise ValueError(
-            f"unknown field {sorted(unknown)[0]!r} (expected depends_on, ungated, lease_ms)"
+            f"unknown field {sorted(unknown)[0]!r} (expected depends_on, ungated, lease_ms, agents)"
         )
     ungated = spec.get("ungated", False)
     if not isinstance(ungated, bool):
@@ -287,7 +294,18 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
     lease_ms = spec.get("lease_ms")
     if lease_ms is not None:
         _check_lease_ms(lease_ms, ungated)
-    return ToolPolicy(name, templates, ungated, lease_ms)
+    return ToolPolicy(name, templates, ungated, lease_ms, _agents(spec.get("agents")))
+
+
+def _agents(value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+        raise ValueError('agents must be a non-empty list of agent ids, e.g. ["executor"]')
+    try:
+        return frozenset(validate_agent(a) for a in value)
+    except InvalidKeyError as exc:
+        raise ValueError(f"agents: {exc}") from None
 
 
 def _check_lease_ms(lease_ms: object, ungated: bool) -> None:
