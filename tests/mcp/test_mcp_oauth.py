@@ -55,7 +55,7 @@ class Issuer:
         jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.key.public_key()))
         return {"keys": [{**jwk, "kid": self.kid, "use": "sig", "alg": "ES256"}]}
 
-    def token(self, agent: str = "executor", **claims: Any) -> str:
+    def token(self, agent: str = "executor", /, **claims: Any) -> str:
         now = int(time.time())
         body = {"iss": ISSUER, "aud": AUDIENCE, "sub": agent, "iat": now, "exp": now + 300}
         body.update(claims)
