@@ -92,6 +92,14 @@ class GatedCalls:
     ) -> dict[str, Any]:
         tool = params.name
         try:
+            caller = token_agent(ctx.request)
+            if caller is not None and self.sessions is not None and caller != self.sessions.agent:
+                # The proxy reads, writes and stamps plans for its --agent: only that agent's
+                # token may use it.
+                message = f"this proxy acts for {self.sessions.agent!r}; the token is {caller!r}'s"
+                call = ToolCall(tool, params.arguments or {}, None, caller)
+                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
+                return await fit_to_tool(to_wire_result(refused.verdict), tool, self.catalog)
             if self.sessions is not None and self.sessions.serves(tool):
                 return await self.sessions.call(ctx, tool, params.arguments or {})
             result = await self._gated_call(ctx, tool, params)

@@ -306,3 +306,20 @@ async def test_bad_settings_are_one_error_line(world: World, tmp_path: Path) -> 
         err = done.stderr.decode()
         assert done.returncode in (1, 2) and err.startswith("planfence: error: "), err
         assert err.count("\n") == 1 and says in err, err
+
+
+async def test_a_proxy_acting_for_an_agent_takes_only_that_agents_token(
+    world: World, tmp_path: Path, issuer: Issuer
+) -> None:
+    async with oauth_proxy(world, tmp_path, issuer, "--agent", "executor") as base:
+        url = f"{base}/mcp"
+        async with client_with(url, issuer.token("executor")) as client:
+            read = await client.call_tool("planfence_read", {"key": "trip/t1/requirements"})
+            assert read.is_error is False, read
+        async with client_with(url, issuer.token("planner")) as client:
+            for tool, args in (
+                ("planfence_read", {"key": "trip/t1/requirements"}),
+                ("book", ARGS),
+            ):
+                body = refusal(await client.call_tool(tool, args))
+                assert (body["verdict"], body["reason"]) == ("block", "agent_mismatch"), tool
