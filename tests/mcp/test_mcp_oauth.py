@@ -106,7 +106,7 @@ def forged_tokens(issuer: Issuer) -> dict[str, str]:
         "unknown kid": Issuer(kid="k9").token(),
         "alg none": unsigned(),
         "hs256 with the public key": hmac_with_public_key(issuer),
-        "not an agent id": issuer.token(agent="not/an agent"),
+        "not an agent id": issuer.token("not/an agent"),
         "garbage": "not-a-jwt",
     }
 
