@@ -156,7 +156,7 @@ class JwtVerifier:
                 audience=self.server.audience,
                 issuer=self.server.issuer,
                 leeway=LEEWAY_S,
-                options={"require": ["exp", "iss", "aud"], "strict_aud": False},
+                options={"require": ["exp", "iss", "aud"]},
             )
         except jwt.PyJWTError as exc:
             logger.info("refused an access token: %s", exc)
