@@ -47,7 +47,8 @@ def auth_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `serve` keyword arguments for these options."""
     from .oauth import resource_server
 
-    resource = args.auth_resource or f"http://{args.host}:{args.port}/mcp"
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    resource = args.auth_resource or f"http://{host}:{args.port}/mcp"
     auth = resource_server(
         args.auth_issuer, args.auth_audience, args.auth_jwks, args.agent_claim, resource
     )
