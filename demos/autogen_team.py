@@ -191,7 +191,10 @@ async def _play(
         [planner, Customer(store, changes), executor],
         termination_condition=PlanfenceTermination() | MaxMessageTermination(16),
     )
-    result = await team.run(task="Book the flight for trip 42.")
+    try:
+        result = await team.run(task="Book the flight for trip 42.")
+    finally:
+        await tools.stop()  # closes the gate: its deferred audit writes the allows it queued
     for message in result.messages:
         if isinstance(message, BaseChatMessage):
             route = message.metadata.get("planfence.route")

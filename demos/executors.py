@@ -74,6 +74,14 @@ REGISTRY: Mapping[str, Callable[[Wiring], GuardedExecutor]] = {
 EXECUTORS = tuple(REGISTRY)
 
 
+async def flush_audit(executor: GuardedExecutor) -> None:
+    """Write the allows a gate's deferred audit has queued; its head source stays open (the
+    benchmarks close theirs themselves)."""
+    flush = getattr(executor, "flush", None)
+    if flush is not None:
+        await flush()
+
+
 def build_executor(name: str, wiring: Wiring) -> GuardedExecutor:
     """The executor registered as `name`, built from `wiring`.
 

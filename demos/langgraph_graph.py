@@ -109,7 +109,7 @@ class DemoResult:
 
 def build(
     store: Store, booked: list[str], *, stale_again: bool, baseline: bool, scripted: bool | None
-) -> Any:
+) -> tuple[Any, PlanfenceMiddleware]:
     @tool
     def book_flight(destination: str) -> str:
         """Book the trip's flight to `destination`."""
@@ -133,7 +133,7 @@ def build(
         fence,
         CustomerChangesTheirMind(store, changes),
     ]
-    return create_agent(model, [book_flight], system_prompt=SYSTEM, middleware=middleware)
+    return create_agent(model, [book_flight], system_prompt=SYSTEM, middleware=middleware), fence
 
 
 def describe(messages: Sequence[BaseMessage]) -> list[str]:
@@ -164,11 +164,14 @@ def run(
         if store.owner(REQ) is None:  # a kept store may hold the trip from an earlier run
             store.own(REQ, "customer")
         store.put(REQ, {"destination": "Lisbon"}, author="customer")
-        agent = build(
+        agent, fence = build(
             store, out.booked, stale_again=stale_again, baseline=baseline, scripted=scripted
         )
         task = {"messages": [{"role": "user", "content": "Book the flight for trip 42."}]}
-        state = asyncio.run(agent.ainvoke(task)) if use_async else agent.invoke(task)
+        try:
+            state = asyncio.run(agent.ainvoke(task)) if use_async else agent.invoke(task)
+        finally:
+            fence.close()  # the gate's deferred audit writes the allows it queued
     out.outcome = state.get("planfence_outcome") or {}
     out.replans = state.get("planfence_replans", 0)
     out.lines = describe(state["messages"])

@@ -245,7 +245,12 @@ async def run_workflow(
         ran_at.append(await feed_end(store, start))  # the tool's effect happens here
         return {"ok": True, "args": dict(args)}
 
-    outcome = await ex.run(wf.tool, wf.derive(run, values), plan.id, call, replan)
+    try:
+        outcome = await ex.run(wf.tool, wf.derive(run, values), plan.id, call, replan)
+    finally:
+        close = getattr(ex, "aclose", None)
+        if close is not None:  # the gate writes the allows its audit queued
+            await close()
     seq = ran_at[0] if ran_at else await feed_end(store, start)
     actions = [ActionLog(wf.tool, dict(outcome.args), outcome.plan_id, seq, outcome.final.verdict)]
 

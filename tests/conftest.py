@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from audit_modes import AUDIT_MODES
 
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
@@ -111,3 +112,10 @@ def store(store_url: str) -> Iterator[Store]:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture(params=AUDIT_MODES)
+def audit(request: pytest.FixtureRequest) -> str:
+    """Each audit mode a gate records allows in (`durable`, then the default `deferred`): the
+    fault-injection tests run in both, and must show a block in each."""
+    return str(request.param)

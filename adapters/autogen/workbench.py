@@ -27,10 +27,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
     Allowed,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -39,6 +41,7 @@ from planfence.plugins.gate import (
     Refused,
     ToolCall,
     Verdict,
+    audit_mode,
     checker_path,
     fail_closed,
 )
@@ -169,6 +172,7 @@ class FencedWorkbenchConfig(BaseModel):
     policy: dict[str, Any]
     agent: str | None = None
     checker: str | None = None  # a checker factory's "module:name" path; None: the gate
+    audit: Literal["deferred", "durable", "off"] = DEFAULT_AUDIT
 
 
 class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
@@ -185,6 +189,9 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             function for `dump_component()`.
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first (not
             part of the component's configuration: give it again after `load_component`).
+        audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
+            allows written by group commit just after; `"durable"`, every decision before the
+            tool runs; `"off"`. `stop()` writes what a deferred audit queued.
 
     `verdicts` keeps the latest `VERDICT_HISTORY` verdicts, for inspection; a turn's own
     verdicts travel with the turn, and every decision is in the store's audit log.
@@ -205,11 +212,13 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         agent: str | None = None,
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self.inner = workbench
         self.store = store_bridge(store)
+        self.audit = audit_mode(audit)
         self.gate = GateMiddleware(
-            self.store, policy, checker=checker, agent=agent, middleware=middleware
+            self.store, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
         self.policy = self.gate.policy
         self.agent = agent
@@ -318,9 +327,18 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
     async def start(self) -> None:
         await self.inner.start()
 
+    async def flush(self) -> None:
+        """Write the allows the gate's deferred audit has queued (before reading the journal)."""
+        await self.gate.flush()
+
     async def stop(self) -> None:
-        await self.inner.stop()
-        await self.store.aclose()
+        try:
+            await self.inner.stop()
+        finally:
+            try:
+                await self.gate.aclose()  # a deferred audit writes what it queued
+            finally:
+                await self.store.aclose()
 
     async def reset(self) -> None:
         await self.inner.reset()
@@ -340,6 +358,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             policy=self.policy.to_dict(),
             agent=self.agent,
             checker=checker_path(self.checker_factory),
+            audit=self.audit,
         )
 
     @classmethod
@@ -350,6 +369,7 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             policy=config.policy,
             agent=config.agent,
             checker=config.checker,
+            audit=config.audit,
         )
 
 

@@ -9,7 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
     REPLANNING,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -61,13 +63,28 @@ class ToolGating:
         agent: str,
         author: str,
         middleware: Iterable[Middleware],
+        audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         bridge = StoreBridge(store)
         self.gate = GateMiddleware(
-            bridge, policy, checker=checker, agent=agent, middleware=middleware
+            bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
         self.stamper = PlanStamper(bridge, author)
         self.policy = self.gate.policy
+
+    async def aflush(self) -> None:
+        """Write the allows the gate's deferred audit has queued (before reading the journal)."""
+        await self.gate.flush()
+
+    def flush(self) -> None:
+        self.gate.bridge.run(self.aflush)
+
+    async def aclose(self) -> None:
+        """Close the gate: a deferred audit writes what it queued (call it when done)."""
+        await self.gate.aclose()
+
+    def close(self) -> None:
+        self.gate.bridge.run(self.aclose)
 
     def _tool_reads(self, log: ReadLog) -> ReadSet:
         """What the tool read, from the stores whose reads plans cite."""

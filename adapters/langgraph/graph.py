@@ -24,8 +24,10 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
     DONE,
     REPLANNING,
+    AuditMode,
     CheckerFactory,
     Middleware,
     Policy,
@@ -60,6 +62,9 @@ class GraphFence(ToolGating):
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate.
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+        audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
+            allows written by group commit just after; `"durable"`, every decision before the
+            tool runs; `"off"`. Call `close()` / `aclose()` when done (it writes the queue).
     """
 
     def __init__(
@@ -72,8 +77,11 @@ class GraphFence(ToolGating):
         agent: str = "executor",
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
-        self._join_seam(store, policy, checker, agent, author=planner, middleware=middleware)
+        self._join_seam(
+            store, policy, checker, agent, author=planner, middleware=middleware, audit=audit
+        )
         self.planner = planner
         self.proceed = proceed
         self.agent = agent

@@ -28,7 +28,9 @@ from typing import Any
 
 from planfence.plugins.gate import (
     BLOCKED,
+    DEFAULT_AUDIT,
     REPLANNING,
+    AuditMode,
     CheckerFactory,
     Middleware,
     Policy,
@@ -79,6 +81,9 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
             "module:name" path) judging calls instead of the gate, such as the freshness-only
             baseline in `planfence.demos.baselines`; default the gate.
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+        audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
+            allows written by group commit just after; `"durable"`, every decision before the
+            tool runs; `"off"`. Call `close()` / `aclose()` when done (it writes the queue).
     """
 
     state_schema = PlanfenceAgentState
@@ -94,10 +99,13 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         agent: str = "agent",
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__()
-        self._join_seam(store, policy, checker, agent, author=agent, middleware=middleware)
+        self._join_seam(
+            store, policy, checker, agent, author=agent, middleware=middleware, audit=audit
+        )
         self.keys = list(keys)
         self.prefixes = list(prefixes)
         self.reads = reads

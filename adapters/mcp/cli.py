@@ -80,10 +80,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--audit",
-        choices=("before", "deferred"),
-        default="before",
-        help="before: every decision is on record before the call is forwarded (default); "
-        "deferred: allows are recorded in batches just after (faster; refusals as before)",
+        choices=("deferred", "durable", "off", "before"),
+        default="deferred",
+        help="deferred: refusals on record before the answer, allows written by group commit "
+        "within 50 ms (default); durable: every decision on record before the call is forwarded "
+        "(before: the older name of durable); off: only the refusals the replan budget needs",
     )
     p.add_argument(
         "--upstream-url", default=None, metavar="URL", help="a streamable-HTTP upstream server"
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         "allowed_origins": tuple(args.allow_origin),
         "agent": args.agent,
         "signing_key": signing_key,
-        "audit": "deferred" if args.audit == "deferred" else True,
+        "audit": "durable" if args.audit == "before" else args.audit,
         **auth_options(args),
     }
     anyio.run(lambda: serve(**options))

@@ -10,6 +10,7 @@ call never reaches the tool and gets the proxy's refusal result (fitted to the t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from planfence.shared_memory.extras import extra_imports
@@ -46,10 +47,21 @@ class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
         policy: a `Policy`, its dict form, or the TOML file's path.
         agent: who calls, when a call's `_meta` does not say.
         middleware: planfence middleware around the gate, outermost first.
+        audit: how the gate records decisions (`"deferred"` default, `"durable"`, `"off"`; see
+            `ToolJudge`). Give `lifespan` to the server, or call `aclose()` when it stops (a
+            deferred audit writes what it queued).
     """
 
     def __init__(self, store: Any, policy: Any, **options: Any) -> None:
         self.judge = ToolJudge(store, policy, **options)
+
+    async def aclose(self) -> None:
+        """Close the gate: a deferred audit writes what it queued."""
+        await self.judge.aclose()
+
+    def lifespan(self, server: Any) -> AbstractAsyncContextManager[dict[str, Any]]:
+        """`FastMCP(name, lifespan=gate.lifespan)`: closes the gate when the server stops."""
+        return self.judge.lifespan(server)
 
     async def on_call_tool(
         self,

@@ -20,7 +20,16 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import AuditMode, GateMiddleware, Middleware, Policy, Refused
+import anyio
+
+from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
+    AuditMode,
+    GateMiddleware,
+    Middleware,
+    Policy,
+    Refused,
+)
 from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import AsyncStore, Store, StoreBridge, sqlite_on_loop
 from planfence.shared_memory.extras import extra_imports
@@ -66,8 +75,9 @@ class ToolJudge:
         policy: a `Policy`, its dict form, or the TOML file's path.
         agent: who calls, when a call's `_meta` does not say.
         middleware: planfence middleware around the gate, outermost first.
-        audit: how the gate records decisions (see `Gate`): True, before it answers;
-            "deferred", allows written in batches just after (a faster allow path).
+        audit: how the gate records decisions (see `Gate`): "deferred" (default), allows
+            written by group commit just after; "durable", every decision before it answers;
+            "off", only the replan budget's refusals. Call `aclose()` when the server stops.
         signing_key: signs the allows' fencing tokens (an Ed25519 `SigningKey`).
     """
 
@@ -78,7 +88,7 @@ class ToolJudge:
         *,
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
-        audit: AuditMode = True,
+        audit: AuditMode = DEFAULT_AUDIT,
         signing_key: TokenSigner | None = None,
     ) -> None:
         if isinstance(store, str):  # opened here: SQLite on the server's loop, no hop per call
@@ -126,8 +136,18 @@ class ToolJudge:
 
     async def aclose(self) -> None:
         """Close the gate (a deferred audit writes what it queued); call it when the server
-        stops."""
-        await self.seam.aclose()
+        stops, or give `lifespan` to the server, which does."""
+        with anyio.CancelScope(shield=True):  # a server stopped by Ctrl-C still writes them
+            await self.seam.aclose()
+
+    @asynccontextmanager
+    async def lifespan(self, server: Any) -> AsyncIterator[dict[str, Any]]:
+        """A server lifespan that closes this gate when the server stops:
+        `MCPServer(name, lifespan=gate.lifespan)`, `FastMCP(name, lifespan=gate.lifespan)`."""
+        try:
+            yield {}
+        finally:
+            await self.aclose()
 
 
 def with_decision(result: Mapping[str, Any], decision: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import logging
 import socket
 from typing import Any
 
+import anyio
+
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("mcp", "the MCP proxy"):
@@ -15,7 +17,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from planfence.adapters.cli.serving import listen_socket, run_uvicorn, socket_url
-from planfence.plugins.gate import AuditMode, Gate, Policy
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate, Policy
 from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import open_async_store, sqlite_on_loop
 
@@ -45,7 +47,7 @@ async def serve(
     allowed_origins: tuple[str, ...] = (),
     agent: str | None = None,
     signing_key: TokenSigner | None = None,
-    audit: AuditMode = True,
+    audit: AuditMode = DEFAULT_AUDIT,
     resource_server: ResourceServer | None = None,
 ) -> None:
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP).
@@ -85,10 +87,12 @@ async def serve(
                     ):
                         await server.run(read, write, server.create_initialization_options())
         finally:
-            try:
-                await gate.aclose()  # a deferred audit writes what it queued
-            finally:
-                await store.aclose()
+            # Shielded: a proxy stopped by Ctrl-C still writes the allows its audit queued.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await gate.aclose()
+                finally:
+                    await store.aclose()
     finally:
         if sock is not None:
             sock.close()

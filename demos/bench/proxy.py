@@ -245,13 +245,17 @@ def serve_upstream(argv: list[str]) -> None:
     the deferred audit)."""
     from mcp.server.mcpserver import MCPServer
 
-    server = MCPServer("planfence-bench-echo")
     if argv[:1] in (["--gate"], ["--gate-deferred"]):
         from planfence.adapters.mcp import PlanFenceGate
         from planfence.plugins.gate import AuditMode
 
-        audit: AuditMode = "deferred" if argv[0] == "--gate-deferred" else True
-        server.middleware.append(PlanFenceGate(argv[2], argv[1], audit=audit))
+        audit: AuditMode = "deferred" if argv[0] == "--gate-deferred" else "durable"
+        gate = PlanFenceGate(argv[2], argv[1], audit=audit)
+        # The lifespan closes the gate when the server stops: the queued allows are written.
+        server = MCPServer("planfence-bench-echo", lifespan=gate.lifespan)
+        server.middleware.append(gate)
+    else:
+        server = MCPServer("planfence-bench-echo")
 
     @server.tool()
     def echo(key: str, text: str) -> str:

@@ -23,6 +23,7 @@ PlanFenceError
 """
 
 from .audit import AUDIT_SOURCE, Decision
+from .audit_writer import AUDIT_MODES, DEFAULT_AUDIT, audit_mode
 from .checkers import CheckerFactory, checker_factory, checker_path, gate_checker
 from .decision import (
     ALLOW,
@@ -78,11 +79,13 @@ from .wire import (
 
 __all__ = [
     "ALLOW",
+    "AUDIT_MODES",
     "AUDIT_SOURCE",
     "BLOCK",
     "BLOCKED",
     "BLOCK_REASONS",
     "CHAIN",
+    "DEFAULT_AUDIT",
     "DONE",
     "REPLAN",
     "REPLANNING",
@@ -132,6 +135,7 @@ __all__ = [
     "Verdict",
     "action_done",
     "add_reads",
+    "audit_mode",
     "checker_factory",
     "checker_path",
     "create_plan",

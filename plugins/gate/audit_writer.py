@@ -1,6 +1,15 @@
-"""Deferred audit: a gate's allow records written in batches, off the call path.
+"""How a gate records its decisions (`AuditMode`), and the deferred audit: a gate's allow records
+written in batches, off the call path.
 
-With `Gate(audit="deferred")`, an allow is queued here and the call may run at once; a background
+The modes (`Gate(audit=...)`, and every adapter's `audit`):
+
+- `"deferred"` (the default): refusals written before the gate answers; allows queued here and
+  written by group commit within `max_delay` (50 ms).
+- `"durable"`: every decision written to the journal before the gate answers; an allow whose
+  record cannot be written becomes a block. `True` means the same.
+- `"off"`: only the stale refusals the replan budget needs. `False` means the same.
+
+With `"deferred"`, an allow is queued here and the call may run at once; a background
 task appends the queue to the store's journal in one transaction per batch. Refusals are still
 written before the gate answers, since the one-replan budget is made of them.
 
@@ -16,13 +25,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from dataclasses import replace
+from typing import Literal
 
 from planfence.shared_memory import AsyncStore, Entry, StoreError, WriteBatch
+from planfence.shared_memory.records import utc_now
 
 from .audit import Decision
+
+logger = logging.getLogger(__name__)
+
+AuditMode = Literal["deferred", "durable", "off"] | bool
+"""How a gate records decisions: `"deferred"` (default), `"durable"` (or True), `"off"` (False)."""
+AuditName = Literal["deferred", "durable", "off"]
+DEFAULT_AUDIT: AuditName = "deferred"
+AUDIT_MODES: tuple[AuditName, ...] = ("deferred", "durable", "off")
+
+
+def audit_mode(value: object) -> AuditName:
+    """The mode's name; `True` is `"durable"`, `False` `"off"`; anything else a `ValueError`."""
+    if value is True:
+        return "durable"
+    if value is False:
+        return "off"
+    if value == "deferred":
+        return "deferred"
+    if value == "durable":
+        return "durable"
+    if value == "off":
+        return "off"
+    raise ValueError(f"audit must be 'deferred', 'durable' or 'off', not {value!r}")
 
 
 class AuditBacklogError(StoreError):
@@ -73,7 +108,8 @@ class DeferredAudit:
         if self._pending and now - self._pending[0][0] > self.max_wait:
             waited = now - self._pending[0][0]
             raise AuditBacklogError(f"the oldest audit record has waited {waited:.1f} s")
-        self._pending.append((now, decision))
+        # Stamped now: the journal's time of a deferred allow is when it was decided, not written.
+        self._pending.append((now, decision if decision.at else replace(decision, at=utc_now())))
         self._ensure_writer()
         if len(self._pending) >= self.max_batch and self._wake is not None:
             self._wake.set()
@@ -148,6 +184,14 @@ class DeferredAudit:
         if self._pending:
             left = len(self._pending)
             raise AuditBacklogError(f"{left} audit records not written: {self.failure}")
+
+    def __del__(self) -> None:
+        if self._pending:  # never silent: say what a gate dropped without being closed lost
+            logger.error(
+                "%d allow records were never written to the audit journal: the gate was not "
+                "closed (call `aclose()` / `close()`, or use it as a context manager)",
+                len(self._pending),
+            )
 
     async def aclose(self) -> None:
         """Write what is queued and stop (also after the writer's loop has ended)."""

@@ -12,14 +12,15 @@ from collections.abc import Callable
 
 from planfence.shared_memory import AsyncStore, ConfigError
 
-from .gate import AuditMode, Gate, GuardedExecutor
+from .audit_writer import DEFAULT_AUDIT, AuditMode
+from .gate import Gate, GuardedExecutor
 from .policy import Policy
 
 CheckerFactory = Callable[[AsyncStore, Policy, "str | None"], GuardedExecutor]
 
 
 def gate_checker(
-    store: AsyncStore, policy: Policy, agent: str | None = None, *, audit: AuditMode = True
+    store: AsyncStore, policy: Policy, agent: str | None = None, *, audit: AuditMode = DEFAULT_AUDIT
 ) -> GuardedExecutor:
     """The default: the PlanFence gate over the store."""
     return Gate(store, policy, agent=agent, audit=audit)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from planfence.plugins.telemetry import gate_span
 from planfence.shared_memory import (
@@ -20,7 +20,7 @@ from planfence.shared_memory import (
 )
 
 from .audit import AUDIT_SOURCE, Decision
-from .audit_writer import DeferredAudit
+from .audit_writer import DEFAULT_AUDIT, AuditMode, DeferredAudit, audit_mode
 from .decision import (
     ALLOW,
     AUDIT_UNAVAILABLE,
@@ -68,7 +68,6 @@ from .store_heads import (
 from .wire import DecisionDetail
 
 T = TypeVar("T")
-AuditMode = bool | Literal["deferred"]
 # A plan superseding a plan that the gate refused as stale gets no second replan.
 REFUSED_AS_STALE = Flag(AUDIT_SOURCE, BUDGET_REASONS)
 
@@ -81,10 +80,13 @@ class Gate(GuardedExecutor):
         policy: the declared scopes D(a) per tool.
         heads: where heads come from; default the store itself (its owners' authoritative table).
         max_records: bound on a lineage walk (over it: `lineage_too_large`).
-        audit: write every decision to the store's audit journal before answering (an allow
-            whose record cannot be written becomes a block). `"deferred"`: refusals as before,
-            allows queued and written in batches just after (see `audit_writer`); `False`: only
-            the stale refusals the replan budget needs.
+        audit: how decisions are recorded. `"deferred"` (default): refusals written before the
+            gate answers, allows queued and written by group commit within 50 ms (see
+            `audit_writer`; an allow blocks with `audit_unavailable` when the log cannot keep
+            up); `aclose()` or `flush()` writes the queue. `"durable"` (or True): every
+            decision written before the gate answers (an allow whose record cannot be written
+            becomes a block). `"off"` (or False): only the stale refusals the replan budget
+            needs.
         verify_heads: the owners' public keys (a `PublicKeyring`), for a store this gate does
             not trust: every head read from it must carry its owner's signature for the key's
             current epoch, and never go back (`SignedHeads`); and the owner must be proven by
@@ -102,20 +104,19 @@ class Gate(GuardedExecutor):
         *,
         heads: HeadSource | None = None,
         max_records: int = 10_000,
-        audit: AuditMode = True,
+        audit: AuditMode = DEFAULT_AUDIT,
         agent: str | None = None,
         verify_heads: HeadVerifier | None = None,
         owner_assigners: Collection[str] | None = None,
     ) -> None:
-        if audit not in (True, False, "deferred"):
-            raise ValueError(f"audit must be True, False or 'deferred', not {audit!r}")
+        self.audit_mode = audit_mode(audit)
         self.store = store
         self.signed_heads = untrusted_store(verify_heads, owner_assigners)
         self.policy = policy
         self.head_source = heads
         self.max_records = max_records
-        self.audit = bool(audit)
-        self.deferred = DeferredAudit(store) if audit == "deferred" else None
+        self.audit = self.audit_mode != "off"
+        self.deferred = DeferredAudit(store) if self.audit_mode == "deferred" else None
         self.agent = agent
         # Records are immutable: the frontiers of lineages already walked are remembered (per
         # store), so checking a plan costs one row per parent whatever the lineage's depth.
@@ -320,6 +321,18 @@ class Gate(GuardedExecutor):
             plan=v.plan,
             payload=DecisionDetail.record(v, self.name),
         )
+
+    async def flush(self) -> None:
+        """Write the allows the deferred audit has queued (a reader of the journal that needs
+        them calls this first); raise `AuditBacklogError` if they cannot be written."""
+        if self.deferred is not None:
+            await self.deferred.flush()
+
+    async def __aenter__(self) -> Gate:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Write the deferred audit's queue (if any) and close the head source."""

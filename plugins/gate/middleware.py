@@ -54,6 +54,7 @@ from typing import Any, ClassVar, Protocol
 from planfence.shared_memory import AsyncStore, Lease, PlanFenceError, Store, StoreBridge
 
 from .audit import AUDIT_SOURCE, Decision
+from .audit_writer import DEFAULT_AUDIT, AuditMode
 from .checkers import CheckerFactory, checker_factory, gate_checker
 from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict, fail_closed
 from .executor import (
@@ -70,7 +71,6 @@ from .executor import (
 )
 from .explain import explain
 from .fence import FenceToken, TokenSigner, bound, issue
-from .gate import AuditMode
 from .leasing import LeaseRefused, release_lease, take_lease
 from .policy import Policy
 from .wire import AllowPayload, DecisionDetail, RefusalPayload
@@ -188,8 +188,10 @@ class GateMiddleware(Middleware):
             "module:name" path, or a ready checker (a `Gate`); default the gate.
         agent: who calls, when the call does not say.
         middleware: middleware around the gate, outermost first.
-        audit: how the default gate records its decisions (`Gate`'s `audit`: True, before it
-            answers; "deferred", allows in batches just after; False, refusals only).
+        audit: how the default gate records its decisions (`Gate`'s `audit`): "deferred"
+            (default), allows written by group commit just after; "durable", every decision
+            before it answers; "off", the replan budget's refusals only. `aclose()` writes
+            what a deferred audit queued.
         signing_key: signs each allow's fencing token (an Ed25519 `SigningKey`); without one
             the tokens are unsigned (and say so).
     """
@@ -202,7 +204,7 @@ class GateMiddleware(Middleware):
         checker: Checker | CheckerFactory | str | None = None,
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
-        audit: AuditMode = True,
+        audit: AuditMode = DEFAULT_AUDIT,
         signing_key: TokenSigner | None = None,
     ) -> None:
         self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
@@ -234,13 +236,30 @@ class GateMiddleware(Middleware):
             hit = self._by_store[id(store)] = (store, made)
         return hit[1]
 
+    async def flush(self) -> None:
+        """Write the allows the gates' deferred audits have queued (before reading the journal)."""
+        checkers = [self.fixed] if self.fixed is not None else []
+        await self._on_store_loop(
+            "flush", [*checkers, *(checker for _, checker in self._by_store.values())]
+        )
+
     async def aclose(self) -> None:
         """Close the checkers this middleware built (a deferred audit writes its queue)."""
         built, self._by_store = list(self._by_store.values()), {}
-        for _, checker in built:
-            close = getattr(checker, "aclose", None)
-            if close is not None:
-                await close()
+        await self._on_store_loop("aclose", [checker for _, checker in built])
+
+    async def _on_store_loop(self, method: str, checkers: list[Checker]) -> None:
+        """Call each checker's `method` where its checks ran: on the store's loop (a sync
+        store's portal), since its queued writes belong to that loop."""
+        calls = [c for c in (getattr(checker, method, None) for checker in checkers) if c]
+        if not calls or self.bridge.store is None:
+            return
+
+        async def each(_: AsyncStore) -> None:
+            for call in calls:
+                await call()
+
+        await self.bridge.acall(each)
 
     async def on_call_tool(self, call: ToolCall, call_next: CallNext) -> Judgement:
         verdict = await self.verdict(call)

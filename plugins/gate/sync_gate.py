@@ -15,7 +15,8 @@ from .policy import Policy
 
 
 class SyncGate:
-    """Synchronous twin of `Gate`, over a sync `Store` (runs on the store's loop thread)."""
+    """Synchronous twin of `Gate`, over a sync `Store` (runs on the store's loop thread); takes
+    `Gate`'s arguments, `audit` included (default `"deferred"`: `close()` writes the queue)."""
 
     def __init__(self, store: Store, policy: Policy, **kwargs: Any) -> None:
         self.store = store
@@ -34,6 +35,16 @@ class SyncGate:
         return self.store._run(
             self.gate.check(tool, args, plan_id, agent=agent, replan_spent=replan_spent)
         )
+
+    def flush(self) -> None:
+        """Write the allows a deferred audit has queued (see `Gate.flush`)."""
+        self.store._run(self.gate.flush())
+
+    def __enter__(self) -> SyncGate:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Write a deferred audit's queue and close the head source (see `Gate.aclose`)."""

@@ -58,6 +58,8 @@ async def test_stale_plan_is_caught_and_one_replan_books_the_new_destination(
     assert [s.key for s in verdicts[0].stale] == [REQ]
     refusal = next(m for m in result.messages if m.metadata.get("planfence.route") == "replan")
     assert f"{REQ} changed" in refusal.to_text() and "Porto" in refusal.to_text()
+    # The allow is on record once the workbench stops (it closes the gate), or after a flush.
+    await executor.fences[0].stop()
     audit = await astore.decisions(source="gate")
     assert sorted(d.verdict for d in audit) == ["allow", "replan"]
 
@@ -112,12 +114,14 @@ def test_sync_store_from_sync_code(tmp_path: Path) -> None:
         trip = Trip(store)
 
         async def scenario(revisions: dict[int, str]) -> str:
-            team, _, _ = trip.team(
+            team, _, executor = trip.team(
                 plans=["Plan: fly to Lisbon.", "Plan: fly to Porto."],
                 calls=["Lisbon", "Porto"],
                 revisions=revisions,
             )
-            return run_outcome(await team.run(task=TASK)).status
+            status = run_outcome(await team.run(task=TASK)).status
+            await executor.fences[0].flush()  # the allows the gate queued, on record
+            return status
 
         asyncio.run(trip.seed("Lisbon"))
         assert asyncio.run(scenario({0: "Porto"})) == "done"

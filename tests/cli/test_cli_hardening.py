@@ -206,8 +206,8 @@ def test_audit_plan_filter_takes_a_prefix_and_refuses_junk(
     with open_store(url) as store:
         from planfence.plugins.gate import Policy, SyncGate
 
-        gate = SyncGate(store, Policy().declare("ship", depends_on=[KEY]))
-        assert gate.check("ship", {}, plan, agent="executor").verdict == "allow"
+        with SyncGate(store, Policy().declare("ship", depends_on=[KEY])) as gate:
+            assert gate.check("ship", {}, plan, agent="executor").verdict == "allow"
     code, out, _ = run(capsys, "audit", "--plan", plan[:8], "--store", url, "--json")
     assert code == 0
     rows = json.loads(out)

@@ -169,11 +169,14 @@ class MovesTheHead(Middleware):
         return judged
 
 
-async def test_a_head_moved_before_the_lease_is_never_allowed(astore: AsyncStore) -> None:
+async def test_a_head_moved_before_the_lease_is_never_allowed(
+    astore: AsyncStore, audit: str
+) -> None:
     plan = await planned(astore)
     mover = MovesTheHead(astore)
-    gate = GateMiddleware(astore, LEASED, agent="executor", middleware=[mover])
+    gate = GateMiddleware(astore, LEASED, agent="executor", middleware=[mover], audit=audit)
     judged = await gate.judge(ToolCall("ship", {"id": "7"}, plan))
+    await gate.aclose()
     assert not judged.allowed
     assert judged.verdict.verdict == "replan"  # judged again: the plan is stale now
     assert mover.moved == 2
@@ -190,12 +193,13 @@ class LeaseFails:
 
 
 async def test_a_lease_that_cannot_be_taken_blocks_the_call(
-    astore: AsyncStore, monkeypatch: pytest.MonkeyPatch
+    astore: AsyncStore, monkeypatch: pytest.MonkeyPatch, audit: str
 ) -> None:
     plan = await planned(astore)
     monkeypatch.setattr(astore, "lease", LeaseFails(astore))
-    gate = GateMiddleware(astore, LEASED, agent="executor")
+    gate = GateMiddleware(astore, LEASED, agent="executor", audit=audit)
     judged = await gate.judge(ToolCall("ship", {"id": "7"}, plan))
+    await gate.aclose()
     assert not judged.allowed
     assert (judged.verdict.verdict, judged.verdict.reason) == ("block", "store_unavailable")
     [entry] = await astore.decisions(reasons=["store_unavailable"])

@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 import pytest
+from audit_modes import check_until_recorded
 
 from planfence.plugins.gate import (
     Gate,
@@ -17,6 +18,7 @@ from planfence.plugins.gate import (
     ToolPolicy,
     create_plan,
 )
+from planfence.plugins.gate.audit_writer import AuditBacklogError
 from planfence.plugins.gate.decision import Audited
 from planfence.shared_memory import (
     AsyncStore,
@@ -121,7 +123,9 @@ def test_braces_in_arguments_give_an_invalid_key() -> None:
         tool.scope({"a": "{b}", "b": "7"})
 
 
-async def test_a_locked_sqlite_store_blocks_and_raises_typed_errors(tmp_path: Any) -> None:
+async def test_a_locked_sqlite_store_blocks_and_raises_typed_errors(
+    tmp_path: Any, audit: str
+) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = create_async_store(url)
     await store.setup()
@@ -136,8 +140,12 @@ async def test_a_locked_sqlite_store_blocks_and_raises_typed_errors(tmp_path: An
         holder.execute("BEGIN EXCLUSIVE")
         # WAL readers still see the plan, so the decision is reached; it cannot be recorded,
         # and an unrecorded allow must not let the call run.
-        v = await Gate(locked, POLICY).check("ship", ARGS, plan.id)
+        gate = Gate(locked, POLICY, audit=audit)
+        v = await check_until_recorded(gate, "ship", ARGS, plan.id)
         assert (v.verdict, v.reason) == ("block", "audit_unavailable")
+        if audit == "deferred":  # the allow it queued cannot be written, and closing says so
+            with pytest.raises(AuditBacklogError, match="locked"):
+                await gate.aclose()
         with pytest.raises(StoreUnavailableError, match="locked"):
             await locked.put("order/7", {"n": 9}, author="sales")
     finally:
@@ -183,7 +191,7 @@ async def test_a_gated_allow_restores_the_budget(astore: AsyncStore, audit: Any)
     assert (await gate.check("ship", ARGS, d.id)).verdict == "replan"
 
 
-async def test_an_unreadable_chain_blocks(astore: AsyncStore) -> None:
+async def test_an_unreadable_chain_blocks(astore: AsyncStore, audit: str) -> None:
     _, a = await seed(astore)
     await revise(astore, 1)
     b = await replan_from(astore, a)
@@ -195,7 +203,8 @@ async def test_an_unreadable_chain_blocks(astore: AsyncStore) -> None:
 
             raise StoreUnavailableError("down")
 
-    v = await Broken(astore, POLICY).check("ship", ARGS, b.id)
+    async with Broken(astore, POLICY, audit=audit) as gate:
+        v = await gate.check("ship", ARGS, b.id)
     assert (v.verdict, v.reason) == ("block", "store_unavailable")
 
 

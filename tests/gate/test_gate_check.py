@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from audit_modes import AUDIT_MODES, check_until_recorded
 
 from planfence.plugins.gate import (
     BLOCK_REASONS,
@@ -19,6 +20,7 @@ from planfence.plugins.gate import (
     create_plan,
     refreshed_parents,
 )
+from planfence.plugins.gate.audit_writer import AuditBacklogError
 from planfence.shared_memory import AsyncStore, InvalidKeyError, Record, StoreUnavailableError
 
 POLICY = Policy.from_toml(
@@ -52,14 +54,17 @@ async def make_world(store: AsyncStore) -> World:
     return World(store, order, address, plan)
 
 
-async def test_current_plan_is_allowed_and_audited(astore: AsyncStore) -> None:
+async def test_current_plan_is_allowed_and_audited(astore: AsyncStore, audit: str) -> None:
     w = await make_world(astore)
-    v = await Gate(astore, POLICY).check("ship_order", ARGS, w.plan.id, agent="shipper")
-    assert v.verdict == "allow" and v.reason == "current"
+    async with Gate(astore, POLICY, audit=audit) as gate:
+        v = await gate.check("ship_order", ARGS, w.plan.id, agent="shipper")
+        assert v.verdict == "allow" and v.reason == "current"
+        # durable: on record before the answer; deferred: queued, written by closing the gate
+        assert len(await astore.decisions(source="gate")) == (audit == "durable")
     assert v.scope == ("address/ana", "order/7")
     assert v.frontier == {"order/7": (w.order.id,), "address/ana": (w.address.id,)}
     [logged] = await astore.decisions(source="gate")
-    assert logged.id == v.decision_id
+    assert logged.id == v.decision_id if audit == "durable" else v.decision_id is None
     assert (logged.verdict, logged.tool, logged.plan, logged.agent) == (
         "allow",
         "ship_order",
@@ -228,7 +233,7 @@ async def test_tampered_record_is_blocked(sqlite_url: str) -> None:
     [({"value_json": '{"ship":false}'}, "unknown_record"), (None, "unknown_plan")],
 )
 async def test_a_plan_changed_after_its_check_is_blocked_by_the_same_gate(
-    sqlite_url: str, io: str, tamper: dict[str, str] | None, reason: str
+    sqlite_url: str, io: str, tamper: dict[str, str] | None, reason: str, audit: str
 ) -> None:
     # The gate remembers the plan's frontier, not the plan: its row is read (and its hash
     # checked) on every check, so corruption after the first check still blocks.
@@ -237,10 +242,10 @@ async def test_a_plan_changed_after_its_check_is_blocked_by_the_same_gate(
     store = create_async_store(f"{sqlite_url}?io={io}")
     async with store:
         w = await make_world(store)
-        gate = Gate(store, POLICY)
-        assert (await gate.check("ship_order", ARGS, w.plan.id)).verdict == "allow"
-        await store._tamper_record(w.plan.id, tamper)  # type: ignore[attr-defined]
-        v = await gate.check("ship_order", ARGS, w.plan.id)
+        async with Gate(store, POLICY, audit=audit) as gate:
+            assert (await gate.check("ship_order", ARGS, w.plan.id)).verdict == "allow"
+            await store._tamper_record(w.plan.id, tamper)  # type: ignore[attr-defined]
+            v = await gate.check("ship_order", ARGS, w.plan.id)
     assert (v.verdict, v.reason) == ("block", reason)
 
 
@@ -276,20 +281,29 @@ class FailingStore(AsyncStore):
         ("write", "audit_unavailable"),
     ],
 )
-async def test_store_faults_block(astore: AsyncStore, fail_on: str, reason: str) -> None:
+async def test_store_faults_block(
+    astore: AsyncStore, audit: str, fail_on: str, reason: str
+) -> None:
     w = await make_world(astore)
-    v = await Gate(FailingStore(astore, fail_on), POLICY).check("ship_order", ARGS, w.plan.id)
+    gate = Gate(FailingStore(astore, fail_on), POLICY, audit=audit)
+    v = await check_until_recorded(gate, "ship_order", ARGS, w.plan.id)
     assert (v.verdict, v.reason) == ("block", reason)
+    if fail_on == "write" and audit == "deferred":  # the allow it queued is lost, and says so
+        with pytest.raises(AuditBacklogError):
+            await gate.aclose()
+    else:
+        await gate.aclose()
 
 
-async def test_unexpected_error_blocks(astore: AsyncStore) -> None:
+@pytest.mark.parametrize("mode", ["off", *AUDIT_MODES])
+async def test_unexpected_error_blocks(astore: AsyncStore, mode: str) -> None:
     w = await make_world(astore)
     await astore.put("order/7", {"status": "held"}, author="sales")
     replan = await Gate(astore, POLICY).check("ship_order", ARGS, w.plan.id)
     p2 = await create_plan(
         astore, author="planner", parents=refreshed_parents(w.plan, replan), supersedes=w.plan.id
     )
-    v = await Gate(FailingStore(astore, "decisions"), POLICY, audit=False).check(
+    v = await Gate(FailingStore(astore, "decisions"), POLICY, audit=mode).check(
         "ship_order", ARGS, p2.id
     )
     assert (v.verdict, v.reason) == ("block", "internal_error")
@@ -334,14 +348,13 @@ async def test_owner_heads_are_asked_per_owner_for_scope_keys_only(astore: Async
     ],
 )
 async def test_owner_faults_block(
-    astore: AsyncStore, answers: dict[str, HeadAnswer] | Exception, reason: str
+    astore: AsyncStore, audit: str, answers: dict[str, HeadAnswer] | Exception, reason: str
 ) -> None:
     w = await make_world(astore)
     if isinstance(answers, dict):
         answers = {"address/ana": HeadAnswer(w.address.id), **answers}
-    v = await Gate(astore, POLICY, heads=ScriptedOwners(answers)).check(
-        "ship_order", ARGS, w.plan.id
-    )
+    async with Gate(astore, POLICY, heads=ScriptedOwners(answers), audit=audit) as gate:
+        v = await check_until_recorded(gate, "ship_order", ARGS, w.plan.id)
     assert (v.verdict, v.reason) == ("block", reason)
 
 

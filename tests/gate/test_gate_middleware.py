@@ -110,18 +110,19 @@ def exploding(store: AsyncStore, policy: Policy, agent: str | None) -> GuardedEx
 
 @pytest.mark.parametrize("how", ["checker", "middleware", "unreachable store"])
 async def test_anything_that_goes_wrong_is_a_refusal(
-    astore: AsyncStore, how: str, tmp_path: Path
+    astore: AsyncStore, how: str, tmp_path: Path, audit: str
 ) -> None:
     first, stamper = await seeded(astore)
     plan = await stamper.stamp([first.id])
     if how == "checker":
-        gate = GateMiddleware(astore, POLICY, checker=exploding)
+        gate = GateMiddleware(astore, POLICY, checker=exploding, audit=audit)
     elif how == "middleware":
-        gate = GateMiddleware(astore, POLICY, middleware=[Broken()])
+        gate = GateMiddleware(astore, POLICY, middleware=[Broken()], audit=audit)
     else:
         (tmp_path / "file").write_text("")  # a store under a file cannot be opened
-        gate = GateMiddleware(f"sqlite:///{tmp_path / 'file' / 'store.db'}", POLICY)
+        gate = GateMiddleware(f"sqlite:///{tmp_path / 'file' / 'store.db'}", POLICY, audit=audit)
     judged = await gate.judge(ToolCall("book", {}, plan.id))
+    await gate.aclose()
     assert isinstance(judged, Refused) and not judged.replan
     assert judged.reason == "internal_error"
     assert judged.verdict.plan == plan.id

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from audit_modes import check_until_recorded
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,8 +40,8 @@ SIGNING = {a: SigningKey.generate(a) for a in AGENTS}
 RING = PublicKeyring({"keys": [k.public_jwk() for k in SIGNING.values()]})
 
 
-def untrusting(store: AsyncStore) -> Gate:
-    return Gate(store, POLICY, verify_heads=RING, owner_assigners={"admin"})
+def untrusting(store: AsyncStore, audit: str = "durable") -> Gate:
+    return Gate(store, POLICY, verify_heads=RING, owner_assigners={"admin"}, audit=audit)
 
 
 class CountingStore(MemoryStore):
@@ -233,7 +234,7 @@ async def test_the_feed_is_read_only_when_the_epoch_jumped() -> None:
     await store.aclose()
 
 
-async def test_a_failed_feed_read_blocks() -> None:
+async def test_a_failed_feed_read_blocks(audit: str) -> None:
     store = CountingStore()
     await store.setup()
     r1 = await assigned(store)
@@ -246,10 +247,12 @@ async def test_a_failed_feed_read_blocks() -> None:
         (RuntimeError("unexpected"), "internal_error"),
     ):
         store.failing = fault
-        v = await untrusting(store).check("ship", ARGS, plan)
+        async with untrusting(store, audit) as gate:
+            v = await check_until_recorded(gate, "ship", ARGS, plan)
         assert (v.verdict, v.reason) == ("block", reason)
     store.failing = None  # control: the same check with the feed readable allows
-    assert (await untrusting(store).check("ship", ARGS, plan)).allowed
+    async with untrusting(store, audit) as gate:
+        assert (await check_until_recorded(gate, "ship", ARGS, plan)).allowed
     await store.aclose()
 
 

@@ -34,13 +34,13 @@ def workflow(url: str, policy_text: str, calls: int = 2) -> None:
         order = store.put("order/7", {"status": "confirmed", "qty": 2}, author="sales")
         address = store.put("address/ana", {"line": "1 Harbour St", "zip": "1100"}, author="ana")
         weather = store.put("weather/lisbon", {"sky": "clear"}, author="meteo")
-        gate = SyncGate(store, policy)
-        for _ in range(calls):
-            plan = create_plan_sync(
-                store, author="planner", parents=[order.id, address.id, weather.id]
-            )
-            args = {"order_id": "7", "customer": "ana", "line": "1 Harbour St", "qty": 2}
-            assert gate.check("ship_order", args, plan.id).verdict == "allow"
+        with SyncGate(store, policy) as gate:  # closing it writes the allows it queued
+            for _ in range(calls):
+                plan = create_plan_sync(
+                    store, author="planner", parents=[order.id, address.id, weather.id]
+                )
+                args = {"order_id": "7", "customer": "ana", "line": "1 Harbour St", "qty": 2}
+                assert gate.check("ship_order", args, plan.id).verdict == "allow"
 
 
 def lint(capsys: pytest.CaptureFixture[str], policy: Path, url: str) -> tuple[int, dict]:

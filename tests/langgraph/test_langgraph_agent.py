@@ -47,10 +47,10 @@ async def any_store(
 
 def agent_for(
     trip: Trip, store: AsyncStore | Store, answers: list[Any], revisions: dict[int, str], **kw: Any
-) -> tuple[Any, Any]:
+) -> tuple[Any, Any, PlanfenceMiddleware]:
     model = trip.model(answers, revisions)
     fence = PlanfenceMiddleware(store, POLICY, keys=[REQ], agent="booker", **kw)
-    return create_agent(model, [trip.tool], middleware=[fence]), model
+    return create_agent(model, [trip.tool], middleware=[fence]), model, fence
 
 
 def refusals(state: dict[str, Any]) -> list[ToolMessage]:
@@ -73,7 +73,7 @@ def check_replanned(trip: Trip, state: dict[str, Any], model: Any, first: str) -
 def test_sync_agent_replans_once_after_a_stale_plan(sync_store: Store) -> None:
     trip = Trip(sync_store)
     first = trip.put("Lisbon")
-    agent, model = agent_for(
+    agent, model, fence = agent_for(
         trip, sync_store, [book("Lisbon", 0), book("Porto", 1), "Booked Porto."], {0: "Porto"}
     )
     state = agent.invoke(TASK)
@@ -82,6 +82,7 @@ def test_sync_agent_replans_once_after_a_stale_plan(sync_store: Store) -> None:
     assert plan.parents == (trip.head(),)
     assert plan.supersedes is not None
     assert sync_store.get(plan.supersedes).parents == (first,)
+    fence.close()  # writes the allows the gate's deferred audit queued
     verdicts = [d.verdict for d in sync_store.decisions(source="gate")]
     assert sorted(verdicts) == ["allow", "replan"]
 
@@ -89,7 +90,7 @@ def test_sync_agent_replans_once_after_a_stale_plan(sync_store: Store) -> None:
 async def test_async_agent_replans_once_after_a_stale_plan(any_store: AsyncStore | Store) -> None:
     trip = Trip(any_store)
     first = trip.put("Lisbon")
-    agent, model = agent_for(
+    agent, model, _ = agent_for(
         trip, any_store, [book("Lisbon", 0), book("Porto", 1), "Booked Porto."], {0: "Porto"}
     )
     state = await agent.ainvoke(TASK)
@@ -99,7 +100,7 @@ async def test_async_agent_replans_once_after_a_stale_plan(any_store: AsyncStore
 def test_sync_agent_stale_again_is_blocked(sync_store: Store) -> None:
     trip = Trip(sync_store)
     trip.put("Lisbon")
-    agent, model = agent_for(
+    agent, model, _ = agent_for(
         trip,
         sync_store,
         [book("Lisbon", 0), book("Porto", 1), "Booked."],
@@ -120,7 +121,7 @@ def test_sync_agent_stale_again_is_blocked(sync_store: Store) -> None:
 async def test_async_agent_stale_again_is_blocked(any_store: AsyncStore | Store) -> None:
     trip = Trip(any_store)
     trip.put("Lisbon")
-    agent, model = agent_for(
+    agent, model, _ = agent_for(
         trip,
         any_store,
         [book("Lisbon", 0), book("Porto", 1), "Booked."],
@@ -136,7 +137,7 @@ def test_sync_freshness_only_baseline_books_the_stale_destination(sync_store: St
     """The control: same agent and revision, a checker that only keeps state fresh."""
     trip = Trip(sync_store)
     trip.put("Lisbon")
-    agent, _ = agent_for(
+    agent, _, _ = agent_for(
         trip, sync_store, [book("Lisbon", 0), "Booked."], {0: "Porto"}, checker=freshness_checker
     )
     state = agent.invoke(TASK)
@@ -149,7 +150,7 @@ async def test_async_freshness_only_baseline_books_the_stale_destination(
 ) -> None:
     trip = Trip(any_store)
     trip.put("Lisbon")
-    agent, _ = agent_for(
+    agent, _, _ = agent_for(
         trip, any_store, [book("Lisbon", 0), "Booked."], {0: "Porto"}, checker=freshness_checker
     )
     await agent.ainvoke(TASK)
@@ -159,7 +160,7 @@ async def test_async_freshness_only_baseline_books_the_stale_destination(
 def test_current_plan_runs_first_time(sync_store: Store) -> None:
     trip = Trip(sync_store)
     trip.put("Lisbon")
-    agent, _ = agent_for(trip, sync_store, [book("Lisbon", 0), "Booked."], {})
+    agent, _, _ = agent_for(trip, sync_store, [book("Lisbon", 0), "Booked."], {})
     state = agent.invoke(TASK)
     assert trip.booked == ["Lisbon"]
     assert (state["planfence_outcome"]["status"], state["planfence_replans"]) == ("done", 0)
@@ -185,7 +186,7 @@ async def test_user_middleware_wraps_every_tool_call(sync_store: Store, run: str
     trip = Trip(sync_store)
     trip.put("Lisbon")
     budget = Budget(calls=0)
-    agent, _ = agent_for(trip, sync_store, [book("Lisbon", 0), "Done."], {}, middleware=[budget])
+    agent, _, _ = agent_for(trip, sync_store, [book("Lisbon", 0), "Done."], {}, middleware=[budget])
     state = agent.invoke(TASK) if run == "invoke" else await agent.ainvoke(TASK)
     assert budget.seen == ["book_flight"] and trip.booked == []
     assert state["planfence_outcome"]["status"] == "blocked"

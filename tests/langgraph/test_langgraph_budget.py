@@ -60,12 +60,15 @@ def chain(store: Store, plan_id: str) -> list[str]:
 
 
 def plan_ids(store: Store) -> list[str]:
-    """Every plan the gate judged, in the order of the decisions."""
-    decisions = sorted(store.decisions(source="gate"), key=lambda d: d.id)
+    """Every plan the gate judged, in the order of the decisions (by time: a deferred allow is
+    written after the refusals that followed it, with the time it was decided)."""
+    decisions = sorted(store.decisions(source="gate"), key=lambda d: (d.at, d.id or 0))
     return list(dict.fromkeys(d.plan for d in decisions if d.plan))
 
 
-def graph_for(trip: Trip, store: Store, answers: list[Any], revisions: dict[int, str]) -> Any:
+def graph_for(
+    trip: Trip, store: Store, answers: list[Any], revisions: dict[int, str]
+) -> tuple[Any, Any, GraphFence]:
     model = trip.model(answers, revisions)
     reader = PlanfenceStore(store)
     # `proceed="planner"`: after calls that ran, the planner plans the next step of the task.
@@ -96,7 +99,7 @@ def graph_for(trip: Trip, store: Store, answers: list[Any], revisions: dict[int,
     graph.add_node("planner", planner)
     graph.add_node("aplanner", aplanner)
     graph.add_node("tools", fence.tool_node([trip.tool, weather]), destinations=fence.destinations)
-    return graph, next_step
+    return graph, next_step, fence
 
 
 def compiled(graph: Any, next_step: Any, planner: str) -> Any:
@@ -131,9 +134,10 @@ async def test_graph_ungated_step_does_not_renew_the_replan(
 ) -> None:
     trip = Trip(sync_store)
     trip.put("Lisbon")
-    graph, next_step = graph_for(trip, sync_store, SCRIPT, REVISIONS)
+    graph, next_step, fence = graph_for(trip, sync_store, SCRIPT, REVISIONS)
     app = compiled(graph, next_step, planner)
     state = app.invoke(TASK) if planner == "planner" else await app.ainvoke(TASK)
+    await fence.aclose()  # writes the allows the gate's deferred audit queued
     check_blocked_after_ungated_step(sync_store, trip, state)
 
 
@@ -142,17 +146,19 @@ def test_graph_gated_allow_starts_a_fresh_budget(sync_store: Store) -> None:
     trip = Trip(sync_store)
     trip.put("Lisbon")
     script = [book("Lisbon", 0), book("Porto", 1), book("Porto", 2), book("Madrid", 3), "Done."]
-    graph, next_step = graph_for(trip, sync_store, script, {0: "Porto", 2: "Madrid"})
+    graph, next_step, _ = graph_for(trip, sync_store, script, {0: "Porto", 2: "Madrid"})
     state = compiled(graph, next_step, "planner").invoke(TASK)
     assert trip.booked == ["Porto", "Madrid"]
     assert (state["planfence_outcome"]["status"], state["planfence_replans"]) == ("done", 1)
     assert len(chain(sync_store, state["planfence_plan"])) == 4
 
 
-def agent_for(trip: Trip, store: Store, answers: list[Any], revisions: dict[int, str]) -> Any:
+def agent_for(
+    trip: Trip, store: Store, answers: list[Any], revisions: dict[int, str]
+) -> tuple[Any, PlanfenceMiddleware]:
     model = trip.model(answers, revisions)
     fence = PlanfenceMiddleware(store, WEATHER_POLICY, keys=[REQ], agent="booker")
-    return create_agent(model, [trip.tool, weather], middleware=[fence])
+    return create_agent(model, [trip.tool, weather], middleware=[fence]), fence
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -161,8 +167,9 @@ async def test_agent_ungated_step_does_not_renew_the_replan(
 ) -> None:
     trip = Trip(sync_store)
     trip.put("Lisbon")
-    agent = agent_for(trip, sync_store, SCRIPT, REVISIONS)
+    agent, fence = agent_for(trip, sync_store, SCRIPT, REVISIONS)
     state = await agent.ainvoke(TASK) if use_async else agent.invoke(TASK)
+    fence.close()  # writes the allows the gate's deferred audit queued
     check_blocked_after_ungated_step(sync_store, trip, state)
 
 
@@ -170,7 +177,7 @@ def test_agent_gated_allow_starts_a_fresh_budget(sync_store: Store) -> None:
     trip = Trip(sync_store)
     trip.put("Lisbon")
     script = [book("Lisbon", 0), book("Porto", 1), book("Porto", 2), book("Madrid", 3), "Done."]
-    agent = agent_for(trip, sync_store, script, {0: "Porto", 2: "Madrid"})
+    agent, _ = agent_for(trip, sync_store, script, {0: "Porto", 2: "Madrid"})
     state = agent.invoke(TASK)
     assert trip.booked == ["Porto", "Madrid"]
     assert (state["planfence_outcome"]["status"], state["planfence_replans"]) == ("done", 1)
@@ -191,4 +198,5 @@ def test_agent_new_invocation_supersedes_nothing(sync_store: Store) -> None:
     second = agent.invoke(TASK, config)
     assert trip.booked == ["Rome"]  # its own one replan
     assert second["planfence_outcome"]["status"] == "done"
+    fence.close()  # writes the allows the gate's deferred audit queued
     assert chain(sync_store, second["planfence_plan"]) == plan_ids(sync_store)[-2:][::-1]

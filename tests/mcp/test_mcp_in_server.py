@@ -87,3 +87,26 @@ async def test_the_gate_inside_the_server(world: World, mode: str, kind: str) ->
         echo = await client.call_tool("echo", {"text": "hi"})
         assert echo.is_error is False
     assert ran == ["Lisbon"]  # refused calls never reached the tool
+
+
+@pytest.mark.parametrize("audit", ["deferred", "durable"])
+async def test_the_server_lifespan_closes_the_gate_and_its_allows_are_on_record(
+    world: World, audit: str
+) -> None:
+    gate = PlanFenceGate(world.store, world.policy, audit=audit)  # type: ignore[arg-type]
+    app = MCPServer("trips", lifespan=gate.lifespan, middleware=[gate])
+
+    @app.tool()
+    def book(destination: str, trip: str) -> str:
+        return f"{trip}-{destination}"
+
+    queued = gate.seam.checker_for(world.store).deferred  # type: ignore[attr-defined]
+    if queued is not None:  # no batch written by time: only closing the gate writes it
+        queued.max_delay, queued.max_wait = 60.0, 120.0
+    async with Client(app) as client:
+        allowed = await client.call_tool("book", ARGS, meta=plan_meta(world.plan))
+        assert allowed.is_error is False
+        # durable: on record before the answer; deferred: queued until the server stops
+        assert (queued is not None and queued.pending == 1) == (audit == "deferred")
+    [logged] = await world.store.decisions(source="gate", plan=world.plan.id)
+    assert logged.verdict == "allow"

@@ -12,8 +12,11 @@ EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_allowed_call_is_forwarded_with_the_decision(world: World, mode: str) -> None:
-    async with connect(world.proxy_params(), mode) as client:
+@pytest.mark.parametrize("audit", ["deferred", "durable"])
+async def test_allowed_call_is_forwarded_with_the_decision(
+    world: World, mode: str, audit: str
+) -> None:
+    async with connect(world.proxy_params("--audit", audit), mode) as client:
         assert client.protocol_version == EXPECTED_VERSION[mode]
         result = await client.call_tool(
             "book",
@@ -38,8 +41,10 @@ async def test_allowed_call_is_forwarded_with_the_decision(world: World, mode: s
     info = booked["meta"].get("io.modelcontextprotocol/clientInfo")
     assert info is None or info["name"] == "planfence-proxy"
 
+    # durable: on record before forwarding, with its id; deferred: no id yet, on record once the
+    # proxy has ended (it closes its gate when the client goes)
     [logged] = await world.store.decisions(source="gate", verdict="allow")
-    assert logged.id == decision["decision_id"]
+    assert decision["decision_id"] == (logged.id if audit == "durable" else None)
     assert logged.tool == "book"
     assert logged.agent == "executor"
     assert logged.plan == world.plan.id

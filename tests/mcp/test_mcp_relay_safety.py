@@ -40,7 +40,8 @@ async def test_a_plan_gone_stale_while_the_client_answers_is_refused(
         await world.revise({"destination": "Porto"})  # the head moves while the human answers
         return types.ElicitResult(action="accept", content={"answer": "Lisbon"})
 
-    params = world.proxy_params("--upstream-mode", upstream_mode)
+    # durable: the journal's order and ids are those of the judgements, asserted below
+    params = world.proxy_params("--upstream-mode", upstream_mode, "--audit", "durable")
     async with connect(params, "legacy", elicitation_callback=elicit) as client:
         result = await client.call_tool("ask", {"question": "Where?"}, meta=plan_meta(world.plan))
         body = refusal(result)
@@ -65,7 +66,8 @@ async def test_a_call_still_current_after_the_answer_carries_the_latest_decision
     async def elicit(context: ClientRequestContext, params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"answer": "Lisbon"})
 
-    params = world.proxy_params("--upstream-mode", upstream_mode)
+    # durable: the journal's order and ids are those of the judgements, asserted below
+    params = world.proxy_params("--upstream-mode", upstream_mode, "--audit", "durable")
     async with connect(params, "legacy", elicitation_callback=elicit) as client:
         result = await client.call_tool("ask", {"question": "Where?"}, meta=plan_meta(world.plan))
     assert result.is_error is False, result.content

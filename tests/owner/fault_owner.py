@@ -101,7 +101,8 @@ def create_fault_app(
             return Response(upstream.content, status_code=upstream.status_code)
         answer: dict[str, Any] = json.loads(upstream.content)
         if mode == "replay":
-            first = first_answer.setdefault(mode, upstream.content)
+            # One first answer per address: `/replay/<run>/heads` starts a fresh replay.
+            first = first_answer.setdefault(request.url.path, upstream.content)
             return Response(first, media_type="application/json")
         if mode == "wrong_signature":
             answer["sig"] = answer["sig"][:-1] + ("0" if answer["sig"][-1] != "0" else "1")
@@ -136,6 +137,7 @@ def create_fault_app(
     return Starlette(
         routes=[
             Route("/{mode}/heads", heads, methods=["POST"]),
+            Route("/{mode}/{run}/heads", heads, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
         ],
         lifespan=lifespan,

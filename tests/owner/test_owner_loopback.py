@@ -32,10 +32,14 @@ async def store(owners: Owners) -> AsyncIterator[AsyncStore]:
 
 
 def gate_for(
-    store: AsyncStore, keyring: Keyring, directory: Mapping[str, str], timeout: float = 2.0
+    store: AsyncStore,
+    keyring: Keyring,
+    directory: Mapping[str, str],
+    timeout: float = 2.0,
+    audit: str = "deferred",
 ) -> Gate:
     heads = CountedOwnerHeads(directory, keyring, agent="executor", timeout=timeout)
-    return Gate(store, POLICY, heads=heads, agent="executor")
+    return Gate(store, POLICY, heads=heads, agent="executor", audit=audit)  # type: ignore[arg-type]
 
 
 async def test_gate_allows_a_current_plan(
@@ -100,10 +104,12 @@ async def test_stale_plan_is_replanned_once_then_allowed(
 
 @pytest.mark.parametrize("mode", sorted(EXPECTED_BLOCK))
 async def test_faulty_owner_blocks_over_loopback(
-    owners: Owners, store: AsyncStore, keyring: Keyring, mode: str
+    owners: Owners, store: AsyncStore, keyring: Keyring, mode: str, audit: str
 ) -> None:
-    address = owners.down_url if mode == "down" else f"{owners.fault_url}/{mode}"
-    gate = gate_for(store, keyring, {**owners.directory, "reviser": address}, timeout=0.5)
+    # A replay starts afresh at its own address in each audit mode.
+    address = owners.down_url if mode == "down" else f"{owners.fault_url}/{mode}/{audit}"
+    directory = {**owners.directory, "reviser": address}
+    gate = gate_for(store, keyring, directory, timeout=0.5, audit=audit)
     try:
         if mode == "replay":  # the first answer is genuine; replaying it later must not pass
             first = await gate.check("book_trip", {"trip": "42"}, owners.team.plan)
@@ -114,8 +120,11 @@ async def test_faulty_owner_blocks_over_loopback(
     assert verdict.verdict == "block"
     assert verdict.reason == EXPECTED_BLOCK[mode], verdict.message
     assert "reviser" in verdict.message
-    logged = await store.decisions(source="gate", plan=owners.team.plan, limit=1)
-    assert (logged[0].verdict, logged[0].reason) == ("block", EXPECTED_BLOCK[mode])
+    # Newest first, in the order they reached the journal (a deferred allow after the refusal
+    # that followed it): the newest block is this one.
+    logged = await store.decisions(source="gate", plan=owners.team.plan, limit=10)
+    block = next(d for d in logged if d.verdict == "block")
+    assert block.reason == EXPECTED_BLOCK[mode]
 
 
 async def test_owner_process_checks_requests_over_the_wire(

@@ -351,13 +351,14 @@ async def test_gate_allows_a_current_plan_and_replans_a_stale_one(env: Env) -> N
 
 
 @pytest.mark.parametrize("mode", sorted(EXPECTED_BLOCK))
-async def test_faulty_owner_blocks_in_process(env: Env, mode: str) -> None:
+async def test_faulty_owner_blocks_in_process(env: Env, mode: str, audit: str) -> None:
     base = f"http://127.0.0.1:{free_port()}" if mode == "down" else f"http://fault/{mode}"
     source = env.heads({**env.directory, "reviser": base}, timeout=0.5)
-    gate = Gate(env.store, POLICY, heads=source, agent="executor")
+    gate = Gate(env.store, POLICY, heads=source, agent="executor", audit=audit)  # type: ignore[arg-type]
     if mode == "replay":  # the first answer is genuine; replaying it later must not pass
         assert (await gate.check("book_trip", {"trip": "42"}, env.plan)).verdict == "allow"
     verdict = await gate.check("book_trip", {"trip": "42"}, env.plan)
+    await gate.aclose()
     assert verdict.verdict == "block"
     assert verdict.reason == EXPECTED_BLOCK[mode], verdict.message
     assert "reviser" in verdict.message

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from audit_modes import check_until_recorded
 
 from planfence.plugins.gate import Gate, Policy, create_plan
+from planfence.plugins.gate.audit_writer import AuditBacklogError
 from planfence.shared_memory import (
     ConfigError,
     Record,
@@ -101,7 +103,7 @@ async def test_an_audited_allow_waits_for_the_lock_on_the_thread_and_is_recorded
     tmp_path: Path,
 ) -> None:
     async with _contended(tmp_path, busy_timeout=5.0) as (store, holder, plan):
-        gate = Gate(store, POLICY)
+        gate = Gate(store, POLICY, audit="durable")  # the allow's record written with its reads
         assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"  # memo warm
         holder.execute("BEGIN IMMEDIATE")
         verdict, stalled = await _while_ticking(
@@ -114,11 +116,15 @@ async def test_an_audited_allow_waits_for_the_lock_on_the_thread_and_is_recorded
         assert entry.id == verdict.decision_id
 
 
-async def test_an_allow_that_cannot_be_recorded_in_time_blocks(tmp_path: Path) -> None:
+async def test_an_allow_that_cannot_be_recorded_in_time_blocks(tmp_path: Path, audit: str) -> None:
     async with _contended(tmp_path, busy_timeout=0.05) as (store, holder, plan):
         holder.execute("BEGIN EXCLUSIVE")
-        verdict = await Gate(store, POLICY).check("ship", ARGS, plan.id)
+        gate = Gate(store, POLICY, audit=audit)
+        verdict = await check_until_recorded(gate, "ship", ARGS, plan.id)
         assert (verdict.verdict, verdict.reason) == ("block", "audit_unavailable")
+        if audit == "deferred":  # the allow it queued cannot be written, and closing says so
+            with pytest.raises(AuditBacklogError, match="locked"):
+                await gate.aclose()
         with pytest.raises(StoreUnavailableError, match="locked"):
             await store.put("order/7", {"n": 9}, author="sales")
 

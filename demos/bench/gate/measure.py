@@ -9,7 +9,7 @@ from typing import Any
 
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
 from planfence.demos.baselines import store_key_space
-from planfence.demos.executors import Wiring, build_executor
+from planfence.demos.executors import Wiring, build_executor, flush_audit
 from planfence.plugins.gate import ALLOW, Gate, Policy
 from planfence.shared_memory import AsyncStore
 
@@ -25,8 +25,9 @@ async def _measure(
     bare: Callable[[], Awaitable[object]],
     iterations: int,
 ) -> dict[str, Any]:
-    """Interleave allow-path checks (audited, as shipped; with the allow's record deferred; and
-    without the audit write) with bare reads; alternate which goes first."""
+    """Interleave allow-path checks (durable: recorded before the answer; deferred, the default:
+    the allow's record written by group commit just after; and without the audit write) with
+    bare reads; alternate which goes first."""
     allow_s: list[float] = []
     deferred_s: list[float] = []
     quiet_s: list[float] = []
@@ -102,7 +103,7 @@ async def store_rows(
     rows: list[dict[str, Any]],
     progress: Progress,
 ) -> None:
-    gate = Gate(store, policy, agent=REQUESTER)
+    gate = Gate(store, policy, agent=REQUESTER, audit="durable")
     for case in cases:
         keys = case.keys
 
@@ -124,7 +125,7 @@ async def http_rows(
     progress: Progress,
 ) -> None:
     heads = HttpOwnerHeads(directory, keyring, agent=REQUESTER, timeout=10.0)
-    gate = Gate(store, policy, heads=heads, agent=REQUESTER)
+    gate = Gate(store, policy, heads=heads, agent=REQUESTER, audit="durable")
     try:
         for case in cases:
             owners = case.owners
@@ -165,6 +166,7 @@ async def traffic(
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"traffic plan not allowed: {verdict.message}")
             finally:
+                await flush_audit(executor)
                 await http.aclose()
             per[label] = round(http.stats.total_bytes / repeat)
         rows.append(

@@ -81,6 +81,7 @@ async def otel_rows(
             )
             progress.advance(f"telemetry |D(a)|={case.deps} depth {case.depth}")
     finally:
+        await gate.aclose()  # the deferred audit writes the allows it queued
         telemetry.use()
         for provider in providers:
             provider.shutdown()

@@ -12,7 +12,7 @@ import httpx
 
 from planfence.adapters.owner_service import Keyring
 from planfence.demos.baselines import store_key_space
-from planfence.demos.executors import Wiring, build_executor
+from planfence.demos.executors import Wiring, build_executor, flush_audit
 from planfence.plugins.gate import ALLOW, Policy
 from planfence.shared_memory import AsyncStore
 
@@ -105,6 +105,8 @@ async def gate_rows(
             progress.advance(f"gate checks, round {what}")
     finally:
         out.extend(gate_table(cases, directories, samples))
+        for gate in gates.values():
+            await flush_audit(gate)
         for http in https.values():
             await http.aclose()
 

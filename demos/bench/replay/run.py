@@ -12,6 +12,7 @@ import httpx
 
 from planfence.adapters.owner_service import PublicKeyring
 from planfence.demos.baselines import EagerExecutor, EagerSync, FreshnessOnly
+from planfence.demos.executors import flush_audit
 from planfence.demos.judging import heads_as_of, used_versions
 from planfence.plugins.gate import BLOCK, GuardedExecutor, Policy, Replanned, Verdict, create_plan
 from planfence.shared_memory import AsyncStore, Change
@@ -169,6 +170,8 @@ class Run:
         )
 
     async def aclose(self) -> None:
+        for ex in self.executors:
+            await flush_audit(ex.inner)  # the allows a gate's deferred audit queued
         if self.pusher is not None:
             await self.pusher.aclose()
         for heads in self.heads:

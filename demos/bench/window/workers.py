@@ -109,7 +109,10 @@ async def _executor(setup: Setup, n: int, ready: Any, go: Any) -> dict[str, int]
                 else:
                     await store.write(batch)
     finally:
-        await store.aclose()
+        try:
+            await gate.aclose()  # the deferred audit writes the allows it queued
+        finally:
+            await store.aclose()
     return counts
 
 

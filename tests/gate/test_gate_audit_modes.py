@@ -1,0 +1,63 @@
+"""One audit setting, one default: `deferred`, for the gate and every adapter that builds one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from planfence.plugins.gate import DEFAULT_AUDIT, Gate, GateMiddleware, Policy, SyncGate, audit_mode
+from planfence.shared_memory import AsyncStore, Store
+
+POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/7"]\n')
+
+
+def test_the_default_is_deferred_and_the_old_spellings_still_mean_the_same() -> None:
+    assert DEFAULT_AUDIT == "deferred"
+    assert [audit_mode(m) for m in (True, False, "durable", "deferred", "off")] == [
+        "durable",
+        "off",
+        "durable",
+        "deferred",
+        "off",
+    ]
+    for wrong in ("before", "Deferred", None, 1):
+        with pytest.raises(ValueError, match="audit must be"):
+            audit_mode(wrong)
+
+
+def built_by(middleware: GateMiddleware, store: AsyncStore) -> Gate:
+    gate = middleware.checker_for(store)
+    assert isinstance(gate, Gate)
+    return gate
+
+
+@pytest.mark.parametrize("given", [None, "durable", "off", "deferred"])
+def test_every_way_to_build_a_gate_takes_the_setting_with_the_same_default(
+    store: Store, given: str | None
+) -> None:
+    kw: dict[str, Any] = {} if given is None else {"audit": given}
+    expected = given or "deferred"
+    found = {
+        "Gate": Gate(store.aio, POLICY, **kw).audit_mode,
+        "SyncGate": SyncGate(store, POLICY, **kw).gate.audit_mode,
+        "GateMiddleware": built_by(GateMiddleware(store.aio, POLICY, **kw), store.aio).audit_mode,
+    }
+    langgraph = pytest.importorskip("planfence.adapters.langgraph")
+    graph = langgraph.GraphFence(store, POLICY, planner="planner", **kw)
+    found["GraphFence"] = built_by(graph.gate, store.aio).audit_mode
+    agent = langgraph.PlanfenceMiddleware(store, POLICY, **kw)
+    found["PlanfenceMiddleware"] = built_by(agent.gate, store.aio).audit_mode
+    mcp = pytest.importorskip("planfence.adapters.mcp")
+    found["PlanFenceGate"] = built_by(mcp.PlanFenceGate(store.aio, POLICY, **kw).seam, store.aio)
+    found["PlanFenceGate"] = found["PlanFenceGate"].audit_mode  # type: ignore[attr-defined]
+    fastmcp = mcp.FastMCPGate(store.aio, POLICY, **kw)
+    found["FastMCPGate"] = built_by(fastmcp.judge.seam, store.aio).audit_mode
+    autogen = pytest.importorskip("planfence.adapters.autogen")
+    from autogen_core.tools import StaticWorkbench
+
+    bench = autogen.FencedWorkbench(StaticWorkbench([]), store=store, policy=POLICY, **kw)
+    found["FencedWorkbench"] = built_by(bench.gate, store.aio).audit_mode
+    loaded = autogen.FencedWorkbench.load_component(bench.dump_component())  # kept in its config
+    found["FencedWorkbench, loaded"] = loaded.audit
+    assert found == dict.fromkeys(found, expected)
