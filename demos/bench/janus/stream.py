@@ -84,7 +84,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -96,19 +96,12 @@ RuleKind = Literal["good", "wrong", "specific", "bias"]
 HARM_MODES = ("overwrite", "specific", "drift")
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
+    # A named tuple, not a dataclass: cheatsheets are dictionary keys (the stream's memos),
+    # hashed rule by rule at every step, and a tuple's hash runs in C.
     kind: RuleKind
     task_kind: int
     text: str
-    # Cheatsheets are dictionary keys (the stream's memos), hashed rule by rule at every step.
-    _hash: int = field(init=False, repr=False, compare=False, default=0)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.kind, self.task_kind, self.text)))
-
-    def __hash__(self) -> int:
-        return self._hash
 
 
 Cheatsheet = tuple[Rule, ...]
