@@ -113,7 +113,7 @@ def _reseeded(
     """Cluster means, an emptied cluster re-seeded at the point farthest from its centre
     (`new_labels` is updated in place)."""
     n, k = points.shape[0], centroids.shape[0]
-    new_centroids = centroids.copy()
+    new_centroids: np.ndarray = centroids.copy()
     for c in range(k):
         members = points[new_labels == c]
         if len(members):
