@@ -80,15 +80,11 @@ def kmeans(
     for it in range(1, max_iter + 1):
         dists = _sq_dists(points, centroids, norms)
         new_labels = np.argmin(dists, axis=1)
-        new_centroids = centroids.copy()
-        for c in range(k):
-            members = points[new_labels == c]
-            if len(members):
-                new_centroids[c] = members.mean(axis=0)
-            else:
-                far = int(np.argmax(dists[np.arange(n), new_labels]))
-                new_centroids[c] = points[far]
-                new_labels[far] = c
+        counts = np.bincount(new_labels, minlength=k)
+        if counts.all():
+            new_centroids = _means(points, new_labels, counts)
+        else:
+            new_centroids = _reseeded(points, centroids, dists, new_labels)
         converged = it > 1 and np.array_equal(new_labels, labels)
         # Usually the last round moved no centroid, so its distances are the final ones.
         same = np.array_equal(new_centroids, centroids)
@@ -96,6 +92,37 @@ def kmeans(
         if converged:
             break
     return KMeansResult(centroids, labels, it, dists if same else None)
+
+
+def _means(points: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each cluster's mean, when none is empty: the mean of its members in index order, the
+    rows `points[labels == c]` holds (so the same numbers), gathered by one stable sort."""
+    grouped = points[np.argsort(labels, kind="stable")]
+    ends = np.cumsum(counts)
+    out = np.empty((counts.shape[0], points.shape[1]), dtype=np.float64)
+    start = 0
+    for c, end in enumerate(ends.tolist()):
+        out[c] = grouped[start:end].mean(axis=0)
+        start = end
+    return out
+
+
+def _reseeded(
+    points: np.ndarray, centroids: np.ndarray, dists: np.ndarray, new_labels: np.ndarray
+) -> np.ndarray:
+    """Cluster means, an emptied cluster re-seeded at the point farthest from its centre
+    (`new_labels` is updated in place)."""
+    n, k = points.shape[0], centroids.shape[0]
+    new_centroids: np.ndarray = centroids.copy()
+    for c in range(k):
+        members = points[new_labels == c]
+        if len(members):
+            new_centroids[c] = members.mean(axis=0)
+        else:
+            far = int(np.argmax(dists[np.arange(n), new_labels]))
+            new_centroids[c] = points[far]
+            new_labels[far] = c
+    return new_centroids
 
 
 def representatives(

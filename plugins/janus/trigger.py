@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,8 +14,9 @@ Vector = np.ndarray
 
 def cosine(a: Vector, b: Vector, eps: float = 1e-9) -> float:
     """Cosine similarity; 0.0 when either norm is (nearly) zero, as the reference code does."""
-    na = float(np.linalg.norm(a))
-    nb = float(np.linalg.norm(b))
+    # sqrt(x . x) is how numpy's `norm` computes a vector's 2-norm (the same numbers, faster).
+    na = math.sqrt(float(np.dot(a, a)))
+    nb = math.sqrt(float(np.dot(b, b)))
     if na < eps or nb < eps:
         return 0.0
     return float(np.dot(a, b) / (na * nb))

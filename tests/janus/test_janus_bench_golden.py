@@ -53,3 +53,22 @@ def test_results_match_the_pinned_run(
     calibration = doc["calibration"]
     assert calibration.pop("by_redraw") == {"1.0": want["calibration"]}
     assert calibration == want["calibration"]
+
+
+PAIRED = json.loads((Path(__file__).parent / "janus_bench_golden_paired.json").read_text())
+PAIRED_ARGV = ("--eval-redraw", "0", "0.3")
+
+
+@pytest.mark.parametrize("encoder", ["hashing", "wordllama"])
+def test_paired_evaluations_match_the_pinned_run(
+    encoder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`janus_bench_golden_paired.json`: the same slice at R = 0 and R = 0.3 (latent
+    thresholds), as the bench produced it before any speed work on the R x rho sweep."""
+    if encoder == "wordllama" and not wordllama_available():
+        pytest.skip("needs the embeddings extra")
+    doc = run_bench(tmp_path, "--encoder", encoder, "--jobs", "1", *PAIRED_ARGV)
+    capsys.readouterr()
+    want = PAIRED[encoder]
+    assert doc["config"]["eval_redraws"] == [0.0, 0.3]
+    assert {k: doc[k] for k in want} == want

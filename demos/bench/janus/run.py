@@ -30,7 +30,7 @@ from planfence.plugins.janus import (
     WordLlamaEncoder,
 )
 
-from .stream import Cheatsheet, Stream, StreamConfig, render
+from .stream import Cheatsheet, Stream, StreamConfig
 
 STRATEGIES = (
     "plain",
@@ -116,14 +116,19 @@ class LatentEvaluator:
     async def evaluate(self, memory: Cheatsheet, tasks: Sequence[Task]) -> list[bool]:
         if not tasks:
             return []
-        r = self.stream.config.eval_redraw
+        stream = self.stream
+        r = stream.config.eval_redraw
         fresh = self.rng.random(len(tasks))
+        index = stream.index
+        at = [index.get(t.id, -1) for t in tasks]
+        # Stream tasks (the controller only ever sees those) read the stream's arrays.
+        known = -1 not in at and all(stream.tasks[i] is t for i, t in zip(at, tasks, strict=True))
         if r < 1.0:
-            latent = np.array([self.stream.latent[t.id] for t in tasks])
+            latent = stream.latents[at] if known else np.array([stream.latent[t.id] for t in tasks])
             u = latent if r <= 0.0 else np.where(self.coins.random(len(tasks)) < r, fresh, latent)
         else:
             u = fresh
-        hits = u < self.stream.p_many(memory, tasks)
+        hits = u < (stream.p_tasks(memory)[at] if known else stream.p_many(memory, tasks))
         return [bool(h) for h in hits]
 
 
@@ -163,7 +168,7 @@ async def run_strategy(
         np.random.default_rng([stream.seed, 10, eval_seed]),
     )
     controller = JanusController(
-        evaluator, config=config, encoder=encoder, render=render, coverage_memo=memo
+        evaluator, config=config, encoder=encoder, render=stream.render, coverage_memo=memo
     )
     memory: Cheatsheet = ()
     out = Run(rho, name, stream.seed, 0.0, stream.config.eval_redraw)

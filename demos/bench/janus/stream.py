@@ -84,7 +84,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -96,19 +96,12 @@ RuleKind = Literal["good", "wrong", "specific", "bias"]
 HARM_MODES = ("overwrite", "specific", "drift")
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
+    # A named tuple, not a dataclass: cheatsheets are dictionary keys (the stream's memos),
+    # hashed rule by rule at every step, and a tuple's hash runs in C.
     kind: RuleKind
     task_kind: int
     text: str
-    # Cheatsheets are dictionary keys (the stream's memos), hashed rule by rule at every step.
-    _hash: int = field(init=False, repr=False, compare=False, default=0)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.kind, self.task_kind, self.text)))
-
-    def __hash__(self) -> int:
-        return self._hash
 
 
 Cheatsheet = tuple[Rule, ...]
@@ -179,14 +172,20 @@ class Stream:
         # Every strategy walks the same stream, and their memories agree for long stretches:
         # the solver's draws, the curator's candidates and the held-out score are pure
         # functions of (memory, step), so each is computed once per stream.
-        self._attempts: dict[tuple[Cheatsheet, int], bool] = {}
         self._proposals: dict[tuple[Cheatsheet, int, bool], Proposal] = {}
         self._accuracy: dict[Cheatsheet, float] = {}
         self._draws: dict[int, float] = {}
+        self._rendered: dict[Cheatsheet, str] = {}
+        self._p_tasks: dict[Cheatsheet, np.ndarray] = {}
         self.latent: dict[str, float] = {
             t.id: float(self._rng(9, i).random()) for i, t in enumerate(self.tasks)
         }
         """Each stream task's latent `u` (an evaluation reads it unless it redraws)."""
+        self.index = {t.id: i for i, t in enumerate(self.tasks)}
+        """A stream task's position by id."""
+        self.latents = np.array([self.latent[t.id] for t in self.tasks])
+        self._task_kind = np.array([t.meta["kind"] for t in self.tasks], dtype=np.int64)
+        self._task_base = np.array([t.meta["base"] for t in self.tasks])
 
     def _rng(self, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, *key])
@@ -246,6 +245,28 @@ class Stream:
         kinds = np.array([t.meta["kind"] for t in tasks], dtype=np.int64)
         return self._p(memory, kinds, np.array([t.meta["base"] for t in tasks]))
 
+    def p_tasks(self, memory: Cheatsheet) -> np.ndarray:
+        """The solve probability of every stream task under `memory`, in stream order.
+
+        Computed once per memory for all tasks (the attempts and the evaluations read it): the
+        formula is elementwise, so each number is the one `p_correct` gives."""
+        p = self._p_tasks.get(memory)
+        if p is None:
+            if len(self._p_tasks) > 10_000:
+                self._p_tasks.clear()
+            p = self._p_tasks[memory] = self._p(memory, self._task_kind, self._task_base)
+        return p
+
+    def render(self, memory: Cheatsheet) -> str:
+        """`render(memory)`, kept per memory: every strategy renders the same memories, and
+        the same text object keeps its hash for the encoder's cache."""
+        text = self._rendered.get(memory)
+        if text is None:
+            if len(self._rendered) > 20_000:
+                self._rendered.clear()
+            text = self._rendered[memory] = render(memory)
+        return text
+
     def expected_accuracy(self, memory: Cheatsheet) -> float:
         """Mean solve probability over the held-out tasks: the final score, without test noise."""
         score = self._accuracy.get(memory)
@@ -257,15 +278,10 @@ class Stream:
     def attempt(self, memory: Cheatsheet, step: int) -> bool:
         """The agent's own attempt at stream task `step` (shared by every strategy): the task's
         latent `u`, or with probability `eval_redraw` a fresh draw."""
-        key = (memory, step)
-        solved = self._attempts.get(key)
-        if solved is None:
-            u = self._draws.get(step)
-            if u is None:
-                u = self._attempt_u(step)
-                self._draws[step] = u
-            solved = self._attempts[key] = u < self.p_correct(memory, self.tasks[step])
-        return solved
+        u = self._draws.get(step)
+        if u is None:
+            u = self._draws[step] = self._attempt_u(step)
+        return bool(u < self.p_tasks(memory)[step])
 
     def _attempt_u(self, step: int) -> float:
         r = self.config.eval_redraw
