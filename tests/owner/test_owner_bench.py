@@ -27,6 +27,7 @@ ROW_FIELDS = {
     "deferred_p50_ms",
     "deferred_ratio_p50",
     "no_audit_ratio_p50",
+    "audit_unavailable",
 }
 TRAFFIC_FIELDS = {"keys", "deps", "planfence_bytes", "allkeys_bytes"}
 SIGNING_FIELDS = {"what", "keys", "hmac_p50_us", "ed25519_p50_us", "added_us", "ratio_p50"}

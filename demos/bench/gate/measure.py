@@ -49,12 +49,17 @@ async def _measure(
     durable = _durable(variant)
     gates = ((shipped, allow_s), (durable, durable_s), (deferred, deferred_s), (quiet, quiet_s))
 
+    unavailable = 0  # checks blocked because the audit log could not keep up (fail closed)
+
     async def one_check() -> None:
+        nonlocal unavailable
         for g, samples in gates:
             t0 = time.perf_counter()
             verdict = await g.check(case.tool, {}, case.plan)
             samples.append(time.perf_counter() - t0)
-            if verdict.verdict != ALLOW:
+            if verdict.reason == "audit_unavailable":
+                unavailable += 1
+            elif verdict.verdict != ALLOW:
                 raise RuntimeError(
                     f"benchmark plan was not allowed: {verdict.reason} {verdict.message}"
                 )
@@ -97,6 +102,7 @@ async def _measure(
         "deferred_ratio_p50": round(deferred_p50 / bare_p50, 3) if bare_p50 > 0 else None,
         "no_audit_p50_ms": round(quiet_p50, 4),
         "no_audit_ratio_p50": round(quiet_p50 / bare_p50, 3) if bare_p50 > 0 else None,
+        "audit_unavailable": unavailable,
     }
 
 

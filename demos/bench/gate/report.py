@@ -47,6 +47,9 @@ def print_tables(result: Mapping[str, Any]) -> None:
             f"{r['deferred_p50_ms']:>9.3f} ms {times(r['deferred_ratio_p50']):>6} "
             f"{r['no_audit_p50_ms']:>9.3f} ms {times(r['no_audit_ratio_p50']):>6}"
         )
+    blocked = sum(r.get("audit_unavailable", 0) for r in result["rows"])
+    if blocked:
+        print(f"{blocked} checks blocked with audit_unavailable (the log could not keep up)")
     if result.get("peer"):
         print()
         print("Allow path beside agent-coherence's effect_gate (pin, re-validate, fire): the same")
