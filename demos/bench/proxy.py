@@ -8,8 +8,9 @@ the proxy as an ungated tool, and on the same server with the gate inside it as 
 stdio proxy (`fastmcp.server.create_proxy`), the closest peer, when fastmcp is installed. Each
 gated server has its own throwaway store, seeded alike. The clients are open at once and called in
 turn, so drift on a shared machine hits all alike. Then cold start: launch to the first
-`tools/list`, directly and through the proxy. The servers' own logs go to a file (named in the
-error when a server fails), so the progress on stderr stays readable. Run as a module, this file is
+`tools/list`, directly and through the proxy. The servers' own logs go to a file (its last lines
+are in the error when a server fails), so the progress on stderr stays readable. Run as a module,
+this file is
 the trivial upstream server (`--gate POLICY STORE`: with the in-server gate; `--fastmcp-proxy`:
 FastMCP's proxy in front of it).
 """
