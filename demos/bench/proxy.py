@@ -10,8 +10,8 @@ gated server has its own throwaway store, seeded alike. The clients are open at 
 turn, so drift on a shared machine hits all alike. Then cold start: launch to the first
 `tools/list`, directly and through the proxy. The servers' own logs go to a file (its last lines
 are in the error when a server fails), so the progress on stderr stays readable. Run as a module,
-this file is the trivial upstream server (`--gate POLICY STORE`: with the in-server gate; `--fastmcp-proxy`:
-FastMCP's proxy in front of it).
+this file is the trivial upstream server (`--gate POLICY STORE`: with the in-server gate;
+`--fastmcp-proxy`: FastMCP's proxy in front of it).
 """
 
 from __future__ import annotations
