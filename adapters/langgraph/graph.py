@@ -24,6 +24,8 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import (
+    DONE,
+    REPLANNING,
     CheckerFactory,
     Middleware,
     Policy,
@@ -176,13 +178,13 @@ class GraphFence(ToolGating):
         outcome, update = fold_into_state(state, notes)
         if outcome is None:
             return output  # no gated call answered in this graph: nothing to route
-        if outcome["status"] == "done":
+        if outcome.status == DONE:
             if any(_routes_itself(o) for o in outputs):
                 return [*outputs, Command(update=update)]
             return [*outputs, Command(goto=self.proceed, update=update)]
         # Refused: no call of this step may send the graph anywhere else.
         outputs = [replace(o, goto=()) if _routes_itself(o) else o for o in outputs]
-        if outcome["status"] == "replan":
+        if outcome.status == REPLANNING:
             return [*outputs, Command(goto=self.planner, update=update)]
         return [*outputs, Command(goto=END, update=update)]
 

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from planfence.plugins.gate import (
+    BLOCKED,
+    REPLANNING,
     CheckerFactory,
     Middleware,
     Policy,
@@ -129,12 +131,11 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
             return None
         outcome, update = fold_into_state(state, verdicts)
         update["planfence_verdicts"] = None
-        if outcome is not None and outcome["status"] == "replan":
+        if outcome is not None and outcome.status == REPLANNING:
             # The refusal showed what changed: the replan cites those versions, not older ones.
             tool_reads = state.get("planfence_tool_reads")
-            current = outcome.get("current") or {}
-            update["planfence_tool_reads"] = Overwrite(refreshed(tool_reads, current))
-        if outcome is not None and outcome["status"] == "blocked":
+            update["planfence_tool_reads"] = Overwrite(refreshed(tool_reads, outcome.current))
+        if outcome is not None and outcome.status == BLOCKED:
             update["jump_to"] = "end"
         return update
 

@@ -11,8 +11,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import GateMiddleware, Judgement, ToolCall, Verdict
-from planfence.shared_memory import PlanFenceError, validate_agent
+from planfence.plugins.gate import (
+    AllowPayload,
+    GateMiddleware,
+    Judgement,
+    Refused,
+    ToolCall,
+    Verdict,
+)
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("mcp", "the MCP proxy"):
@@ -23,16 +29,8 @@ from mcp.server.context import ServerRequestContext
 
 from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused, Revoked
-from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN, with_fence
-from .results import (
-    INPUT_REFUSED,
-    MALFORMED_META,
-    PROXY_ERROR,
-    ProxyFailure,
-    decision_meta,
-    fit_to_tool,
-    to_wire_result,
-)
+from .meta import META_DECISION, META_PLAN, PROGRESS_TOKEN, call_of, with_fence
+from .results import INPUT_REFUSED, PROXY_ERROR, ProxyFailure, fit_to_tool, to_wire_result
 from .sessions import SessionPlans
 from .upstream import UpstreamFailure
 
@@ -64,6 +62,10 @@ class Judged:
 
     async def release(self) -> None:
         await self.gate.release(self.latest)
+
+    def decision(self) -> AllowPayload:
+        """The latest allow's decision, in the gate's wire model."""
+        return AllowPayload.of(self.verdict)
 
     def fence_wire(self) -> dict[str, Any] | None:
         """The latest allow's fencing token, as `_meta` carries it."""
@@ -105,14 +107,9 @@ class GatedCalls:
         raw = dict(ctx.params or {})
         meta = raw.get("_meta")
         meta = meta if isinstance(meta, Mapping) else {}
-        call = ToolCall(tool, params.arguments or {}, meta.get(META_PLAN), meta.get(META_AGENT))
-        if call.agent is not None:
-            try:
-                validate_agent(call.agent)
-            except PlanFenceError as exc:
-                message = f"{META_AGENT}: {exc}"
-                refused = await self.gate.refuse(call, MALFORMED_META, message, by="mcp-proxy")
-                return to_wire_result(refused.verdict)
+        call = await call_of(self.gate, tool, params.arguments, meta, by="mcp-proxy")
+        if isinstance(call, Refused):
+            return to_wire_result(call.payload)
 
         stamped = False
         if self.sessions is not None and call.plan is None and META_PLAN not in meta:
@@ -167,21 +164,17 @@ class GatedCalls:
             except UpstreamFailure as exc:
                 if not judged.allowed:
                     return to_wire_result(judged.verdict)
-                return to_wire_result(
-                    ProxyFailure(exc.code, tool, str(exc), decision_meta(judged.verdict))
-                )
+                return to_wire_result(ProxyFailure(exc.code, tool, str(exc), judged.decision()))
             except InputRefused as exc:
                 if not judged.allowed:
                     return to_wire_result(judged.verdict)
                 message = f"the client did not answer the upstream's question: {exc.error.message}"
-                return to_wire_result(
-                    ProxyFailure(INPUT_REFUSED, tool, message, decision_meta(judged.verdict))
-                )
+                return to_wire_result(ProxyFailure(INPUT_REFUSED, tool, message, judged.decision()))
         if not judged.allowed:
             # Judged again mid-call (a handshake-era upstream's question) and refused: the
             # upstream got an error instead of the answer; its result is not the client's.
             return to_wire_result(judged.verdict)
         out_meta = dict(result.get("_meta") or {})
-        out_meta[META_DECISION] = decision_meta(judged.verdict)
+        out_meta[META_DECISION] = judged.decision().wire()
         result["_meta"] = out_meta
         return result

@@ -20,16 +20,9 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import AuditMode, GateMiddleware, Middleware, Policy, ToolCall
+from planfence.plugins.gate import AuditMode, GateMiddleware, Middleware, Policy, Refused
 from planfence.plugins.gate.fence import TokenSigner
-from planfence.shared_memory import (
-    AsyncStore,
-    PlanFenceError,
-    Store,
-    StoreBridge,
-    sqlite_on_loop,
-    validate_agent,
-)
+from planfence.shared_memory import AsyncStore, Store, StoreBridge, sqlite_on_loop
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("mcp", "the MCP server middleware"):
@@ -39,8 +32,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.methods import serialize_server_result
 
 from .catalog import ToolCatalog
-from .meta import META_AGENT, META_DECISION, META_PLAN
-from .results import MALFORMED_META, decision_meta, fit_to_tool, to_wire_result
+from .meta import META_DECISION, call_of
+from .results import fit_to_tool, to_wire_result
 
 PolicySource = Policy | Mapping[str, Any] | str | os.PathLike[str]
 
@@ -118,21 +111,15 @@ class ToolJudge:
     ) -> AsyncIterator[tuple[dict[str, Any] | None, dict[str, Any]]]:
         """`judge`, for a tool that runs inside the block: with the allow's fencing token as
         `planfence.fence.current()`, and its lease held until the block ends."""
-        meta = meta or {}
-        call = ToolCall(tool, dict(args or {}), meta.get(META_PLAN), meta.get(META_AGENT))
-        if call.agent is not None:
-            try:
-                validate_agent(call.agent)
-            except PlanFenceError as exc:
-                message = f"{META_AGENT}: {exc}"
-                refused = await self.seam.refuse(call, MALFORMED_META, message, by="mcp-server")
-                yield to_wire_result(refused.verdict), {}
-                return
-        async with self.seam.guard(call) as judgement:
-            if not judgement.allowed:
-                yield to_wire_result(judgement.verdict), {}
+        call = await call_of(self.seam, tool, args, meta, by="mcp-server")
+        if isinstance(call, Refused):
+            yield to_wire_result(call.payload), {}
+            return
+        async with self.seam.guard(call) as judged:
+            if isinstance(judged, Refused):
+                yield to_wire_result(judged.payload), {}
             else:
-                yield None, decision_meta(judgement.verdict)
+                yield None, judged.payload.wire()
 
     async def fit(self, refusal: dict[str, Any], tool: str) -> dict[str, Any]:
         return await fit_to_tool(refusal, tool, self.catalog)

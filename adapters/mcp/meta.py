@@ -5,12 +5,18 @@ the progress token's connection) and are never forwarded; every other key is, th
 included, so an upstream can log which plan authorised its call. On a `tools/call`,
 `dev.planfence/fence` is written by the gate only (the fencing token of the allow): a client's
 own value is replaced, or dropped.
+
+`call_of` is the one translation of a `tools/call` into the gate's `ToolCall`, for the proxy and
+the in-server gates alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from planfence.plugins.gate import GateMiddleware, Refused, ToolCall
+from planfence.shared_memory import PlanFenceError, validate_agent
 
 META_PLAN = "dev.planfence/plan"
 META_AGENT = "dev.planfence/agent"
@@ -19,6 +25,28 @@ META_REFUSAL = "dev.planfence/refusal"
 META_FENCE = "dev.planfence/fence"
 RESERVED_PREFIX = "io.modelcontextprotocol/"
 PROGRESS_TOKEN = "progressToken"
+# The one reason code the MCP adapters add to the gate's: `_meta` planfence keys of the wrong type.
+MALFORMED_META = "malformed_meta"
+
+
+async def call_of(
+    gate: GateMiddleware,
+    tool: str,
+    args: Mapping[str, Any] | None,
+    meta: Mapping[str, Any] | None,
+    *,
+    by: str,
+) -> ToolCall | Refused:
+    """The gate's view of a `tools/call`: the plan and agent from its `_meta`. An agent id that
+    is not one is refused with `malformed_meta`, on the record (`by` names who refused)."""
+    meta = meta if isinstance(meta, Mapping) else {}
+    call = ToolCall(tool, dict(args or {}), meta.get(META_PLAN), meta.get(META_AGENT))
+    if call.agent is not None:
+        try:
+            validate_agent(call.agent)
+        except PlanFenceError as exc:
+            return await gate.refuse(call, MALFORMED_META, f"{META_AGENT}: {exc}", by=by)
+    return call
 
 
 def with_fence(meta: Mapping[str, Any], token: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 Refusals and proxy failures are tool results with `isError: true`, never JSON-RPC errors: the
 model that made the call reads them and can replan (the MCP spec puts business failures in
-results "so models can self-correct"). `to_wire_result` builds them and `fit_to_tool` is the
-one place that decides what a client receives.
+results "so models can self-correct"). `to_wire_result` builds them from the gate's wire model
+(`planfence.plugins.gate.RefusalPayload`) and `fit_to_tool` is the one place that decides what a
+client receives.
 
 A refusal must be a valid result for the tool it refuses. Clients built on the official TypeScript
 SDK (desktop apps, the MCP Inspector) validate `structuredContent` against the tool's
@@ -12,34 +13,25 @@ user as a schema error instead. Hence the refusal object always travels twice, a
 content (JSON) and in `_meta["dev.planfence/refusal"]`, and as `structuredContent` only for a
 tool known to declare no `outputSchema`.
 
-A refusal (the gate said replan or block, or the call's `_meta` was malformed):
-
-    {"planfence": {"verdict": "replan" | "block", "reason": CODE, "tool": NAME, "plan": ID,
-                   "stale": [{"key": K, "used": [IDS], "current": ID}], "message": TEXT,
-                   "decision_id": N}}
-
-A failure after the gate allowed the call (upstream crashed, hung, answered with an error, or
-asked the client a question it could not answer):
-
-    {"planfence": {"error": CODE, "tool": NAME, "message": TEXT,
-                   "decision": {"verdict": "allow", "reason": CODE, "decision_id": N, ...}}}
+A refusal (the gate said replan or block, or the call's `_meta` was malformed) is
+`{"planfence": RefusalPayload}`; a failure after the gate allowed the call (upstream crashed,
+hung, answered with an error, or asked the client a question it could not answer) is
+`{"planfence": ProxyFailure}`, whose `decision` is the allow's `AllowPayload`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from planfence.plugins.gate import Verdict
+from planfence.plugins.gate import AllowPayload, RefusalPayload, Verdict
 
-from .meta import META_REFUSAL
+from .meta import MALFORMED_META, META_REFUSAL
 
 if TYPE_CHECKING:
     from .catalog import ToolCatalog
-
-# The one reason code the proxy adds to the gate's: `_meta` planfence keys of the wrong type.
-MALFORMED_META = "malformed_meta"
 
 # Failure codes for calls the gate allowed but the upstream did not complete.
 UPSTREAM_TIMEOUT = "upstream_timeout"
@@ -53,45 +45,33 @@ INPUT_REFUSED = "input_refused"
 
 @dataclass(frozen=True)
 class ProxyFailure:
-    """The gate allowed the call (or had no say) but no upstream result can be returned."""
+    """The gate allowed the call (or had no say) but no upstream result can be returned;
+    `decision` is the allow's, when there was one."""
 
     code: str
     tool: str
     message: str
-    decision: dict[str, Any] | None = None
+    decision: AllowPayload | Mapping[str, Any] | None = None
+
+    def wire(self) -> dict[str, Any]:
+        decision = self.decision
+        if isinstance(decision, AllowPayload):
+            decision = decision.wire()
+        elif decision is not None:
+            decision = dict(decision)
+        return {
+            "error": self.code,
+            "tool": self.tool,
+            "message": self.message,
+            "decision": decision,
+        }
 
 
-def decision_meta(verdict: Verdict) -> dict[str, Any]:
-    """The `_meta["dev.planfence/decision"]` value attached to a forwarded call's result."""
-    return {
-        "verdict": verdict.verdict,
-        "reason": verdict.reason,
-        "decision_id": verdict.decision_id,
-        "plan": verdict.plan,
-    }
-
-
-def to_wire_result(problem: Verdict | ProxyFailure) -> dict[str, Any]:
+def to_wire_result(problem: Verdict | RefusalPayload | ProxyFailure) -> dict[str, Any]:
     """The `CallToolResult` (wire form) for a refused call or a failed forwarded call."""
-    body: dict[str, Any]
     if isinstance(problem, Verdict):
-        body = {
-            "verdict": problem.verdict,
-            "reason": problem.reason,
-            "tool": problem.tool,
-            "plan": problem.plan,
-            "stale": [s.to_dict() for s in problem.stale],
-            "message": problem.message,
-            "decision_id": problem.decision_id,
-        }
-    else:
-        body = {
-            "error": problem.code,
-            "tool": problem.tool,
-            "message": problem.message,
-            "decision": problem.decision,
-        }
-    payload = {"planfence": body}
+        problem = RefusalPayload.of(problem)
+    payload = {"planfence": problem.wire()}
     return {
         "content": [{"type": "text", "text": json.dumps(payload, sort_keys=True)}],
         "structuredContent": payload,
@@ -121,7 +101,6 @@ __all__ = [
     "UPSTREAM_TIMEOUT",
     "UPSTREAM_UNAVAILABLE",
     "ProxyFailure",
-    "decision_meta",
     "fit_to_tool",
     "to_wire_result",
 ]

@@ -5,7 +5,8 @@ verdict = await gate.check("ship_order", {"order_id": "7"}, plan_id)
 outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_once)
 
 Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
-`GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`.
+`GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`, whose `payload` (an
+`AllowPayload` or a `RefusalPayload`, see `wire`) is what the adapter hands on.
 """
 
 from .audit import AUDIT_SOURCE, Decision
@@ -35,9 +36,6 @@ from .fence import (
 from .gate import AuditMode, Checker, Gate, GuardedExecutor, Outcome, Replanned
 from .heads import HeadSource
 from .middleware import (
-    BLOCKED,
-    DONE,
-    REPLANNING,
     Allowed,
     CallNext,
     GateMiddleware,
@@ -45,18 +43,25 @@ from .middleware import (
     Middleware,
     Refused,
     ToolCall,
-    action_done,
-    fold_step,
     run_middleware,
-    summary,
 )
 from .plans import CHAIN, PlanStamper, create_plan, create_plan_sync, plan_key, refreshed_parents
 from .policy import KeyTemplate, Policy, PolicyError, ScopeError, ToolPolicy
 from .reads import ReadSet, add_reads, merge_reads, parents_of, read_heads, reads_of, refreshed
 from .snapshot import Flag, PlanSnapshot, snapshot, snapshot_and_log
+from .steps import BLOCKED, DONE, REPLANNING, StepOutcome, StepStatus, action_done, fold_step
 from .store_heads import StoreHeads
 from .sync_gate import SyncGate
 from .templates import decode_segment, encode_segment
+from .wire import (
+    AllowPayload,
+    DecisionDetail,
+    Payload,
+    RefusalPayload,
+    StaleEntry,
+    parse_payload,
+    payload_of,
+)
 
 __all__ = [
     "ALLOW",
@@ -68,6 +73,7 @@ __all__ = [
     "DONE",
     "REPLAN",
     "REPLANNING",
+    "AllowPayload",
     "Allowed",
     "AuditMode",
     "CallNext",
@@ -75,6 +81,7 @@ __all__ = [
     "Checker",
     "CheckerFactory",
     "Decision",
+    "DecisionDetail",
     "FenceError",
     "FenceSignatureError",
     "FenceToken",
@@ -89,17 +96,22 @@ __all__ = [
     "MalformedFenceError",
     "Middleware",
     "Outcome",
+    "Payload",
     "PlanSnapshot",
     "PlanStamper",
     "Policy",
     "PolicyError",
     "ReadSet",
     "Reason",
+    "RefusalPayload",
     "Refused",
     "Replanned",
     "ScopeError",
+    "StaleEntry",
     "StaleFenceError",
     "StaleKey",
+    "StepOutcome",
+    "StepStatus",
     "StoreHeads",
     "SyncGate",
     "ToolCall",
@@ -121,6 +133,8 @@ __all__ = [
     "gate_flow",
     "merge_reads",
     "parents_of",
+    "parse_payload",
+    "payload_of",
     "plan_key",
     "read_heads",
     "reads_of",
@@ -129,5 +143,4 @@ __all__ = [
     "run_middleware",
     "snapshot",
     "snapshot_and_log",
-    "summary",
 ]

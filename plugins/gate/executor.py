@@ -1,6 +1,7 @@
 """The executor loop shared by the gate and the baselines: check; if told to replan, ask once for
 a new plan and check it; run the call only on an allow. `executor_flow` is the loop without I/O;
-`GuardedExecutor.run` drives it (and `SyncGate.run`, its sync twin).
+`middleware.run_guarded` drives it through the seam's guard (for `GuardedExecutor.run`, and
+`run_guarded_sync` for `SyncGate.run`, its sync twin).
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from planfence.shared_memory import AsyncStore
+
 from .decision import ALLOW, BLOCK, REPLAN, Verdict
+from .policy import Policy
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ class GuardedExecutor:
     replan callback once with the fresh records; check the new plan; run or refuse."""
 
     name = "executor"
+    store: AsyncStore
+    policy: Policy
 
     async def check(
         self,
@@ -128,20 +134,12 @@ class GuardedExecutor:
         *,
         agent: str | None = None,
     ) -> Outcome:
-        flow = executor_flow(tool, args, plan_id, replan is not None)
-        try:
-            step = next(flow)
-            while True:
-                if isinstance(step, Check):
-                    answer: Any = await self.check(
-                        tool, step.args, step.plan_id, agent=agent, replan_spent=step.replan_spent
-                    )
-                elif isinstance(step, AskReplan):
-                    assert replan is not None
-                    answer = await replan(step.verdict)
-                else:
-                    answer = await call(step.args)
-                step = flow.send(answer)
-        except StopIteration as stop:
-            outcome: Outcome = stop.value
-            return outcome
+        """Check, replan once if told to, and run `call` only on an allow: inside the allow's
+        guard (`GateMiddleware.guard`), with its fencing token as `planfence.fence.current()`
+        and the lease the tool's policy declares held until `call` returns."""
+        from .middleware import GateMiddleware, run_guarded  # it builds on this module
+
+        seam = self.__dict__.get("_seam")
+        if seam is None:
+            seam = self.__dict__["_seam"] = GateMiddleware(self.store, self.policy, checker=self)
+        return await run_guarded(seam, tool, args, plan_id, call, replan, agent=agent)

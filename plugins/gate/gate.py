@@ -56,6 +56,7 @@ from .heads import HeadSource
 from .policy import Policy
 from .snapshot import Flag, PlanSnapshot, frontier_memo, snapshot, snapshot_and_log
 from .store_heads import ProveOwners, heads_or_proof, proven_heads, untrusted_store
+from .wire import DecisionDetail
 
 T = TypeVar("T")
 AuditMode = bool | Literal["deferred"]
@@ -325,18 +326,6 @@ class Gate(GuardedExecutor):
         return PlanView(snap.root, snap.frontier, snap.states, snap.superseded_flagged)
 
     def _decision(self, v: Verdict) -> Decision:
-        payload = {
-            "args_digest": v.args_digest,
-            "values": dict(v.value_digests),
-            "scope": list(v.scope),
-            "frontier": {k: list(ids) for k, ids in v.frontier.items()},
-            "heads": dict(v.heads),
-            "epochs": dict(v.epochs),
-            "stale": [s.to_dict() for s in v.stale],
-            "message": v.message,
-            "latency_ms": v.latency_ms,
-            "executor": self.name,
-        }
         return Decision(
             source=AUDIT_SOURCE,
             verdict=v.verdict,
@@ -344,7 +333,7 @@ class Gate(GuardedExecutor):
             agent=v.agent,
             tool=v.tool,
             plan=v.plan,
-            payload=payload,
+            payload=DecisionDetail.of(v, self.name).wire(),
         )
 
     async def aclose(self) -> None:

@@ -16,8 +16,9 @@ and the judgement on the way out, as in FastMCP or Starlette:
 
 `GateMiddleware` is the innermost one: it owns the checker per store (the gate, unless an
 experiment supplies another), fails closed (anything that goes wrong is a refusal, never an
-allow), and reaches the store from sync or async code through the one `StoreBridge`. A step's
-judgements fold into one outcome with `fold_step`, which also keeps the one-replan budget.
+allow), and reaches the store from sync or async code through the one `StoreBridge`. What a
+judgement says travels as its `payload` (`wire`); a step's judgements fold into one outcome with
+`steps.fold_step`, which also keeps the one-replan budget.
 
 Every allow carries a fencing token (`Allowed.fence`, see `fence`); when the tool's policy
 declares `lease_ms`, the allow also holds a lease on the heads it was checked against
@@ -35,7 +36,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -45,12 +55,25 @@ from planfence.shared_memory import AsyncStore, Lease, PlanFenceError, Store, St
 
 from .audit import AUDIT_SOURCE, Decision
 from .checkers import CheckerFactory, checker_factory, gate_checker
-from .decision import ALLOW, BLOCK, CURRENT, REPLAN, UNGATED, Verdict, fail_closed
+from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict, fail_closed
+from .executor import (
+    AskReplan,
+    Call,
+    CallFn,
+    Check,
+    Checker,
+    Outcome,
+    ReplanFn,
+    Replanned,
+    Step,
+    executor_flow,
+)
 from .explain import explain
 from .fence import FenceToken, TokenSigner, bound, issue
-from .gate import AuditMode, Checker
+from .gate import AuditMode
 from .leasing import LeaseRefused, release_lease, take_lease
 from .policy import Policy
+from .wire import AllowPayload, DecisionDetail, RefusalPayload
 
 logger = logging.getLogger("planfence.gate")
 
@@ -64,12 +87,15 @@ class ToolCall:
         args: the arguments it would run with.
         plan: the plan record id the call acts under, as the caller sent it (None: no plan).
         agent: who calls, for the audit log (None: the middleware's own agent).
+        replan_spent: the caller already spent its one replan on this action (the one-replan
+            loop's second check).
     """
 
     tool: str
     args: Mapping[str, Any]
     plan: Any = None
     agent: str | None = None
+    replan_spent: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +108,11 @@ class Allowed:
     fence: FenceToken | None = None
     lease: Lease | None = None
     allowed: ClassVar[bool] = True
+
+    @property
+    def payload(self) -> AllowPayload:
+        """The decision in its wire model, for the allowed call's result."""
+        return AllowPayload.of(self.verdict)
 
 
 @dataclass(frozen=True)
@@ -111,7 +142,13 @@ class Refused:
 
     @property
     def message(self) -> str:
+        """The refusal in words, for the model that has to act on it."""
         return explain(self.verdict)
+
+    @property
+    def payload(self) -> RefusalPayload:
+        """The refusal in its wire model, for the framework's answer to the call."""
+        return RefusalPayload.of(self.verdict)
 
 
 Judgement = Allowed | Refused
@@ -221,7 +258,13 @@ class GateMiddleware(Middleware):
 
     async def _check(self, store: AsyncStore, call: ToolCall) -> Verdict:
         checker = self.checker_for(store)
-        return await checker.check(call.tool, call.args, call.plan, agent=call.agent or self.agent)
+        return await checker.check(
+            call.tool,
+            call.args,
+            call.plan,
+            agent=call.agent or self.agent,
+            replan_spent=call.replan_spent,
+        )
 
     async def judge(self, call: ToolCall) -> Judgement:
         """Pass `call` through the whole stack, from async code; an allow comes back with its
@@ -311,7 +354,7 @@ class GateMiddleware(Middleware):
             reason=reason,
             tool=call.tool,
             plan=plan,
-            payload={"message": message, "executor": by},
+            payload=DecisionDetail(message=message, executor=by).wire(),
         )
         try:
             verdict = replace(verdict, decision_id=await self.bridge.acall(_log, decision))
@@ -320,62 +363,76 @@ class GateMiddleware(Middleware):
         return Refused(verdict)
 
 
+async def run_guarded(
+    seam: GateMiddleware,
+    tool: str,
+    args: Mapping[str, Any],
+    plan_id: str | None,
+    call: CallFn,
+    replan: ReplanFn | None,
+    *,
+    agent: str | None,
+) -> Outcome:
+    """The one-replan loop (`executor_flow`) with each check judged by `seam.guard`: the tool
+    runs inside the guard of its allow, so it sees the fencing token and holds the lease, as
+    every adapter's tool does."""
+    flow = executor_flow(tool, args, plan_id, replan is not None)
+    step: Step | Outcome = next(flow)
+    while not isinstance(step, Outcome):
+        if isinstance(step, AskReplan):
+            assert replan is not None
+            step = _send(flow, await replan(step.verdict))
+            continue
+        assert isinstance(step, Check)
+        checked = ToolCall(tool, step.args, step.plan_id, agent, step.replan_spent)
+        async with seam.guard(checked) as judged:
+            step = _send(flow, judged.verdict)
+            if isinstance(step, Call):
+                step = _send(flow, await call(step.args))
+    return step
+
+
+def run_guarded_sync(
+    seam: GateMiddleware,
+    tool: str,
+    args: Mapping[str, Any],
+    plan_id: str | None,
+    call: Callable[[Mapping[str, Any]], Any],
+    replan: Callable[[Verdict], Replanned | None] | None,
+    *,
+    agent: str | None,
+) -> Outcome:
+    """`run_guarded` for sync code: checks through `seam.guard_sync`, the tool on the caller's
+    thread."""
+    flow = executor_flow(tool, args, plan_id, replan is not None)
+    step: Step | Outcome = next(flow)
+    while not isinstance(step, Outcome):
+        if isinstance(step, AskReplan):
+            assert replan is not None
+            step = _send(flow, replan(step.verdict))
+            continue
+        assert isinstance(step, Check)
+        checked = ToolCall(tool, step.args, step.plan_id, agent, step.replan_spent)
+        with seam.guard_sync(checked) as judged:
+            step = _send(flow, judged.verdict)
+            if isinstance(step, Call):
+                step = _send(flow, call(step.args))
+    return step
+
+
+def _send(flow: Generator[Step, Any, Outcome], answer: Any) -> Step | Outcome:
+    try:
+        return flow.send(answer)
+    except StopIteration as stop:
+        outcome: Outcome = stop.value
+        return outcome
+
+
 async def _log(store: AsyncStore, decision: Decision) -> int:
     return await store.log(decision)
 
 
-# ---- one step's judgements, and the one-replan budget
-
-DONE, REPLANNING, BLOCKED = "done", "replan", "blocked"
-REPLANS_PER_ACTION = 1
-
-
-def summary(verdict: Verdict) -> dict[str, Any]:
-    """The JSON-able part of a verdict that adapters keep (graph state, message metadata)."""
-    return {
-        "verdict": verdict.verdict,
-        "reason": str(verdict.reason),
-        "tool": verdict.tool,
-        "plan": verdict.plan,
-        "stale": [s.key for s in verdict.stale],
-        "current": {s.key: s.current for s in verdict.stale},  # the heads the refusal showed
-    }
-
-
-def fold_step(
-    summaries: Iterable[Mapping[str, Any]], replans_spent: int = 0
-) -> dict[str, Any] | None:
-    """One step's judgements as one outcome: blocked beats replan beats done.
-
-    A refusal after the replans this action may spend blocks, whatever the checker said: the
-    second refusal ends the run. `gated` says whether a gated call was allowed because its plan
-    was current: only that ends an action (and its replan budget); ungated calls (a weather
-    lookup) leave the budget where it was. None when the step made no call.
-    """
-    seen = list(summaries)
-    gated = any(s["verdict"] == ALLOW and s.get("reason") == CURRENT for s in seen)
-    for kind, status in ((BLOCK, BLOCKED), (REPLAN, REPLANNING), (ALLOW, DONE)):
-        hit = next((s for s in seen if s["verdict"] == kind), None)
-        if hit is not None:
-            if status == REPLANNING and replans_spent >= REPLANS_PER_ACTION:
-                status = BLOCKED
-            fields = ("tool", "reason", "plan", "stale", "current")
-            return {"status": status, "gated": gated, **{k: hit.get(k) for k in fields}}
-    return None
-
-
-def action_done(outcome: object) -> bool:
-    """The step before ran its calls and one of them was gated and allowed as current: the
-    action is over, and the next plan starts with a fresh replan budget."""
-    if not isinstance(outcome, Mapping):
-        return False
-    return outcome.get("status") == DONE and bool(outcome.get("gated"))
-
-
 __all__ = [
-    "BLOCKED",
-    "DONE",
-    "REPLANNING",
     "Allowed",
     "CallNext",
     "GateMiddleware",
@@ -383,8 +440,7 @@ __all__ = [
     "Middleware",
     "Refused",
     "ToolCall",
-    "action_done",
-    "fold_step",
+    "run_guarded",
+    "run_guarded_sync",
     "run_middleware",
-    "summary",
 ]

@@ -8,8 +8,9 @@ from typing import Any
 from planfence.shared_memory import Store
 
 from .decision import Verdict
-from .executor import AskReplan, Check, Outcome, Replanned, executor_flow
+from .executor import Outcome, Replanned
 from .gate import Gate
+from .middleware import GateMiddleware, run_guarded_sync
 from .policy import Policy
 
 
@@ -19,6 +20,7 @@ class SyncGate:
     def __init__(self, store: Store, policy: Policy, **kwargs: Any) -> None:
         self.store = store
         self.gate = Gate(store.aio, policy, **kwargs)
+        self.seam = GateMiddleware(store, policy, checker=self.gate)
 
     def check(
         self,
@@ -47,24 +49,9 @@ class SyncGate:
         *,
         agent: str | None = None,
     ) -> Outcome:
-        """Same loop as `Gate.run`, with plain callables; the tool runs on the caller's thread."""
-        flow = executor_flow(tool, args, plan_id, replan is not None)
-        try:
-            step = next(flow)
-            while True:
-                if isinstance(step, Check):
-                    answer: Any = self.check(
-                        tool, step.args, step.plan_id, agent=agent, replan_spent=step.replan_spent
-                    )
-                elif isinstance(step, AskReplan):
-                    assert replan is not None
-                    answer = replan(step.verdict)
-                else:
-                    answer = call(step.args)
-                step = flow.send(answer)
-        except StopIteration as stop:
-            outcome: Outcome = stop.value
-            return outcome
+        """Same loop as `Gate.run`, with plain callables; the tool runs on the caller's thread,
+        with the allow's fencing token and the lease its policy declares."""
+        return run_guarded_sync(self.seam, tool, args, plan_id, call, replan, agent=agent)
 
 
 __all__ = ["SyncGate"]

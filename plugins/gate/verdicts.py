@@ -95,13 +95,11 @@ class StaleKey:
     used: tuple[str, ...]
     current: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "used": list(self.used), "current": self.current}
-
 
 @dataclass(frozen=True)
 class Verdict:
-    """The gate's answer for one call. `replan` carries what changed and the fresh records."""
+    """The gate's answer for one call. `replan` carries what changed and the fresh records.
+    What of it crosses a process boundary is in `wire` (`payload_of`, `DecisionDetail`)."""
 
     verdict: VerdictKind
     reason: str
@@ -135,25 +133,6 @@ class Verdict:
         new = object.__new__(Verdict)
         new.__dict__.update(self.__dict__, **changes)  # frozen: fields are set only here
         return new
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "tool": self.tool,
-            "plan": self.plan,
-            "agent": self.agent,
-            "message": self.message,
-            "scope": list(self.scope),
-            "frontier": {k: list(v) for k, v in self.frontier.items()},
-            "heads": dict(self.heads),
-            "epochs": dict(self.epochs),
-            "stale": [s.to_dict() for s in self.stale],
-            "current_records": {k: r.to_dict() for k, r in self.current_records.items()},
-            "args_digest": self.args_digest,
-            "latency_ms": self.latency_ms,
-            "decision_id": self.decision_id,
-        }
 
 
 _VERDICT_FIELDS = frozenset(f.name for f in fields(Verdict))

@@ -88,6 +88,9 @@ COVERED = {
     "Add a framework adapter": "test_docs_readme.py::test_adapter_howto_runs_and_touches_no_...",
     "The Janus controller": "test_docs_readme.py::test_janus_snippet",
     "Janus on a LangGraph store": "test_docs_readme.py::test_janus_store_snippet",
+    "Add planfence to a PydanticAI agent": "test_pydantic_ai_readme.py",
+    "Add planfence to an OpenAI Agents SDK agent": "test_openai_agents_readme.py",
+    "Add planfence to a Google ADK agent": "test_adk_readme.py",
 }
 RUN_HERE = {
     "Fencing tokens and head leases",
@@ -278,6 +281,11 @@ SHELL_COVERED = {
 }
 SHELL_COVERED.update(
     {
+        # tests/conformance/test_conformance.py runs the suite per adapter, as JSON.
+        "python -m planfence.adapters.conformance": "test_conformance.py (one adapter per test)",
+        "python -m planfence.adapters.conformance --adapter adk --json": (
+            "test_conformance.py::test_every_adapter_passes_every_case[adk]"
+        ),
         # tests/mcp/test_mcp_policy_init.py runs `policy init` against real servers.
         "planfence policy init --from-upstream -- mcp-server-git --repository .": (
             "test_mcp_policy_init.py::test_mcp_server_git"

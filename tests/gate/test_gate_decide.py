@@ -224,12 +224,12 @@ def test_allow_exactly_when_every_frontier_is_the_head(
 def test_reason_codes_are_an_enum_that_reads_as_its_value() -> None:
     import json
 
-    from planfence.plugins.gate import Decision, Reason
+    from planfence.plugins.gate import Decision, Reason, payload_of
 
     got = decide(REQ, SCOPE, view(), ONE_CHANGED, budget_spent=False, max_records=100)
     assert got.reason is Reason.STALE
     assert f"{got.reason}" == str(got.reason) == "stale_dependencies"
-    assert json.loads(json.dumps(got.to_dict()))["reason"] == "stale_dependencies"
+    assert json.loads(json.dumps(payload_of(got).wire()))["reason"] == "stale_dependencies"
     logged = Decision(source="gate", verdict=got.verdict, reason=got.reason)
     assert type(logged.reason) is str and logged.reason == "stale_dependencies"
 

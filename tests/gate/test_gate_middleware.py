@@ -27,9 +27,9 @@ from planfence.plugins.gate import (
     ToolCall,
     Verdict,
     fold_step,
+    payload_of,
     reads_of,
     run_middleware,
-    summary,
 )
 from planfence.shared_memory import AsyncStore, Record, Store
 
@@ -181,23 +181,23 @@ async def test_the_stamper_keeps_the_chain_unless_told(astore: AsyncStore) -> No
 
 
 def note(verdict: str, reason: str = "current", tool: str = "t") -> Mapping[str, Any]:
-    return summary(Verdict(verdict, reason, tool, None))  # type: ignore[arg-type]
+    return payload_of(Verdict(verdict, reason, tool, None)).wire()  # type: ignore[arg-type]
 
 
 def test_fold_step_orders_block_over_replan_over_done() -> None:
     assert fold_step([]) is None
     step = [note("allow", tool="a"), note("replan", "stale_dependencies", "b")]
-    assert fold_step(step)["status"] == REPLANNING  # type: ignore[index]
-    assert fold_step(step, replans_spent=1)["status"] == BLOCKED  # type: ignore[index]
-    assert fold_step([*step, note("block", "unknown_plan", "c")])["tool"] == "c"  # type: ignore[index]
+    assert fold_step(step).status == REPLANNING  # type: ignore[union-attr]
+    assert fold_step(step, replans_spent=1).status == BLOCKED  # type: ignore[union-attr]
+    assert fold_step([*step, note("block", "unknown_plan", "c")]).tool == "c"  # type: ignore[union-attr]
     done = fold_step([note("allow", "ungated")])
-    assert done is not None and done["status"] == DONE and not done["gated"]
+    assert done is not None and done.status == DONE and not done.gated
 
 
 @given(st.lists(st.sampled_from(["allow", "replan", "block"]), min_size=1), st.integers(0, 3))
 def test_fold_step_is_done_only_when_every_call_was_allowed(kinds: list[str], spent: int) -> None:
     outcome = fold_step([note(k) for k in kinds], spent)
     assert outcome is not None
-    assert (outcome["status"] == DONE) == all(k == "allow" for k in kinds)
-    if outcome["status"] == REPLANNING:
+    assert (outcome.status == DONE) == all(k == "allow" for k in kinds)
+    if outcome.status == REPLANNING:
         assert spent == 0

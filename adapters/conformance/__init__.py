@@ -1,0 +1,37 @@
+"""planfence.adapters.conformance: one scenario suite that every framework adapter passes.
+
+The cases (`cases.py`) are written once; each adapter provides a `Harness` (`harness.py`) that
+builds its framework's agent with a scripted model over the case's `World` (`world.py`).
+
+    python -m planfence.adapters.conformance            # every adapter whose framework is installed
+    python -m planfence.adapters.conformance --json     # the same, as JSON
+
+To check an adapter of your own, register its harness (`runner.HARNESSES`) or run it directly:
+`await run_case(MyHarness(), case, tmp_path)` for each of `CASES`.
+"""
+
+from .cases import CASES, Case, CaseFailure
+from .harness import Harness, Run
+from .runner import HARNESSES, Result, run_case, run_suite, table
+from .world import BOOK, KEY, WEATHER, Call, Script, World, freshness_only, unavailable
+
+__all__ = [
+    "BOOK",
+    "CASES",
+    "HARNESSES",
+    "KEY",
+    "WEATHER",
+    "Call",
+    "Case",
+    "CaseFailure",
+    "Harness",
+    "Result",
+    "Run",
+    "Script",
+    "World",
+    "freshness_only",
+    "run_case",
+    "run_suite",
+    "table",
+    "unavailable",
+]

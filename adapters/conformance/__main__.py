@@ -1,0 +1,77 @@
+"""`python -m planfence.adapters.conformance`: the suite for every adapter whose framework is
+installed, as a table adapter by case (`--json` prints the results as JSON, `--out FILE` writes
+them). Exit status 1 when a case failed, 2 for a usage error, 130 after Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from planfence.adapters.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    add_output,
+    emit,
+    fail,
+    write_out,
+)
+
+from .cases import CASES
+from .runner import ERROR, FAIL, HARNESSES, Result, run_suite, table
+
+QUICK = ("a", "b", "c")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m planfence.adapters.conformance",
+        description="Run the adapter conformance cases for every installed framework.",
+    )
+    p.add_argument(
+        "--adapter",
+        action="append",
+        metavar="NAME",
+        help=f"only this adapter (repeatable): {', '.join(HARNESSES)}",
+    )
+    p.add_argument(
+        "--case",
+        action="append",
+        metavar="LETTER",
+        help=f"only this case (repeatable): {', '.join(c.letter for c in CASES)}",
+    )
+    p.add_argument("--quick", action="store_true", help=f"only cases {', '.join(QUICK)}")
+    add_output(p)
+    return p
+
+
+def _progress(result: Result) -> None:
+    print(f"  {result.adapter} ({result.case}) {result.status}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    unknown = [a for a in args.adapter or [] if a not in HARNESSES]
+    if unknown:
+        return fail(f"unknown adapter {unknown[0]!r} (known: {', '.join(HARNESSES)})", EXIT_USAGE)
+    letters = {c.letter for c in CASES}
+    cases = args.case or (list(QUICK) if args.quick else None)
+    bad = [c for c in cases or [] if c not in letters]
+    if bad:
+        return fail(f"unknown case {bad[0]!r} (known: {', '.join(sorted(letters))})", EXIT_USAGE)
+    try:
+        results = asyncio.run(
+            run_suite(args.adapter, cases, progress=None if args.json else _progress)
+        )
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    data = {"results": [r.to_dict() for r in results]}
+    emit(args, data, table(results))
+    write_out(args, data)
+    return EXIT_FAILURE if any(r.status in (FAIL, ERROR) for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""What an adapter provides to be checked by the suite: a `Harness`.
+
+A harness builds its framework's agent for one run: a scripted model that asks `script.next`
+what to do on each turn (passing it the text the framework shows the model), the world's two
+tools wrapped as the framework's tools, and the adapter on both sides (records shown to the
+model become the plan's parents; the gate runs before each tool). It returns what the model was
+told by its tools. Everything else (effects, audit log, spans) the cases observe themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol, runtime_checkable
+
+from planfence.plugins.gate import CheckerFactory
+
+from .world import Script, World
+
+
+@dataclass
+class Run:
+    """What one run of the agent showed its model: every tool result, in order (a refusal is
+    the refusal's text)."""
+
+    told: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class Harness(Protocol):
+    """One adapter's agent, built for the suite.
+
+    `name` is the adapter's row in the table, `extra` the pip extra it needs and `modules` the
+    modules that must import for it to run. `tool_span`: the name (or name prefix) of the span the
+    framework itself opens around a tool call, or None when it opens none; the gate's span must
+    then be its child (case h).
+    """
+
+    name: ClassVar[str]
+    extra: ClassVar[str]
+    modules: ClassVar[Sequence[str]]
+    tool_span: ClassVar[str | None]
+
+    async def run(
+        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+    ) -> Run:
+        """Run the agent once on the task `world.TASK`.
+
+        Args:
+            world: the store (give the adapter `world.store`), policy and tools.
+            script: the scripted model's decisions; call `await script.next(shown, last)` on
+                every model turn and make the call it returns (None: answer with text).
+            checker: the checker factory to give the adapter (None: the gate).
+            plans: False for an agent with no read side: it is shown no records and its calls
+                carry no plan (case e).
+        """
+        ...

@@ -1,0 +1,154 @@
+"""MCP harnesses: the proxy in front of a real stdio upstream server, and the gate inside an
+official-SDK server. An MCP client is the agent: each turn it reads the records, asks the script
+what to call, and calls it.
+
+The proxy's read side is its own `planfence_read` tool (`--agent`): it stamps a plan from the
+versions the session read. In front of the in-server gate, the client stamps the plan itself
+from what it read (`PlanStamper`) and sends it in `_meta`, as the proxy's contract says.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ClassVar, cast
+
+from planfence.plugins.gate import (
+    CheckerFactory,
+    Gate,
+    GateMiddleware,
+    GuardedExecutor,
+    PlanStamper,
+    Verdict,
+)
+from planfence.shared_memory.extras import extra_imports
+
+from ..harness import Run
+from ..world import AGENT, KEY, Script, World
+
+with extra_imports("mcp", "the MCP conformance harness"):
+    from mcp import Client
+    from mcp.server.mcpserver import MCPServer
+
+    from planfence.adapters.mcp.in_server import PlanFenceGate
+    from planfence.adapters.mcp.meta import META_PLAN
+    from planfence.adapters.mcp.proxy import open_proxy
+    from planfence.adapters.mcp.sessions import READ
+    from planfence.adapters.mcp.upstream import stdio_upstream
+
+Read = Callable[[], Awaitable[list[str]]]
+Send = Callable[[str, dict[str, Any]], Awaitable[str]]
+
+
+def _text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+async def drive(script: Script, read: Read, send: Send) -> Run:
+    """The client's loop: read, ask the script, call; until the script answers."""
+    run, last = Run(), None
+    while True:
+        step = await script.next(await read(), last)
+        if step is None:
+            return run
+        last = await send(step.tool, step.args)
+        run.told.append(last)
+
+
+class _Judged(GuardedExecutor):
+    """The proxy's gate replaced by another checker (the cases' controls): the proxy's own
+    record tools keep the world's store, only the judging changes."""
+
+    def __init__(self, world: World, checker: CheckerFactory) -> None:
+        self.store = world.store
+        self.policy = world.policy
+        self.inner = checker(world.store, world.policy, AGENT)
+
+    async def check(self, tool: str, args: Any, plan_id: Any, **kw: Any) -> Verdict:
+        return await self.inner.check(tool, args, plan_id, **kw)
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _checker(world: World, checker: CheckerFactory | None) -> Gate:
+    if checker is None:
+        return Gate(world.store, world.policy, agent=AGENT)
+    return cast(Gate, _Judged(world, checker))
+
+
+class ProxyHarness:
+    """`planfence proxy --agent booker -- python -m ...mcp_upstream`, run in this process."""
+
+    name: ClassVar[str] = "mcp.proxy"
+    extra: ClassVar[str] = "mcp"
+    modules: ClassVar[Sequence[str]] = ("mcp",)
+    tool_span: ClassVar[str | None] = "tools/call"
+
+    async def run(
+        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+    ) -> Run:
+        command = [sys.executable, "-m", f"{__package__}.mcp_upstream", str(world.effects.path)]
+        gate = _checker(world, checker)
+        agent = AGENT if plans else None
+        try:
+            async with (
+                open_proxy(gate, stdio_upstream(command), agent=agent) as (_, server),
+                Client(server, mode="legacy") as client,
+            ):
+
+                async def read() -> list[str]:
+                    if not plans:
+                        return []
+                    return [_text(await client.call_tool(READ, {"key": KEY}))]
+
+                async def send(tool: str, args: dict[str, Any]) -> str:
+                    return _text(await client.call_tool(tool, args))
+
+                return await drive(script, read, send)
+        finally:
+            close = getattr(gate, "aclose", None)
+            if close is not None:
+                await close()
+
+
+class InServerHarness:
+    """`MCPServer(..., middleware=[PlanFenceGate(store, policy)])`; the client plans."""
+
+    name: ClassVar[str] = "mcp.in_server"
+    extra: ClassVar[str] = "mcp"
+    modules: ClassVar[Sequence[str]] = ("mcp",)
+    tool_span: ClassVar[str | None] = "tools/call"
+
+    async def run(
+        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+    ) -> Run:
+        gate = PlanFenceGate(world.store, world.policy, agent=AGENT)
+        if checker is not None:
+            # `PlanFenceGate` takes no checker of its own: its seam is replaced, for the control.
+            gate.seam = GateMiddleware(world.store, world.policy, checker=checker, agent=AGENT)
+        server = MCPServer("trips", middleware=[gate])
+        for name, fn in world.tools().items():
+            server.tool(name=name, description=fn.__doc__)(fn)
+        stamper = PlanStamper(world.store, AGENT)
+        meta: dict[str, Any] = {}
+        try:
+            async with Client(server, mode="legacy") as client:
+
+                async def read() -> list[str]:
+                    if not plans:
+                        return []
+                    records = await stamper.current([KEY])
+                    plan = await stamper.stamp([r.id for r in records])
+                    meta[META_PLAN] = plan.id
+                    return [json.dumps({r.key: r.value}) for r in records]
+
+                async def send(tool: str, args: dict[str, Any]) -> str:
+                    return _text(await client.call_tool(tool, args, meta=cast(Any, dict(meta))))
+
+                return await drive(script, read, send)
+        finally:
+            await gate.aclose()

@@ -1,0 +1,41 @@
+"""The MCP server the proxy harness puts upstream: the world's two tools, each recording its side
+effect (with the fencing token the proxy sent in `_meta`) in the effects file.
+
+    python -m planfence.adapters.conformance.harnesses.mcp_upstream EFFECTS_FILE
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+
+from planfence.adapters.mcp.meta import META_FENCE
+
+from ..world import BOOK, WEATHER, Effects
+
+
+def build(effects: Effects) -> MCPServer:
+    server = MCPServer("planfence-conformance-upstream")
+
+    def fence(ctx: Context) -> Any:
+        meta = ctx.request_context.meta or {}
+        return meta.get(META_FENCE)
+
+    @server.tool(name=BOOK, description="Book the flight for the trip to `destination`.")
+    def book_flight(destination: str, ctx: Context) -> str:
+        effects.record(BOOK, {"destination": destination}, fence(ctx))
+        return f"booked a flight to {destination}"
+
+    @server.tool(name=WEATHER, description="Look up the weather at `destination`.")
+    def check_weather(destination: str, ctx: Context) -> str:
+        effects.record(WEATHER, {"destination": destination}, fence(ctx))
+        return f"weather at {destination}: sunny"
+
+    return server
+
+
+if __name__ == "__main__":
+    build(Effects(Path(sys.argv[1]))).run("stdio")

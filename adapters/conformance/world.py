@@ -1,0 +1,287 @@
+"""One case's world: a store with one shared record, the tools whose side effects are recorded,
+the scripted model every framework runs, and a store that can be made to fail.
+
+The scripted model behaves the same in every framework: on each turn another agent may commit
+while it thinks (`meanwhile`); then, until one of its calls has run, it calls its tool with the
+destination it read last in what it was shown; once a call ran, it answers with text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planfence.fence import FenceToken, current
+from planfence.plugins.gate import ALLOW, GuardedExecutor, Policy, Verdict, gate_checker
+from planfence.shared_memory import (
+    AsyncStore,
+    Record,
+    StoreUnavailableError,
+    WriteBatch,
+    open_async_store,
+)
+
+KEY = "trip/42/requirements"
+"""The shared record the model plans from (owned by the customer)."""
+BOOK = "book_flight"
+"""The gated tool: D(book_flight) = {KEY}."""
+WEATHER = "check_weather"
+"""The ungated tool."""
+OWNER = "customer"
+AGENT = "booker"
+TASK = "Book the flight for trip 42."
+NOWHERE = "nowhere"
+"""The destination the model uses when it was shown no record."""
+
+POLICY_TOML = f"""
+[tools.{BOOK}]
+depends_on = ["{KEY}"]
+
+[tools.{WEATHER}]
+ungated = true
+"""
+POLICY = Policy.coerce(POLICY_TOML)
+
+_DESTINATION = re.compile(r'"destination"\s*:\s*"([^"]*)"')
+
+
+class Outage(AsyncStore):
+    """A store that forwards to the real one until `down` is set; then every read and write
+    fails as a lost database would (fault injection for case f)."""
+
+    def __init__(self, inner: AsyncStore) -> None:
+        super().__init__(limits=inner.limits)
+        self.inner = inner
+        self.url = inner.url
+        self.down = False
+        # The backend's own answers and lease support, as this instance's (they are class-level).
+        self._answered_ops = inner._answered_ops
+        vars(self)["supports_leases"] = inner.supports_leases
+
+    def _fail(self) -> None:
+        if self.down:
+            raise StoreUnavailableError("injected: the database went away")
+
+    async def _read(self, ops: Sequence[Any]) -> list[Any]:
+        self._fail()
+        return await self.inner._read(ops)
+
+    async def _write(self, batch: WriteBatch) -> Any:
+        self._fail()
+        return await self.inner._write(batch)
+
+    async def _wait_for_change(self, since: int, timeout: float) -> None:
+        await self.inner._wait_for_change(since, timeout)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One side effect a tool had: what ran, with which arguments, under which fencing token."""
+
+    tool: str
+    args: Mapping[str, Any]
+    fence: Mapping[str, Any] | None
+
+
+class Effects:
+    """The tools' side effects, appended to a JSON-lines file (tools in other processes, such as
+    an MCP upstream server, write to the same file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def record(self, tool: str, args: Mapping[str, Any], fence: Mapping[str, Any] | None) -> None:
+        line = json.dumps({"tool": tool, "args": dict(args), "fence": fence})
+        with self._lock, self.path.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+    def all(self) -> list[Effect]:
+        if not self.path.exists():
+            return []
+        rows = [json.loads(line) for line in self.path.read_text("utf-8").splitlines() if line]
+        return [Effect(r["tool"], r["args"], r["fence"]) for r in rows]
+
+    def of(self, tool: str) -> list[Effect]:
+        return [e for e in self.all() if e.tool == tool]
+
+
+def _token(token: FenceToken | None) -> dict[str, Any] | None:
+    return token.to_wire() if token is not None else None
+
+
+@dataclass
+class World:
+    """Everything one case runs against. Harnesses build their agent over `store` with
+    `policy`, and wrap `book_flight` and `check_weather` as their framework's tools; processes
+    they start reach the same store at `url`."""
+
+    store: AsyncStore
+    url: str
+    dir: Path
+    effects: Effects
+    policy: Policy = POLICY
+    key: str = KEY
+
+    @property
+    def policy_file(self) -> Path:
+        path = self.dir / "policy.toml"
+        if not path.exists():
+            path.write_text(POLICY_TOML, encoding="utf-8")
+        return path
+
+    async def book_flight(self, destination: str) -> str:
+        """Book the flight for the trip to `destination`."""
+        self.effects.record(BOOK, {"destination": destination}, _token(current()))
+        return f"booked a flight to {destination}"
+
+    async def check_weather(self, destination: str) -> str:
+        """Look up the weather at `destination`."""
+        self.effects.record(WEATHER, {"destination": destination}, _token(current()))
+        return f"weather at {destination}: sunny"
+
+    def tools(self) -> dict[str, Callable[[str], Awaitable[str]]]:
+        """Tool name -> the async function that runs it (one `destination: str` argument)."""
+        return {BOOK: self.book_flight, WEATHER: self.check_weather}
+
+    async def revise(self, destination: str) -> Record:
+        """The customer commits a new version of the requirements (the head moves)."""
+        return await self.store.put(KEY, {"destination": destination}, author=OWNER)
+
+    async def head(self) -> str | None:
+        return await self.store.head(KEY)
+
+    async def gate_log(self) -> list[tuple[str, str, str]]:
+        """(tool, verdict, reason) of every decision in the audit log, oldest first."""
+        entries = await self.store.journal(kind="gate", limit=1000)
+        rows = [(e.labels.get("tool", ""), e.verdict, e.labels.get("reason", "")) for e in entries]
+        return rows[::-1]
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+
+def _store_url(path: Path) -> str:
+    path.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path / 'store.db'}"
+
+
+async def open_world(path: Path) -> World:
+    """A fresh SQLite store in `path` with the requirements at Lisbon."""
+    url = _store_url(path)
+    inner = await open_async_store(url)
+    try:
+        await inner.own(KEY, OWNER)
+        await inner.put(KEY, {"destination": "Lisbon"}, author=OWNER)
+    except BaseException:
+        await inner.aclose()
+        raise
+    return World(inner, url, path, Effects(path / "effects.jsonl"))
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call the scripted model makes."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass
+class Script:
+    """The scripted model's decisions, shared by every harness's model.
+
+    Args:
+        tool: the tool it calls.
+        meanwhile: turn number -> what another agent does while the model thinks on that turn.
+        max_calls: calls it makes at most before it gives up and answers.
+    """
+
+    tool: str = BOOK
+    meanwhile: Mapping[int, Callable[[], Awaitable[Any]]] = field(default_factory=dict)
+    max_calls: int = 3
+    turns: int = 0
+    calls: int = 0
+    shown: list[list[str]] = field(default_factory=list)
+
+    async def next(self, shown: Sequence[str], last_result: str | None = None) -> Call | None:
+        """One model turn. `shown` is what the framework put before the model (instructions,
+        records, messages; not the model's own calls), `last_result` the latest tool result it
+        sees. Returns the call to make, or None for a final text answer."""
+        turn, self.turns = self.turns, self.turns + 1
+        self.shown.append([*shown, *([last_result] if last_result is not None else [])])
+        if last_result is not None and (_ran(last_result) or _blocked(last_result)):
+            return None
+        if self.calls >= self.max_calls:
+            return None
+        hook = self.meanwhile.get(turn)
+        if hook is not None:
+            await hook()
+        self.calls += 1
+        return Call(self.tool, {"destination": self.destination(shown, last_result)})
+
+    @staticmethod
+    def destination(shown: Sequence[str], last_result: str | None) -> str:
+        """The destination in the latest text that names one (a refusal names the new value)."""
+        for text in [*([last_result] if last_result else []), *reversed(shown)]:
+            found = _DESTINATION.findall(text)
+            if found:
+                return str(found[-1])
+        return NOWHERE
+
+    FINAL = "Done."
+
+
+BLOCKED = "This action will not run."
+"""How a block ends in words (`explain`); a structured refusal says `"verdict": "block"`."""
+_BLOCK_VERDICT = re.compile(r'"verdict"\s*:\s*"block"')
+
+
+def _blocked(result: str) -> bool:
+    """The model accepts a block and stops calling."""
+    return BLOCKED in result or _BLOCK_VERDICT.search(result) is not None
+
+
+def _ran(result: str) -> bool:
+    return result.startswith(("booked a flight", "weather at"))
+
+
+class FreshnessOnly(GuardedExecutor):
+    """The control checker of case (d): it allows every declared call that carries a plan,
+    against the heads as they are now, without looking at which records produced the plan."""
+
+    def __init__(self, store: AsyncStore, policy: Policy) -> None:
+        self.store = store
+        self.policy = policy
+
+    async def check(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        plan_id: Any,
+        *,
+        agent: str | None = None,
+        replan_spent: bool = False,
+    ) -> Verdict:
+        declared = self.policy.get(tool)
+        scope = () if declared is None or declared.ungated else declared.scope(args)
+        heads = await self.store.heads(list(scope))
+        plan = plan_id if isinstance(plan_id, str) else None
+        return Verdict(ALLOW, "fresh_state", tool, plan, agent, scope=scope, heads=heads)
+
+
+def freshness_only(store: AsyncStore, policy: Policy, agent: str | None = None) -> GuardedExecutor:
+    """The control's checker factory (`checker=freshness_only`)."""
+    return FreshnessOnly(store, policy)
+
+
+def unavailable(store: AsyncStore, policy: Policy, agent: str | None = None) -> GuardedExecutor:
+    """Case (f)'s checker factory: the gate, over a store that fails every read and write."""
+    down = Outage(store)
+    down.down = True
+    return gate_checker(down, policy, agent)

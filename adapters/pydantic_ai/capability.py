@@ -1,0 +1,133 @@
+"""`Planfence`: PlanFence as a PydanticAI capability.
+
+Read side: the capability's instructions show the model the current public records on every
+request; when the model answers with tool calls, a plan is stamped whose parents are exactly the
+records shown for that request, superseding the run's previous plan. Act side: every tool call
+runs inside the gate (`wrap_tool_execute`, so the tool runs with the allow's fencing token as
+`planfence.fence.current()` and holds the lease its policy declares). A stale plan comes back to
+the model as `ModelRetry` with the refusal (it redoes the call from the records shown on the
+next request: the replan); a block skips the tool (`SkipToolExecution`) and the model reads the
+refusal's wire payload as the tool's result.
+
+Each run gets its own plan chain (`for_run`), so one agent can serve many runs at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from planfence.plugins.gate import (
+    CheckerFactory,
+    GateMiddleware,
+    Middleware,
+    PlanStamper,
+    Policy,
+    Refused,
+    ToolCall,
+)
+from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory.extras import extra_imports
+
+from .._records import DEFAULT_HEADER, records_text
+
+with extra_imports("pydantic-ai", "planfence.adapters.pydantic_ai"):
+    from pydantic_ai import ModelRetry, RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
+    from pydantic_ai.exceptions import SkipToolExecution
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.tools import ToolDefinition
+
+
+class Planfence(AbstractCapability[Any]):
+    """Shows the records, stamps plans from them, and gates every tool call.
+
+    Args:
+        store: a sync `Store`, an `AsyncStore`, a URL, or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        keys: keys whose current version is shown to the model on every request.
+        prefixes: key prefixes shown the same way.
+        agent: plans are stored under `plans/<agent>` and audited as it.
+        checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
+        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore | Store | StoreBridge | str,
+        policy: Policy | Mapping[str, Any] | str,
+        *,
+        keys: Iterable[str] = (),
+        prefixes: Iterable[str] = (),
+        agent: str = "agent",
+        checker: CheckerFactory | str | None = None,
+        middleware: Iterable[Middleware] = (),
+        header: str = DEFAULT_HEADER,
+    ) -> None:
+        self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
+        self.gate = GateMiddleware(
+            self.bridge, policy, checker=checker, agent=agent, middleware=middleware
+        )
+        self.keys, self.prefixes = list(keys), list(prefixes)
+        self.agent, self.header = agent, header
+        self.stamper = PlanStamper(self.bridge, agent)
+        self.shown: list[Record] = []
+        self.plan: str | None = None
+
+    async def for_run(self, ctx: RunContext[Any]) -> Planfence:
+        """A run of its own: its own plan chain and records shown, the same gate."""
+        run = object.__new__(type(self))
+        run.__dict__.update(self.__dict__)
+        run.stamper = PlanStamper(self.bridge, self.agent)
+        run.shown, run.plan = [], None
+        return run
+
+    # ---- read side: the records in the instructions, the plan from what was shown
+
+    def get_instructions(self) -> Any:
+        if not self.keys and not self.prefixes:
+            return None
+
+        async def records(ctx: RunContext[Any]) -> str:
+            self.shown = await self.stamper.current(self.keys, self.prefixes)
+            return records_text(self.header, self.shown)
+
+        return records
+
+    async def after_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        response: ModelResponse,
+    ) -> ModelResponse:
+        calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+        if calls and (self.keys or self.prefixes):
+            value = {"agent": self.agent, "tool_calls": [c.tool_name for c in calls]}
+            plan = await self.stamper.stamp([r.id for r in self.shown], value=value)
+            self.plan = plan.id
+        return response
+
+    # ---- act side: the gate around the tool
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        async with self.gate.guard(ToolCall(call.tool_name, args, self.plan)) as judged:
+            if not isinstance(judged, Refused):
+                return await handler(args)
+        if judged.replan:
+            raise ModelRetry(judged.message)
+        raise SkipToolExecution(judged.payload.wire())
+
+    async def aclose(self) -> None:
+        """Close the gate (a deferred audit writes its queue)."""
+        await self.gate.aclose()

@@ -1,0 +1,60 @@
+"""`Gate.run` and `SyncGate.run` give the tool what `GateMiddleware.guard` gives it: the allow's
+fencing token as `planfence.fence.current()`, and the lease its policy declares, held until the
+tool returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from planfence import fence
+from planfence.plugins.gate import Gate, Policy, SyncGate, create_plan, create_plan_sync
+from planfence.shared_memory import AsyncStore, LeaseHeldError, Store
+
+ORDER = "order/7"
+LEASED = Policy.coerce('[tools.ship]\ndepends_on = ["order/{id}"]\nlease_ms = 2000\n')
+
+
+async def test_gate_run_holds_the_lease_and_binds_the_token(astore: AsyncStore) -> None:
+    await astore.own(ORDER, "sales")
+    order = await astore.put(ORDER, {"status": "confirmed"}, author="sales")
+    plan = await create_plan(astore, author="planner", parents=[order.id])
+    gate = Gate(astore, LEASED, agent="executor")
+    seen: list[fence.FenceToken | None] = []
+
+    async def ship(args: Mapping[str, Any]) -> str:
+        seen.append(fence.current())
+        with pytest.raises(LeaseHeldError):
+            await astore.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)
+        return "shipped"
+
+    outcome = await gate.run("ship", {"id": "7"}, plan.id, call=ship)
+    assert outcome.executed and outcome.result == "shipped"
+    [token] = seen
+    assert token is not None and token.lease is not None and token.plan == plan.id
+    await fence.verify(token, astore)
+    assert fence.current() is None  # outside the call, no token
+    await astore.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)  # released
+
+
+def test_sync_gate_run_holds_the_lease_and_binds_the_token(store: Store) -> None:
+    store.own(ORDER, "sales")
+    order = store.put(ORDER, {"status": "confirmed"}, author="sales")
+    plan = create_plan_sync(store, author="planner", parents=[order.id])
+    gate = SyncGate(store, LEASED, agent="executor")
+    seen: list[fence.FenceToken | None] = []
+
+    def ship(args: Mapping[str, Any]) -> str:
+        seen.append(fence.current())
+        with pytest.raises(LeaseHeldError):
+            store.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)
+        return "shipped"
+
+    outcome = gate.run("ship", {"id": "7"}, plan.id, call=ship)
+    assert outcome.executed and outcome.result == "shipped"
+    [token] = seen
+    assert token is not None and token.lease is not None
+    store.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)  # released
+    gate.close()
