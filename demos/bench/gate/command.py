@@ -119,12 +119,12 @@ async def _bench(
         loop_cases = cases if target.backend == "sqlite" else []
         steps = sources * len(cases) + len(traffic_cases) + len(otel_cases) + len(loop_cases)
         progress = stack.enter_context(Progress("bench gate", steps + peer_steps()))
-        results["peer"] = await peer_rows(repeat, results["notes"], progress)
         await store_rows(target.backend, store, policy, cases, repeat, rows, progress)
         if loop_cases:
             on_loop = await open_async_store(sqlite_on_loop(target.url))
             stack.push_async_callback(on_loop.aclose)
             await store_rows(LOOP_ROWS, on_loop, policy, loop_cases, repeat, rows, progress)
+        await peer_rows(repeat, results["peer"], results["notes"], progress)
         await otel_rows(
             store, policy, otel_cases, repeat, results["telemetry"], results["notes"], progress
         )

@@ -100,13 +100,14 @@ async def _interleaved(
     return ours_s, theirs_s
 
 
-async def peer_rows(repeat: int, notes: list[str], progress: Progress) -> list[dict[str, Any]]:
-    """planfence's default allow beside agent-coherence's effect gate (empty, with a note, when
-    agent-coherence is not installed)."""
+async def peer_rows(
+    repeat: int, rows: list[dict[str, Any]], notes: list[str], progress: Progress
+) -> None:
+    """planfence's default allow beside agent-coherence's effect gate, appended to `rows` as
+    they are measured (none, and a note, when agent-coherence is not installed)."""
     if not have_peer():
         notes.append(f"agent-coherence rows skipped: it is not installed ({INSTALL})")
-        return []
-    rows: list[dict[str, Any]] = []
+        return
     with tempfile.TemporaryDirectory(prefix="planfence-bench-peer-") as tmp:
         folder = Path(tmp)
         for backend in PEER_BACKENDS:
@@ -155,4 +156,3 @@ async def peer_rows(repeat: int, notes: list[str], progress: Progress) -> list[d
                     progress.advance(f"agent-coherence {backend} {n} keys")
             finally:
                 await store.aclose()
-    return rows
