@@ -158,6 +158,17 @@ class AlreadyOwnedError(OwnershipError):
         super().__init__(f"{key!r} already has an owner ({owner!r}); transfer it instead")
 
 
+class EpochConflictError(OwnershipError):
+    """A reassignment that names the owner epoch it takes over from lost: the key's owner
+    changed since (another reassignment or a transfer came first)."""
+
+    def __init__(self, key: str, expected: int, current: int) -> None:
+        self.key = key
+        self.expected = expected
+        self.current = current
+        super().__init__(f"{key!r} is in owner epoch {current}, not {expected} as expected")
+
+
 class HeadConflictError(StoreError):
     """Compare-and-set on a head lost: the head moved since the writer last saw it."""
 

@@ -26,6 +26,7 @@ from planfence.shared_memory import (
 from .policy import Policy, ScopeError
 from .values import value_digests
 from .verdicts import (
+    AGENT_NOT_ALLOWED,
     ALLOW,
     BLOCK,
     BLOCK_REASONS,
@@ -162,6 +163,9 @@ def resolve_call(
     tool = policy.get(req.tool)
     if tool is None:
         return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} has no dependency declaration")
+    if tool.agents is not None and req.agent not in tool.agents:
+        who = ", ".join(sorted(tool.agents))
+        return end(BLOCK, AGENT_NOT_ALLOWED, f"tool {req.tool!r} is for {who}, not {req.agent!r}")
     if tool.ungated:
         return end(ALLOW, UNGATED, "tool is declared ungated")
     try:
