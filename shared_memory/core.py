@@ -36,6 +36,9 @@ class StoreCore:
     supports_leases: ClassVar[bool] = False
     """Whether `_write` stores head leases (passes the touched keys' lease rows and its clock to
     `plan_batch` and applies the plan's `leases`)."""
+    shared_writers: ClassVar[bool] = False
+    """Whether several stores (several processes) may open one place and write to it at once:
+    writes to a key are then serialised across them, which the conformance race checks."""
 
     signer: HeadSigner | None = None
     """Signs the head advances its agent makes through this store (see `signing`); set it

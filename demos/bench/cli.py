@@ -20,6 +20,7 @@ BENCHES: dict[str, str] = {
     "janus": "planfence.demos.bench.janus",
     "replay": "planfence.demos.bench.replay",
     "window": "planfence.demos.bench.window",
+    "scale": "planfence.demos.bench.scale",
 }
 
 

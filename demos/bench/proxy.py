@@ -4,11 +4,14 @@ One trivial echo tool, called over stdio (a) directly, (b) through `planfence pr
 on (a real plan checked against the benchmark's own store, every decision audited), (c) through
 the proxy as an ungated tool, and on the same server with the gate inside it as server middleware
 (`PlanFenceGate`, gate on): (d) as shipped, every decision on record before the tool runs, and
-(e) with `audit="deferred"`, allows recorded in batches just after. Each gated server has its own
-throwaway store, seeded alike. The clients are open at once and called in turn, so drift on a
-shared machine hits all alike. Then cold start: launch to the
-first `tools/list`, directly and through the proxy. Run as a module, this file is the trivial
-upstream server (`--gate POLICY STORE`: with the in-server gate).
+(e) with `audit="deferred"`, allows recorded in batches just after, and (f) through FastMCP's
+stdio proxy (`fastmcp.server.create_proxy`), the closest peer, when fastmcp is installed. Each
+gated server has its own throwaway store, seeded alike. The clients are open at once and called in
+turn, so drift on a shared machine hits all alike. Then cold start: launch to the first
+`tools/list`, directly and through the proxy. The servers' own logs go to a file (its last lines
+are in the error when a server fails), so the progress on stderr stays readable. Run as a module,
+this file is the trivial upstream server (`--gate POLICY STORE`: with the in-server gate;
+`--fastmcp-proxy`: FastMCP's proxy in front of it).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TextIO, cast
 
 from planfence.adapters.cli.common import add_output
 
@@ -51,6 +55,7 @@ ungated = true
 REPEAT, QUICK_REPEAT = 300, 20
 WARMUP, QUICK_WARMUP = 30, 3
 PATHS = ("direct", "proxied", "ungated", "inprocess", "inprocess_deferred")
+PEER = "fastmcp"  # FastMCP's proxy on the same upstream, when fastmcp is installed
 COLD_STARTS, QUICK_COLD_STARTS = 3, 1
 GATED_SERVERS = ("proxy", "in-server", "in-server, deferred audit")
 
@@ -101,6 +106,14 @@ def _show(r: Mapping[str, Any]) -> None:
     print(f"proxied (gate)  p50 {r['proxied_p50_ms']:.3f} ms   p99 {r['proxied_p99_ms']:.3f} ms")
     print(f"proxied ungated p50 {r['ungated_p50_ms']:.3f} ms")
     print(f"ratio proxied/direct at p50: {r['ratio_p50']:.2f}x")
+    if "fastmcp_p50_ms" in r:
+        print(
+            f"FastMCP proxy   p50 {r['fastmcp_p50_ms']:.3f} ms   p99 {r['fastmcp_p99_ms']:.3f} ms"
+        )
+        print(
+            f"added at p50: planfence proxy (gated) {r['proxied_added_p50_ms']:.3f} ms, FastMCP "
+            f"{r['fastmcp_added_p50_ms']:.3f} ms ({r['added_vs_fastmcp_p50']:.2f}x FastMCP's)"
+        )
     print(f"in-server gate  p50 {r['inprocess_p50_ms']:.3f} ms")
     print(f"ratio in-server gate/direct at p50: {r['inprocess_ratio_p50']:.2f}x")
     print(
@@ -121,7 +134,18 @@ def _summary(samples: Mapping[str, list[float]]) -> dict[str, Any]:
     def pct(name: str, q: float) -> float:
         return round(percentile(samples[name][:calls], q), 4)
 
-    return {
+    out: dict[str, Any] = {}
+    if PEER in samples:
+        direct = pct("direct", 50)
+        added, peer_added = pct("proxied", 50) - direct, pct(PEER, 50) - direct
+        out = {
+            "fastmcp_p50_ms": pct(PEER, 50),
+            "fastmcp_p99_ms": pct(PEER, 99),
+            "proxied_added_p50_ms": round(added, 4),
+            "fastmcp_added_p50_ms": round(peer_added, 4),
+            "added_vs_fastmcp_p50": round(added / peer_added, 3) if peer_added > 0 else None,
+        }
+    return out | {
         "direct_p50_ms": pct("direct", 50),
         "direct_p99_ms": pct("direct", 99),
         "proxied_p50_ms": pct("proxied", 50),
@@ -141,14 +165,14 @@ async def _measure(
 ) -> None:
     """Fill `results` in when the calls end, also when they are cut short (Ctrl-C): then with
     the rounds that completed."""
-    from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp_types import CallToolResult, RequestParamsMeta
 
     from planfence.plugins.gate import create_plan
     from planfence.shared_memory import open_async_store
 
-    samples: dict[str, list[float]] = {name: [] for name in PATHS}
+    with_peer = _has_fastmcp()
+    samples: dict[str, list[float]] = {name: [] for name in (*PATHS, *([PEER] * with_peer))}
     # Each gated server has a store of its own, seeded alike: one server's audit writes would
     # otherwise make every other server's next read reload what changed (another process wrote).
     targets = [bench_store(store_url, shared=True) for _ in GATED_SERVERS]
@@ -163,9 +187,19 @@ async def _measure(
                 plans.append((await create_plan(store, author="planner", parents=[rec.id])).id)
             finally:
                 await store.aclose()
-        with tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp:
+        with (
+            tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp,
+            tempfile.TemporaryFile("w+", dir=tmp, prefix="servers-", suffix=".log") as log,
+        ):
             policy = Path(tmp) / "policy.toml"
             policy.write_text(POLICY)
+
+            def client(params: StdioServerParameters) -> Any:
+                from mcp import Client
+                from mcp.client.stdio import stdio_client
+
+                return Client(stdio_client(params, errlog=log), cache=None)
+
             at_proxy, in_server, deferring = (t.url for t in targets)
 
             env = dict(os.environ)
@@ -185,11 +219,14 @@ async def _measure(
             meta_proxy, meta_in_server, meta_deferred = (
                 cast("RequestParamsMeta", {"dev.planfence/plan": plan}) for plan in plans
             )
+            peer = [*upstream, "--fastmcp-proxy"]
+            fastmcp_proxy = StdioServerParameters(command=peer[0], args=peer[1:], env=env)
             async with (
-                Client(direct, cache=None) as d,
-                Client(proxied, cache=None) as p,
-                Client(in_server_gated, cache=None) as g,
-                Client(in_server_deferred, cache=None) as gd,
+                client(direct) as d,
+                client(proxied) as p,
+                client(in_server_gated) as g,
+                client(in_server_deferred) as gd,
+                AsyncExitStack() as optional,
             ):
                 paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
                     "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
@@ -204,6 +241,9 @@ async def _measure(
                         "echo", {"key": "k", "text": str(i)}, meta=meta_deferred
                     ),
                 }
+                if with_peer:
+                    f = await optional.enter_async_context(client(fastmcp_proxy))
+                    paths[PEER] = lambda i: f.call_tool("echo", {"key": "k", "text": str(i)})
                 with Progress("bench proxy", warmup + calls) as progress:
                     for i in range(warmup + calls):
                         for name, call in paths.items():
@@ -211,14 +251,16 @@ async def _measure(
                             result = await call(i)
                             elapsed = time.perf_counter() - start
                             if result.is_error:
-                                raise RuntimeError(f"{name} call failed: {result.content}")
+                                raise RuntimeError(
+                                    f"{name} call failed: {result.content}" + _tail(log)
+                                )
                             if i >= warmup:
                                 samples[name].append(elapsed * 1000.0)
                         what = "warm-up" if i < warmup else f"call {i - warmup + 1}/{calls}"
                         progress.advance(what)
             results["cold_start_ms"] = {
-                "direct": await _cold_start(direct, cold_starts),
-                "proxy": await _cold_start(proxied, cold_starts),
+                "direct": await _cold_start(client, direct, cold_starts),
+                "proxy": await _cold_start(client, proxied, cold_starts),
             }
     finally:
         results.update(_summary(samples))
@@ -226,15 +268,28 @@ async def _measure(
             target.cleanup()
 
 
-async def _cold_start(params: Any, runs: int) -> float:
-    """Median milliseconds from launching the server to the answer of the first `tools/list`."""
-    from mcp import Client
+def _has_fastmcp() -> bool:
+    import importlib.util
 
+    return importlib.util.find_spec("fastmcp") is not None
+
+
+def _tail(log: TextIO, lines: int = 20) -> str:
+    """The servers' last log lines, for an error message."""
+    log.flush()
+    log.seek(0)
+    tail = log.read().splitlines()[-lines:]
+    log.seek(0, os.SEEK_END)
+    return ("\nthe servers' last log lines:\n" + "\n".join(tail)) if tail else ""
+
+
+async def _cold_start(client: Callable[[Any], Any], params: Any, runs: int) -> float:
+    """Median milliseconds from launching the server to the answer of the first `tools/list`."""
     times: list[float] = []
     for _ in range(runs):
         start = time.perf_counter()
-        async with Client(params, cache=None) as client:
-            await client.list_tools()
+        async with client(params) as session:
+            await session.list_tools()
             times.append((time.perf_counter() - start) * 1000.0)
     return round(percentile(times, 50), 1)
 
@@ -245,6 +300,9 @@ def serve_upstream(argv: list[str]) -> None:
     the deferred audit)."""
     from mcp.server.mcpserver import MCPServer
 
+    if argv[:1] == ["--fastmcp-proxy"]:
+        _serve_fastmcp_proxy()
+        return
     if argv[:1] in (["--gate"], ["--gate-deferred"]):
         from planfence.adapters.mcp import PlanFenceGate
         from planfence.plugins.gate import AuditMode
@@ -266,6 +324,15 @@ def serve_upstream(argv: list[str]) -> None:
         return text
 
     server.run()
+
+
+def _serve_fastmcp_proxy() -> None:
+    """FastMCP's stdio proxy in front of the trivial upstream (as its docs show it)."""
+    from fastmcp.client.transports import StdioTransport
+    from fastmcp.server import create_proxy
+
+    upstream = StdioTransport(sys.executable, ["-m", "planfence.demos.bench.proxy"])
+    create_proxy(upstream, mode="auto").run(show_banner=False)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,7 @@ class _Progress:
 class PostgresStore(AsyncStore):
     optional_reads = frozenset({Lineage})
     supports_leases = True
+    shared_writers = True
 
     def __init__(
         self,

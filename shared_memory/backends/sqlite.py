@@ -76,6 +76,7 @@ __all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_
 class SQLiteStore(AsyncStore):
     optional_reads = frozenset({Lineage})
     supports_leases = True
+    shared_writers = True
 
     def __init__(
         self,

@@ -24,7 +24,9 @@ again within a check, and must then open the same place. Capabilities:
 
 Head leases are declared by the backend itself (`supports_leases`): the lease checks run on a
 backend that holds them, and one that does not must refuse lease operations
-(`LeasesUnsupportedError`), never ignore them.
+(`LeasesUnsupportedError`), never ignore them. So are shared writers (`shared_writers`: several
+processes may open one place and write): the race checks open several stores on the check's place
+and make them contend for one key, and are skipped on a backend that does not declare it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .checks_epochs import EPOCH_CHECKS
 from .checks_journal import JOURNAL_CHECKS
 from .checks_leases import LEASE_CHECKS
 from .checks_lineage import LINEAGE_CHECKS
+from .checks_races import RACE_CHECKS
 from .checks_reassign import REASSIGN_CHECKS
 from .checks_records import RECORD_CHECKS
 from .checks_writes import WRITE_CHECKS
@@ -46,6 +49,7 @@ CHECKS: tuple[Check, ...] = (
     *JOURNAL_CHECKS,
     *LEASE_CHECKS,
     *REASSIGN_CHECKS,
+    *RACE_CHECKS,
 )
 """Every conformance check, in a stable order."""
 

@@ -14,7 +14,7 @@ from planfence.adapters.cli.main import build_parser, main
 from planfence.demos.bench.cli import BENCHES
 
 # benchmarks that store records (janus simulates a memory and needs no store)
-WITH_STORE = ("store", "gate", "link", "proxy", "replay", "window")
+WITH_STORE = ("store", "gate", "link", "proxy", "replay", "window", "scale")
 # options that only name a file to write: nothing is written when they are left out
 OUTPUT_ONLY = {"--out", "--plot"}
 

@@ -1,13 +1,17 @@
 """Property: whatever the interleaving of revisions, plans, replans and actions, the gate never
-allows an action whose plan frontier differs from the heads at the check. The freshness-only
-baseline, run on the same interleavings, does act on stale plans (so the property can fail)."""
+allows an action whose plan frontier differs from the heads at the check. Plans cite single
+versions, several versions of one key (the current head beside an older one), or both through a
+quote. The same machine run with a wrong gate in place of planfence's (one that allows when the
+head is anywhere in the frontier, and the freshness-only baseline) fails: the property can fail."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -16,7 +20,9 @@ from hypothesis.stateful import (
     initialize,
     invariant,
     multiple,
+    precondition,
     rule,
+    run_state_machine_as_test,
 )
 
 from planfence.demos.baselines import FreshnessOnly
@@ -46,10 +52,12 @@ class Model:
         self.key_of: dict[str, str] = {}
         self.parents: dict[str, tuple[str, ...]] = {}
         self.heads: dict[str, str] = {}
+        self.versions: dict[str, list[str]] = {}  # key -> its versions, oldest first
 
     def add(self, rid: str, key: str, parents: tuple[str, ...]) -> None:
         self.key_of[rid] = key
         self.parents[rid] = parents
+        self.versions.setdefault(key, []).append(rid)
 
     def frontier(self, root: str, scope: tuple[str, ...]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {k: set() for k in scope}
@@ -71,16 +79,65 @@ class Model:
         return all(fr[k] == {self.heads[k]} for k in TOOLS[tool])
 
 
+class Judged(Protocol):
+    @property
+    def allowed(self) -> bool: ...
+
+    verdict: str
+    reason: str
+
+
+class Judge(Protocol):
+    def check(self, tool: str, args: dict[str, Any], plan: str) -> Judged: ...
+
+
+@dataclass(frozen=True)
+class Allowed:
+    verdict: str = "allow"
+    reason: str = "current"
+    allowed: bool = field(default=True)
+
+
+class HeadInFrontierGate:
+    """A wrong gate for the controls: planfence's verdict, except that a plan refused as stale
+    is allowed when every key's head is among the versions it used (rather than the only one)."""
+
+    def __init__(self, store: Store) -> None:
+        self.gate = SyncGate(store, POLICY)
+
+    def check(self, tool: str, args: dict[str, Any], plan: str) -> Judged:
+        verdict = self.gate.check(tool, args, plan)
+        if verdict.reason in ("stale_dependencies", "stale_after_replan") and all(
+            head in verdict.frontier.get(key, ()) for key, head in verdict.heads.items()
+        ):
+            return Allowed()
+        return verdict
+
+
+class FreshnessGate:
+    """A wrong gate for the controls: the freshness-only baseline, which never checks the plan."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.fresh = FreshnessOnly(store.aio, POLICY)
+
+    def check(self, tool: str, args: dict[str, Any], plan: str) -> Judged:
+        return self.store._run(self.fresh.check(tool, args, plan))
+
+
 class GateMachine(RuleBasedStateMachine):
     url = "memory://"
     plans = Bundle("plans")
     versions = Bundle("versions")
 
+    def make_gate(self, store: Store) -> Judge:
+        return SyncGate(store, POLICY)
+
     @initialize(target=versions)
     def setup(self):  # type: ignore[no-untyped-def]
         self.store: Store = open_store(self.url)
         self.model = Model()
-        self.gate = SyncGate(self.store, POLICY)
+        self.gate = self.make_gate(self.store)
         self.fresh = FreshnessOnly(self.store.aio, POLICY)
         self.refused_stale: set[str] = set()  # plans refused as stale (replan or block)
         first = []
@@ -118,6 +175,26 @@ class GateMachine(RuleBasedStateMachine):
         self.model.add(plan.id, plan.key, plan.parents)
         return plan.id
 
+    @precondition(lambda self: any(len(self.model.versions[k]) > 1 for k in KEYS))
+    @rule(target=plans, data=st.data(), via_quote=st.booleans())
+    def derive_plan_two_versions(self, data: st.DataObject, via_quote: bool) -> str:
+        """A plan that cites the current head of every key and, beside it, an older version of
+        one of them: stale for any tool that depends on that key, though its head is cited."""
+        revised = [k for k in KEYS if len(self.model.versions[k]) > 1]
+        key = data.draw(st.sampled_from(revised), label="key")
+        older = data.draw(st.sampled_from(self.model.versions[key][:-1]), label="older")
+        parents = [self.model.heads[k] for k in KEYS] + [older]
+        if via_quote:
+            quote = self.store.add("quotes/q", {"two": key}, author="quoter", parents=parents)
+            self.model.add(quote.id, quote.key, quote.parents)
+            parents = [quote.id]
+        plan = create_plan_sync(self.store, author="planner", parents=parents)
+        self.model.add(plan.id, plan.key, plan.parents)
+        if data.draw(st.booleans(), label="act at once"):  # as agents do: plan, then act
+            uses_key = sorted(t for t, deps in TOOLS.items() if key in deps)
+            self.act(plan.id, data.draw(st.sampled_from(uses_key), label="tool"))
+        return plan.id
+
     @rule(target=plans, old=plans)
     def replan_current(self, old: str) -> str:
         parents = [self.model.heads[k] for k in KEYS]
@@ -128,6 +205,9 @@ class GateMachine(RuleBasedStateMachine):
     @rule(plan=plans, tool=st.sampled_from(sorted(TOOLS)))
     def act(self, plan: str, tool: str) -> None:
         expected_valid = self.model.valid(plan, tool)
+        frontier = self.model.frontier(plan, TOOLS[tool])
+        if any(len(frontier[k]) > 1 for k in TOOLS[tool]):
+            event("acted on a plan citing two versions of one key")
         verdict = self.gate.check(tool, {}, plan)
         if verdict.allowed:
             assert expected_valid, f"gate allowed {tool} on a stale or incomplete plan {plan}"
@@ -186,12 +266,36 @@ def _tmp_dir(tmp_path: Path) -> None:
 
 
 SQLiteGateMachine.TestCase.settings = settings(
-    max_examples=15,
-    stateful_step_count=15,
+    max_examples=40,
+    stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 TestGateOnSQLite = SQLiteGateMachine.TestCase
+
+
+class HeadInFrontierMachine(GateMachine):
+    def make_gate(self, store: Store) -> Judge:
+        return HeadInFrontierGate(store)
+
+
+class FreshnessMachine(GateMachine):
+    def make_gate(self, store: Store) -> Judge:
+        return FreshnessGate(store)
+
+
+@pytest.mark.parametrize("machine", [HeadInFrontierMachine, FreshnessMachine])
+def test_the_machine_fails_a_wrong_gate(machine: type[GateMachine]) -> None:
+    """Controls: with the same settings as the real run, the machine finds a stale allow for a
+    gate that allows when the head is anywhere in the frontier, and for the baseline."""
+    control = settings(
+        GateMachine.TestCase.settings,
+        database=None,
+        phases=(Phase.generate,),
+        print_blob=False,
+    )
+    with pytest.raises(AssertionError, match="gate allowed"):
+        run_state_machine_as_test(machine, settings=control)
 
 
 @settings(max_examples=30, deadline=None)

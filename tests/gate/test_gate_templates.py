@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import example, find, given
+from hypothesis import event, example, find, given
 from hypothesis import strategies as st
 
 from planfence.plugins.gate import Gate, KeyTemplate, Policy, PolicyError, ScopeError, create_plan
@@ -113,12 +113,86 @@ def test_enc_round_trips_any_text_into_one_valid_segment(text: str) -> None:
     assert decode_segment(segment) == text
 
 
-@given(st.text(alphabet="ab_.-:@+=/=%"))
+def lenient_decode(segment: str) -> str | None:
+    """What a decoder that skips the canonical check would make of `segment` (None: no text)."""
+    body = segment[1:] if segment.startswith("_") else segment
+    raw = bytearray()
+    i = 0
+    while i < len(body):
+        if body[i] == "=" and len(body) >= i + 3:
+            try:
+                raw.append(int(body[i + 1 : i + 3], 16))
+            except ValueError:
+                pass
+            else:
+                i += 3
+                continue
+        raw += body[i].encode("utf-8", "surrogatepass")
+        i += 1
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+
+
+def near_miss(segment: str, how: str, at: int) -> str:
+    """A small change to a canonical encoding of the kind a lenient decoder accepts."""
+    at = at % max(len(segment), 1)
+    if how == "escape a kept character":
+        return (
+            segment[:at]
+            + "".join(f"={b:02X}" for b in segment[at : at + 1].encode())
+            + (segment[at + 1 :])
+        )
+    if how == "lower-case an escape":
+        i = segment.find("=", at)
+        return (
+            segment
+            if i < 0
+            else segment[: i + 1] + segment[i + 1 : i + 3].lower() + (segment[i + 3 :])
+        )
+    if how == "unescape an escape":
+        i = segment.find("=", at)
+        if i < 0 or len(segment) < i + 3:
+            return segment
+        return segment[:i] + chr(int(segment[i + 1 : i + 3], 16)) + segment[i + 3 :]
+    if how == "drop the leading _":
+        return segment[1:] if segment.startswith("_") else segment
+    return "_" + segment  # add a leading _
+
+
+CANONICAL = st.text(st.characters(codec="utf-8"), max_size=8).map(encode_segment)
+NEAR_MISSES = st.builds(
+    near_miss,
+    CANONICAL,
+    st.sampled_from(
+        [
+            "escape a kept character",
+            "lower-case an escape",
+            "unescape an escape",
+            "drop the leading _",
+            "add a leading _",
+        ]
+    ),
+    st.integers(0, 40),
+)
+SEGMENTS = CANONICAL | NEAR_MISSES | st.text(alphabet="ab_.-:@+=/%0F", max_size=8)
+
+
+@given(SEGMENTS)
 def test_only_canonical_encodings_decode(segment: str) -> None:
+    """A segment decodes exactly when it is the encoding of some text (the one a lenient
+    decoder finds, encoded again), and then to that text."""
+    lenient = lenient_decode(segment)
+    canonical = lenient is not None and encode_segment(lenient) == segment
     try:
         text = decode_segment(segment)
     except ValueError:
+        event("refused")
+        assert not canonical, f"{segment!r} encodes {lenient!r} but does not decode"
         return
+    event("decoded")
+    assert canonical and text == lenient
     assert encode_segment(text) == segment
 
 

@@ -108,37 +108,6 @@ def test_missing_mcp_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch
         cli.run(args)
 
 
-def test_bench_proxy_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
-    done = planfence(
-        "bench", "proxy", "--repeat", "5", "--warmup", "2", "--cold-starts", "1", "--out", str(out)
-    )
-    assert done.returncode == 0, done.stderr
-    data = json.loads(out.read_text())
-    timings = {
-        "direct_p50_ms",
-        "direct_p99_ms",
-        "proxied_p50_ms",
-        "proxied_p99_ms",
-        "ungated_p50_ms",
-        "ratio_p50",
-        "inprocess_p50_ms",
-        "inprocess_ratio_p50",
-        "inprocess_deferred_p50_ms",
-        "inprocess_deferred_ratio_p50",
-    }
-    assert set(data) == {*timings, "cold_start_ms", "calls", "warmup", "stores", "interrupted"}
-    assert set(data["cold_start_ms"]) == {"direct", "proxy"}
-    assert all(v > 0 for v in data["cold_start_ms"].values())
-    assert data["calls"] == 5 and data["warmup"] == 2 and data["interrupted"] is False
-    assert all(data[k] > 0 for k in timings)
-    # One throwaway store per gated server (the proxy, the in-server gate, and its deferred twin),
-    # each removed afterwards.
-    assert [s["backend"] for s in data["stores"]] == ["sqlite"] * 3
-    assert len({s["url"] for s in data["stores"]}) == 3
-    assert "ratio proxied/direct" in done.stdout and "in-server gate" in done.stdout
-
-
 @pytest.mark.parametrize("module", ["proxy", "relay", "serve", "in_server"])
 def test_importing_the_proxy_without_mcp_names_the_extra(module: str) -> None:
     code = (

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import TRIP_KEY, World, connect, http_proxy, refusal
+from mcp_helpers import TRIP_KEY, World, connect, http_proxy, plan_meta, refusal
 
 ARGS = {"destination": "Lisbon", "trip": "t1"}
 
@@ -111,8 +111,15 @@ async def test_without_a_session_the_plan_must_come_in_meta(world: World, tmp_pa
 async def test_without_agent_the_proxy_serves_only_the_upstream_tools(world: World) -> None:
     async with connect(world.proxy_params(), "legacy") as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert "planfence_read" not in names
+        assert "book" in names and not {n for n in names if n.startswith("planfence_")}
+        # No session reads to stamp a plan from: the call without one is refused, and the
+        # upstream never sees it.
         assert refusal(await client.call_tool("book", ARGS))["reason"] == "missing_plan"
+        assert world.effects_log("book") == []
+        # With the plan in `_meta`, the same call reaches the upstream, once.
+        allowed = await client.call_tool("book", ARGS, meta=plan_meta(world.plan))
+        assert allowed.is_error is False, allowed.content[0].text
+    assert [e["destination"] for e in world.effects_log("book")] == ["Lisbon"]
 
 
 async def test_refusals_name_the_keys_to_read_and_unowned_writes_say_so(world: World) -> None:

@@ -20,10 +20,14 @@ ROW_FIELDS = {
     "allow_p99_ms",
     "bare_read_p50_ms",
     "ratio_p50",
+    "default_audit",
+    "durable_p50_ms",
+    "durable_ratio_p50",
     "no_audit_p50_ms",
     "deferred_p50_ms",
     "deferred_ratio_p50",
     "no_audit_ratio_p50",
+    "audit_unavailable",
 }
 TRAFFIC_FIELDS = {"keys", "deps", "planfence_bytes", "allkeys_bytes"}
 SIGNING_FIELDS = {"what", "keys", "hmac_p50_us", "ed25519_p50_us", "added_us", "ratio_p50"}
@@ -46,6 +50,7 @@ def test_bench_gate_quick_writes_the_documented_json(
         "interrupted",
         "telemetry",
         "signing",
+        "peer",
     }
     assert data["repeat"] == 3 and data["interrupted"] is False
     assert data["stores"][0]["backend"] == "sqlite"
@@ -56,12 +61,21 @@ def test_bench_gate_quick_writes_the_documented_json(
         assert row["allow_p50_ms"] > 0 and row["allow_p99_ms"] >= row["allow_p50_ms"]
         assert row["bare_read_p50_ms"] > 0 and row["ratio_p50"] > 0
     grid = {(r["heads_from"], r["deps"], r["depth"]) for r in data["rows"]}
-    for source in ("sqlite", "http"):
+    for source in ("sqlite", "sqlite/loop", "http"):
         assert {(d, n) for s, d, n in grid if s == source} == {
             (d, n) for d in (1, 4, 16) for n in (1, 10, 100)
         }
-    # the same SQLite file with its calls on the event loop, at |D(a)| = 4
-    assert {(d, n) for s, d, n in grid if s == "sqlite/loop"} == {(4, n) for n in (1, 10, 100)}
+    assert all(r["default_audit"] in {"durable", "deferred"} for r in data["rows"])
+
+    # beside agent-coherence's effect gate, on the same kind of backend, at 1, 4 and 16 keys
+    peer = {(t["backend"], t["keys"]) for t in data["peer"]}
+    assert peer == {(b, n) for b in ("memory", "sqlite", "sqlite/loop") for n in (1, 4, 16)}
+    for t in data["peer"]:
+        assert t["planfence_p50_us"] > 0 and t["agent_coherence_p50_us"] > 0
+        assert t["ratio_p50"] == pytest.approx(
+            t["planfence_p50_us"] / t["agent_coherence_p50_us"], rel=0.01
+        )
+    assert "agent-coherence" in printed
     if not any(s == "postgres" for s, _, _ in grid):
         assert "PostgreSQL rows skipped" in printed
     else:

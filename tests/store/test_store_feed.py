@@ -94,9 +94,12 @@ async def test_postgres_notify_wakes_a_slow_poller(pg_url: str) -> None:
 
 
 async def test_postgres_lost_listener_loses_nothing(pg_url: str) -> None:
-    """Kill the LISTEN connection mid-stream: the reader reconnects, re-reads, misses nothing."""
+    """Kill the LISTEN connection mid-stream: the reader opens a new one that LISTENs (another
+    server backend), and the changes after it arrive with an hour-long poll interval, so only a
+    NOTIFY on the new listener can deliver them; nothing is missed or repeated."""
     import psycopg
 
+    admin_url = pg_url.split("?")[0]
     reader = create_async_store(pg_url)
     writer = create_async_store(pg_url)
     async with reader, writer:
@@ -106,19 +109,44 @@ async def test_postgres_lost_listener_loses_nothing(pg_url: str) -> None:
         seen: list[Change] = []
 
         async def follow() -> None:
-            async for change in reader.subscribe(since, idle_timeout=30):
+            async for change in reader.subscribe(since, idle_timeout=3600):
                 seen.append(change)
                 if len(seen) == 10:
                     return
 
+        def listening(pid: int | None) -> bool:
+            with psycopg.connect(admin_url, autocommit=True) as admin:
+                row = admin.execute(
+                    "SELECT state, query FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+            return row is not None and row[0] == "idle" and row[1].startswith("LISTEN")
+
+        async def listener_pid() -> int | None:
+            listener = reader._listener  # type: ignore[attr-defined]
+            return None if listener is None or listener.closed else listener.info.backend_pid
+
         task = asyncio.create_task(follow())
-        for i in range(10):
-            if i == 5:
-                listener = reader._listener  # type: ignore[attr-defined]
-                assert listener is not None
-                with psycopg.connect(pg_url.split("?")[0], autocommit=True) as admin:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (listener.info.backend_pid,))
+        for i in range(5):
             await writer.put(KEY, i, author="writer")
             await asyncio.sleep(0.05)
+
+        async def listener_up(not_pid: int | None = None) -> int:
+            """Wait for the reader's listener (another than `not_pid`) to have run its LISTEN."""
+            async with asyncio.timeout(30):  # a hang guard, not a speed check
+                while True:
+                    pid = await listener_pid()
+                    if pid not in (None, not_pid) and await asyncio.to_thread(listening, pid):
+                        assert pid is not None
+                        return pid
+                    await asyncio.sleep(0.05)  # the server's state is polled
+
+        killed = await listener_up()
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (killed,))
+        await listener_up(not_pid=killed)  # the reader reconnected and LISTENs again
+        reader.poll_interval = 3600.0  # from here on only a NOTIFY wakes the reader
+        for i in range(5, 10):
+            await writer.put(KEY, i, author="writer")
         await asyncio.wait_for(task, 30)
         assert_linear(seen, await writer.head(KEY))
+        assert [c.seq for c in seen] == list(range(since + 1, since + 11))

@@ -33,6 +33,7 @@ from ..harness.owners import OWNERS, REQUESTER, owner_services
 from .cases import seed_latency, seed_traffic
 from .measure import http_rows, store_rows, traffic
 from .otel import otel_rows
+from .peer import peer_rows, peer_steps
 from .report import LOOP_ROWS, print_tables
 from .signing import signing_rows
 
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         traffic=[],
         telemetry=[],
         signing=[],
+        peer=[],
     )
 
     def measure() -> None:
@@ -114,18 +116,15 @@ async def _bench(
         sources = 2 + (pg is not None)
         otel_cases = [c for c in cases if c.deps == 4]
         # The same SQLite file with its calls on the event loop, as the MCP servers open it.
-        loop_cases = otel_cases if target.backend == "sqlite" else []
-        progress = stack.enter_context(
-            Progress(
-                "bench gate",
-                sources * len(cases) + len(traffic_cases) + len(otel_cases) + len(loop_cases),
-            )
-        )
+        loop_cases = cases if target.backend == "sqlite" else []
+        steps = sources * len(cases) + len(traffic_cases) + len(otel_cases) + len(loop_cases)
+        progress = stack.enter_context(Progress("bench gate", steps + peer_steps()))
         await store_rows(target.backend, store, policy, cases, repeat, rows, progress)
         if loop_cases:
             on_loop = await open_async_store(sqlite_on_loop(target.url))
             stack.push_async_callback(on_loop.aclose)
             await store_rows(LOOP_ROWS, on_loop, policy, loop_cases, repeat, rows, progress)
+        await peer_rows(repeat, results["peer"], results["notes"], progress)
         await otel_rows(
             store, policy, otel_cases, repeat, results["telemetry"], results["notes"], progress
         )

@@ -22,15 +22,17 @@ def print_tables(result: Mapping[str, Any]) -> None:
     print_context(result)
     print(f"{result['repeat']} timed checks per latency row")
     print("Allow-path latency of Gate.check vs a bare read of the same heads")
-    print("(audited = Gate(audit='durable'), the decision on record before the call may run;")
-    print(" deferred = the default, the allow's record written by group commit just after;")
+    mode = result["rows"][0]["default_audit"] if result["rows"] else "-"
+    print(f"(default = Gate() as shipped, its audit mode is {mode!r};")
+    print(" durable = every decision recorded before the call may run;")
+    print(" deferred = Gate(audit='deferred'), the allow's record written in a batch just after;")
     print(" no audit = Gate(audit=False), the lineage check alone;")
     print(f" {LOOP_ROWS} = the same SQLite file opened with io=loop, its calls on the event")
     print(" loop as the MCP servers make them: no hand-off to the store's thread, bare read too)")
     print(
-        f"{'heads from':<11} {'|D(a)|':>6} {'depth':>5} {'bare p50':>9} {'audited p50':>11} "
-        f"{'ratio':>6} {'p99':>9} {'deferred p50':>12} {'ratio':>6} {'no-audit p50':>12} "
-        f"{'ratio':>6}"
+        f"{'heads from':<11} {'|D(a)|':>6} {'depth':>5} {'bare p50':>9} {'default p50':>11} "
+        f"{'ratio':>6} {'p99':>9} {'durable p50':>11} {'ratio':>6} {'deferred p50':>12} "
+        f"{'ratio':>6} {'no-audit p50':>12} {'ratio':>6}"
     )
 
     def times(value: float | None) -> str:
@@ -41,9 +43,26 @@ def print_tables(result: Mapping[str, Any]) -> None:
             f"{r['heads_from']:<11} {r['deps']:>6} {r['depth']:>5} "
             f"{r['bare_read_p50_ms']:>6.3f} ms {r['allow_p50_ms']:>8.3f} ms "
             f"{times(r['ratio_p50']):>6} {r['allow_p99_ms']:>6.3f} ms "
+            f"{r['durable_p50_ms']:>8.3f} ms {times(r['durable_ratio_p50']):>6} "
             f"{r['deferred_p50_ms']:>9.3f} ms {times(r['deferred_ratio_p50']):>6} "
             f"{r['no_audit_p50_ms']:>9.3f} ms {times(r['no_audit_ratio_p50']):>6}"
         )
+    blocked = sum(r.get("audit_unavailable", 0) for r in result["rows"])
+    if blocked:
+        print(f"{blocked} checks blocked with audit_unavailable (the log could not keep up)")
+    if result.get("peer"):
+        print()
+        print("Allow path beside agent-coherence's effect_gate (pin, re-validate, fire): the same")
+        print("read-set size on the same kind of backend, interleaved; planfence's default mode")
+        print(
+            f"{'backend':<12} {'keys':>4} {'planfence p50':>14} {'agent-coherence p50':>20} "
+            f"{'ratio':>6}"
+        )
+        for t in result["peer"]:
+            print(
+                f"{t['backend']:<12} {t['keys']:>4} {t['planfence_p50_us']:>11.1f} us "
+                f"{t['agent_coherence_p50_us']:>17.1f} us {times(t['ratio_p50']):>6}"
+            )
     if result.get("telemetry"):
         print()
         print("OpenTelemetry cost on the allow path (audited; SQLite): no provider vs an SDK")

@@ -1,0 +1,78 @@
+"""`planfence bench proxy`, run as users run it: every path measured in one run (FastMCP's proxy
+beside ours), and stderr carries only its progress (the servers' logs go to a file)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def planfence(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "planfence.adapters.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_bench_proxy_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = planfence(
+        "bench", "proxy", "--repeat", "5", "--warmup", "2", "--cold-starts", "1", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    timings = {
+        "direct_p50_ms",
+        "direct_p99_ms",
+        "proxied_p50_ms",
+        "proxied_p99_ms",
+        "ungated_p50_ms",
+        "ratio_p50",
+        "inprocess_p50_ms",
+        "inprocess_ratio_p50",
+        "inprocess_deferred_p50_ms",
+        "inprocess_deferred_ratio_p50",
+        "fastmcp_p50_ms",
+        "fastmcp_p99_ms",
+    }
+    added = {"proxied_added_p50_ms", "fastmcp_added_p50_ms", "added_vs_fastmcp_p50"}
+    assert set(data) == {
+        *timings,
+        *added,
+        "cold_start_ms",
+        "calls",
+        "warmup",
+        "stores",
+        "interrupted",
+    }
+    assert set(data["cold_start_ms"]) == {"direct", "proxy"}
+    assert all(v > 0 for v in data["cold_start_ms"].values())
+    assert data["calls"] == 5 and data["warmup"] == 2 and data["interrupted"] is False
+    assert all(data[k] > 0 for k in timings)
+    # The added latencies are differences against the direct call of the same run.
+    assert data["proxied_added_p50_ms"] == round(data["proxied_p50_ms"] - data["direct_p50_ms"], 4)
+    assert data["fastmcp_added_p50_ms"] == round(data["fastmcp_p50_ms"] - data["direct_p50_ms"], 4)
+    # One throwaway store per gated server (the proxy, the in-server gate, and its deferred twin),
+    # each removed afterwards.
+    assert [s["backend"] for s in data["stores"]] == ["sqlite"] * 3
+    assert len({s["url"] for s in data["stores"]}) == 3
+    assert "ratio proxied/direct" in done.stdout and "in-server gate" in done.stdout
+    assert "FastMCP proxy" in done.stdout
+
+
+def test_bench_proxy_progress_is_not_mixed_with_server_logs(tmp_path: Path) -> None:
+    """The gated servers log (at start, say); none of it may land between the progress lines."""
+    done = planfence(
+        "bench", "proxy", "--repeat", "2", "--warmup", "1", "--cold-starts", "1", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines, "no progress at all"
+    assert [line for line in lines if not line.startswith("bench proxy: ")] == []
+    assert lines[-1] == "bench proxy: 3/3 call 2/2"
+    json.loads(done.stdout)  # and stdout is nothing but the JSON
