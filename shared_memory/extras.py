@@ -30,6 +30,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai", "pydantic_graph"),
     "openai-agents": ("agents", "openai"),
     "adk": ("google",),
+    "crewai": ("crewai", "crewai_core"),
 }
 
 
