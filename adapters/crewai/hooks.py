@@ -143,7 +143,10 @@ class Planfence:
         if not self.installed or getattr(crew_agent, "role", None) not in self.roles:
             return None
         with self._lock:
-            return self._seen.setdefault(id(crew_agent), _Seen(PlanStamper(self.bridge, self.agent)))
+            seen = self._seen.get(id(crew_agent))
+            if seen is None:
+                seen = self._seen[id(crew_agent)] = _Seen(PlanStamper(self.bridge, self.agent))
+            return seen
 
     # ---- read side: the records before every model call, the plan from what was shown
 
@@ -154,9 +157,9 @@ class Planfence:
         records = self.bridge.run(seen.stamper.current, self.keys, self.prefixes)
         text = records_text(self.header, records)
         messages: list[Any] = ctx.messages
-        old = [i for i, m in enumerate(messages) if str(m.get("content", "")).startswith(self.header)]
-        if old:
-            messages[old[0]]["content"] = text
+        mine = [m for m in messages if str(m.get("content", "")).startswith(self.header)]
+        if mine:
+            mine[0]["content"] = text
         else:
             at = next((i for i, m in enumerate(messages) if m.get("role") != "system"), 0)
             messages.insert(at, {"role": "system", "content": text})

@@ -34,7 +34,8 @@ class ScriptedLLM(BaseLLM):  # type: ignore[misc]
 
     def __init__(self, script: Script, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(model="scripted")
-        self._script, self._loop, self.told = script, loop, []
+        self._script, self._loop = script, loop
+        self.told: list[str] = []
 
     def supports_function_calling(self) -> bool:
         return True
@@ -58,9 +59,8 @@ class ScriptedLLM(BaseLLM):  # type: ignore[misc]
         ).result()
         if step is None:
             return Script.FINAL
-        call_id = f"call-{self._script.calls}"
-        arguments = json.dumps(step.args)
-        return [{"id": call_id, "type": "function", "function": {"name": step.tool, "arguments": arguments}}]
+        function = {"name": step.tool, "arguments": json.dumps(step.args)}
+        return [{"id": f"call-{self._script.calls}", "type": "function", "function": function}]
 
 
 class CrewAIHarness:
@@ -74,7 +74,7 @@ class CrewAIHarness:
     ) -> Run:
         llm = ScriptedLLM(script, asyncio.get_running_loop())
         tools = [tool(name)(fn) for name, fn in world.tools().items()]
-        booker = Agent(role=AGENT, goal="Book trips", backstory="A travel agent.", llm=llm, tools=tools)
+        booker = Agent(role=AGENT, goal="Book trips", backstory="Books.", llm=llm, tools=tools)
         task = Task(description=TASK, expected_output="the booking", agent=booker)
         fence = Planfence(
             world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
