@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from planfence.adapters.cli.common import (
@@ -104,9 +104,13 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     add_output(p)
 
 
+def _times(n: int) -> str:
+    return f"{n} time" if n == 1 else f"{n} times"
+
+
 def _cost_line(executor: str, cost: Cost) -> str:
     return (
-        f"  cost: waited {cost.stalls} times ({STALLS[executor]}), {cost.stall_ms:.2f} ms in "
+        f"  cost: waited {_times(cost.stalls)} ({STALLS[executor]}), {cost.stall_ms:.2f} ms in "
         f"all; traffic {cost.messages} messages, {cost.bytes} bytes"
     )
 
@@ -145,6 +149,7 @@ async def _run(
     jobs: Sequence[tuple[str, str]],
     into: list[WorkflowResult],
     progress: Progress | None = None,
+    on_result: Callable[[WorkflowResult], None] | None = None,
     **kw: Any,
 ) -> None:
     """Play `jobs` in order, appending each result to `into` as it finishes (so an interrupted
@@ -155,6 +160,8 @@ async def _run(
             into.append(await run_workflow(store, wf, ex, **kw))
             if progress is not None:
                 progress.advance(f"{ex} {wf}")
+            if on_result is not None:
+                on_result(into[-1])
 
 
 def _quickstart(args: argparse.Namespace) -> int:
@@ -214,19 +221,29 @@ def _kb(n: int) -> str:
     return f"{n / 1000:.1f} kB" if n >= 1000 else f"{n} B"
 
 
-def table(summary: dict[str, dict[str, Any]]) -> str:
-    head = (
-        f"{'executor':<10} {'runs':>5} {'completed':>10} {'invalid':>8} {'replans':>8} "
-        f"{'blocked':>8}  {'stalls':<18} {'traffic':<20}"
+TABLE_HEAD = (
+    f"{'executor':<10} {'runs':>5} {'completed':>10} {'invalid':>8} {'replans':>8} "
+    f"{'blocked':>8}  {'stalls':<18} {'traffic':<20}"
+).rstrip()
+
+
+def table_row(ex: str, row: dict[str, Any]) -> str:
+    stalls = f"{row['stalls']} / {row['stall_ms']:.1f} ms"
+    traffic = f"{row['messages']} msg / {_kb(row['bytes'])}"
+    return (
+        f"{ex:<10} {row['runs']:>5} {row['completed']:>10} {row['invalid_actions']:>8} "
+        f"{row['replans']:>8} {row['blocked']:>8}  {stalls:<18} {traffic:<20}".rstrip()
     )
-    lines = [head.rstrip()]
-    for ex, row in summary.items():
-        stalls = f"{row['stalls']} / {row['stall_ms']:.1f} ms"
-        traffic = f"{row['messages']} msg / {_kb(row['bytes'])}"
-        lines.append(
-            f"{ex:<10} {row['runs']:>5} {row['completed']:>10} {row['invalid_actions']:>8} "
-            f"{row['replans']:>8} {row['blocked']:>8}  {stalls:<18} {traffic:<20}".rstrip()
-        )
+
+
+def table(summary: dict[str, dict[str, Any]]) -> str:
+    lines = [TABLE_HEAD, *(table_row(ex, row) for ex, row in summary.items())]
+    lines.extend(table_legend())
+    return "\n".join(lines)
+
+
+def table_legend() -> list[str]:
+    lines = []
     lines.append(
         "invalid: executed actions whose plan was stale when the tool ran (judged from the "
         "store's history); blocked: actions refused"
@@ -236,7 +253,7 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
         "replica catch-ups, eager writes held for acknowledgements)"
     )
     lines.append("traffic: coordination messages between agents and their size as JSON")
-    return "\n".join(lines)
+    return lines
 
 
 def _workflows(args: argparse.Namespace) -> int:
@@ -247,16 +264,55 @@ def _workflows(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     interrupted = False
     with demo_store(given_store(args)) as where:
+        # In text, the table comes row by row as each executor finishes: a reader that has
+        # what it wanted (`| head -3`) can stop the demo there.
+        shown = _TableStream(executors, len(WORKFLOWS) * runs) if not args.json else None
+        if shown is not None:
+            shown.start(where)
         try:
             with Progress("demo workflows", len(jobs)) as progress:
-                asyncio.run(_run(where.url, jobs, results, progress))
+                on_result = shown.add if shown is not None else None
+                asyncio.run(_run(where.url, jobs, results, progress, on_result))
         except KeyboardInterrupt:
             interrupted = True
     elapsed = time.perf_counter() - start
-    _report_workflows(args, where, results, runs, elapsed, interrupted)
+    _report_workflows(args, where, results, runs, elapsed, interrupted, shown)
     if interrupted:
         raise KeyboardInterrupt
     return 0
+
+
+class _TableStream:
+    """Prints the workflows table as it fills: the header first, then each executor's row once
+    all its runs are done."""
+
+    def __init__(self, executors: Sequence[str], runs_each: int) -> None:
+        self.executors = list(executors)
+        self.runs_each = runs_each
+        self.results: list[WorkflowResult] = []
+        self.printed: set[str] = set()
+
+    def start(self, where: DemoStore) -> None:
+        print(where.line())
+        print(TABLE_HEAD, flush=True)
+
+    def add(self, result: WorkflowResult) -> None:
+        self.results.append(result)
+        mine = [r for r in self.results if r.executor == result.executor]
+        if len(mine) == self.runs_each:
+            self._print(result.executor, mine)
+
+    def _print(self, executor: str, results: Sequence[WorkflowResult]) -> None:
+        self.printed.add(executor)
+        print(table_row(executor, summarize(results)[executor]), flush=True)
+
+    def finish(self) -> None:
+        """The rows not printed yet (executors cut short by Ctrl-C), then the legend."""
+        for ex in self.executors:
+            mine = [r for r in self.results if r.executor == ex]
+            if ex not in self.printed and mine:
+                self._print(ex, mine)
+        print("\n".join(table_legend()))
 
 
 def _report_workflows(
@@ -266,6 +322,7 @@ def _report_workflows(
     runs: int,
     elapsed: float,
     interrupted: bool,
+    shown: _TableStream | None = None,
 ) -> None:
     summary = summarize(results)
     data = {
@@ -280,8 +337,11 @@ def _report_workflows(
     if args.json:
         print(json.dumps(data))
         return
-    print(where.line())
-    print(table(summary))
+    if shown is not None:
+        shown.finish()
+    else:
+        print(where.line())
+        print(table(summary))
     per_run = elapsed / len(results) * 1000 if results else 0.0
     print(f"{len(results)} runs in {elapsed:.1f} s ({per_run:.1f} ms per run)")
     if interrupted:

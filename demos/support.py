@@ -99,6 +99,8 @@ class Progress:
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 console=Console(file=self.stream),
+                # Results printed meanwhile stay on stdout, unless it shares the terminal.
+                redirect_stdout=sys.stdout.isatty(),
             )
             self._rich.start()
             self._task = self._rich.add_task(self.title, total=self.total)

@@ -4,7 +4,7 @@ defined in a higher layer name their module in brackets.
 PlanFenceError
 ├── MissingExtraError            an optional integration is not installed (has the pip hint)
 ├── ConfigError                  a bad store URL, policy file or setting
-│   ├── StoreNotFoundError       opened with create=False, and no store is at that path
+│   ├── StoreNotFoundError       opened with create=False, and no store is there (file, schema)
 │   ├── PolicyError              a policy file or declaration that cannot load [plugins.gate]
 │   └── KeyringError             an owner keyring that cannot load [adapters.owner_service]
 ├── ScopeError                   a call's arguments do not fill its declared keys [plugins.gate]
@@ -59,13 +59,20 @@ class ConfigError(PlanFenceError, ValueError):
 
 
 class StoreNotFoundError(ConfigError):
-    """A store opened with `create=False` (or `?create=0`) whose file does not exist."""
+    """A store opened with `create=False` (or `?create=0`) that does not exist: a SQLite file
+    that is missing, a PostgreSQL schema that is missing or holds no planfence tables.
 
-    def __init__(self, path: str) -> None:
+    `path` names the store, `detail` (may be empty) what was found there, `check` what to check.
+    """
+
+    def __init__(self, path: str, *, detail: str = "", check: str = "the path") -> None:
         self.path = path
+        self.detail = detail
+        self.check = check
+        found = f": {detail}" if detail else ""
         super().__init__(
-            f"no store at {path} (check the path; to start a new store there, open it with "
-            "create=True or add ?create=1 to the URL)"
+            f"no store at {path}{found} (check {check}; to start a new store there, open it "
+            "with create=True or add ?create=1 to the URL)"
         )
 
 

@@ -16,7 +16,7 @@ from .records import DEFAULT_LIMITS, StoreLimits
 from .signing import HeadSigner
 from .store import AsyncStore
 from .sync import Store
-from .urls import redact_url
+from .urls import redact_url, url_flag
 
 DEFAULT_STORE_URL = "sqlite:///.planfence/memory.db"
 STORE_ENV = "PLANFENCE_STORE"
@@ -63,7 +63,7 @@ def _sqlite(url: str, limits: StoreLimits, create: bool) -> AsyncStore:
 def _postgres(url: str, limits: StoreLimits, create: bool) -> AsyncStore:
     from .backends.postgres import PostgresStore
 
-    return PostgresStore(url, limits=limits)
+    return PostgresStore(url, limits=limits, create=create)
 
 
 BACKENDS: dict[str, BackendFactory] = {
@@ -109,15 +109,16 @@ def create_async_store(
         url: `memory://`, `sqlite:///relative.db`, `sqlite:////abs.db` or `postgresql://...`;
             default `$PLANFENCE_STORE` or the local SQLite file.
         limits: size limits enforced before anything is written.
-        create: whether a SQLite store whose file does not exist may be created (with its
-            folders). A `?create=1` or `?create=0` flag on the URL overrides it. Memory and
-            PostgreSQL stores ignore it.
+        create: whether a store that does not exist may be created: a SQLite file (with its
+            folders), or a PostgreSQL schema and its tables (also in an existing schema, such
+            as an empty `public`, that holds no planfence tables). A `?create=1` or
+            `?create=0` flag on the URL overrides it. Memory stores ignore it.
         signer: signs the head advances its agent makes (an Ed25519 `SigningKey`), so readers
             that do not trust the store can check them (see `signing`).
 
     Raises:
-        ConfigError: an unsupported or malformed URL. A SQLite store that may not be created
-            and does not exist raises `StoreNotFoundError` (a `ConfigError`) at setup.
+        ConfigError: an unsupported or malformed URL. A store that may not be created and does
+            not exist raises `StoreNotFoundError` (a `ConfigError`) at setup.
     """
     url = url or default_store_url()
     scheme, sep, _ = url.partition("://")
@@ -134,12 +135,7 @@ def create_async_store(
 
 
 def _flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"create must be 1 or 0 (true or false) in the store URL, not {text!r}")
+    return url_flag("create", text)
 
 
 async def open_async_store(

@@ -412,12 +412,19 @@ class AsyncStore(StoreCore):
         plan: str | None = None,
         reasons: Iterable[str] = (),
         limit: int = 100,
+        before_id: int | None = None,
     ) -> list[Entry]:
         """The journal under the decision log's names: `source` is the entry kind, `plan` its
-        subject, `tool`, `agent` and `reasons` (any one of them) its labels. Newest first."""
+        subject, `tool`, `agent` and `reasons` (any one of them) its labels. Newest first;
+        `before_id`: only entries older than that one (the next page)."""
         labels = {"tool": tool, "agent": agent, "reason": tuple(reasons)}
         return await self.journal(
-            kind=source, subject=plan, verdict=verdict, labels=labels, limit=limit
+            kind=source,
+            subject=plan,
+            verdict=verdict,
+            labels=labels,
+            limit=limit,
+            before_id=before_id,
         )
 
     def now(self) -> str:

@@ -16,17 +16,26 @@ and SQLite backends; give sync code a sync `Store` for PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import os
+import sys
 import threading
+import warnings
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial, update_wrapper
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import anyio.to_thread
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
 from .errors import ConfigError
+from .signing import HeadSigner
 from .store import AsyncStore
+from .urls import redact_url
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -51,16 +60,25 @@ class Portal:
     `call` blocks the calling thread until the coroutine is done; `acall` does the same from a
     coroutine on another loop without blocking that loop; `iterate` walks an async iterator.
     Calls made from the portal's own thread run directly instead of waiting on themselves.
+
+    The thread never keeps the interpreter alive: a portal still open at exit is stopped then
+    (what it still runs is cancelled), and the interpreter does not wait for a loop that does
+    not stop in time.
     """
 
     _shared: Portal | None = None
     _shared_lock = threading.Lock()
 
     def __init__(self, name: str = "planfence-portal") -> None:
-        self._cm: AbstractContextManager[BlockingPortal] = start_blocking_portal(name=name)
-        self._portal = self._cm.__enter__()
-        self._thread_id = self._portal.call(_thread_id)
         self._closed = False
+        started: Future[BlockingPortal] = Future()
+        self._thread = threading.Thread(target=_run_portal, args=(started,), name=name, daemon=True)
+        self._thread.start()
+        self._portal = started.result()
+        self._thread_id = self._thread.ident
+        # At exit, before the interpreter starts tearing down (when a daemon thread can no
+        # longer run): stop the loop if nobody closed it.
+        self._at_exit = weakref.finalize(self, _stop_portal, self._portal, self._thread)
 
     @classmethod
     def shared(cls) -> Portal:
@@ -81,6 +99,17 @@ class Portal:
             raise RuntimeError("a sync planfence call from inside its own portal thread")
         # The coroutine is made on the loop: one never started is never left unawaited.
         return self._portal.call(partial(fn, *args, **kwargs))
+
+    def call_within(
+        self, timeout: float, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`call`, giving up (`TimeoutError`, the call cancelled) after `timeout` seconds."""
+        future = self._portal.start_task_soon(partial(fn, *args, **kwargs))
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise TimeoutError(f"gave up after {timeout:g} s") from None
 
     async def acall(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """`call` from async code: waits in a worker thread, so the caller's loop keeps going."""
@@ -104,7 +133,35 @@ class Portal:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._cm.__exit__(None, None, None)
+            self._at_exit()
+
+
+# How long exit waits for a loop, or a store left open, to finish closing.
+EXIT_TIMEOUT = 2.0
+
+
+def _run_portal(started: Future[BlockingPortal]) -> None:
+    async def serve() -> None:
+        async with BlockingPortal() as portal:
+            started.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    try:
+        anyio.run(serve)
+    except BaseException as exc:
+        if not started.done():
+            started.set_exception(exc)
+        else:
+            raise
+
+
+def _stop_portal(portal: BlockingPortal, thread: threading.Thread) -> None:
+    if threading.current_thread() is thread:  # dropped on its own loop: stop it from outside
+        threading.Thread(target=_stop_portal, args=(portal, thread), daemon=True).start()
+        return
+    with contextlib.suppress(RuntimeError, FutureTimeout):  # already stopped
+        portal.start_task_soon(portal.stop, True).result(EXIT_TIMEOUT)
+    thread.join(EXIT_TIMEOUT)
 
 
 async def _thread_id() -> int:
@@ -182,10 +239,27 @@ class Store:
             finally:
                 self._stop_portal()
             raise
+        # A store never closed is closed when it is dropped, or at exit, with a warning.
+        self._left_open = weakref.finalize(
+            self, _close_left_open, inner, self.portal, self._owns_portal, _opener()
+        )
+        self._left_open.atexit = False  # `_close_stores_at_exit` runs it, earlier
+        _LEFT_OPEN.add(self._left_open)
+        _watch_exit()
 
     @property
     def url(self) -> str:
         return self.aio.url
+
+    @property
+    def signer(self) -> HeadSigner | None:
+        """Signs the head advances and owner changes this store's agent makes (see `signing`);
+        the same setting as `store.aio.signer`."""
+        return self.aio.signer
+
+    @signer.setter
+    def signer(self, signer: HeadSigner | None) -> None:
+        self.aio.signer = signer
 
     def __repr__(self) -> str:
         return f"<Store {self.aio!r}>"
@@ -201,6 +275,8 @@ class Store:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._left_open.detach()
+            _LEFT_OPEN.discard(self._left_open)
             try:
                 self.portal.call(self.aio.aclose)
             finally:
@@ -247,6 +323,77 @@ class Store:
         while batch := self.changes(since):
             yield from batch
             since = batch[-1].seq
+
+
+_LEFT_OPEN: set[weakref.finalize[Any, Store]] = set()
+_exit_lock = threading.Lock()
+_exit_watched = False
+
+
+def _close_left_open(
+    inner: AsyncStore, portal: Portal, owned: bool, opened_at: tuple[str, int]
+) -> None:
+    """Close a sync store its user never closed (dropped, or still open at exit), and say so
+    once, pointing at the line that opened it."""
+    if portal.in_thread:  # dropped on its own loop: closing it cannot wait there
+        closing = threading.Thread(target=_close_now, args=(inner, portal, owned), daemon=True)
+        closing.start()
+    else:
+        _close_now(inner, portal, owned)
+    warnings.warn_explicit(
+        f"planfence store {redact_url(inner.url)} was never closed: close it, or open it "
+        "with `with open_store(...) as store:`",
+        ResourceWarning,
+        *opened_at,
+    )
+
+
+def _opener() -> tuple[str, int]:
+    """The file and line, outside planfence, that is opening a store."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _close_now(inner: AsyncStore, portal: Portal, owned: bool) -> None:
+    try:
+        if not portal._closed:
+            # Bounded: a store that cannot close (a server gone) must not hold up the exit.
+            with contextlib.suppress(Exception):
+                portal.call_within(EXIT_TIMEOUT, inner.aclose)
+    finally:
+        if owned:
+            portal.close()
+
+
+def _close_stores_at_exit() -> None:
+    for finalizer in list(_LEFT_OPEN):
+        try:
+            finalizer()
+        except Exception as exc:  # warnings made errors (-W error): still close the others
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+    _LEFT_OPEN.clear()
+
+
+def _watch_exit() -> None:
+    """Close stores left open when the interpreter exits: before it joins its threads (the
+    SQLite store's worker thread among them), so closing one can still use them."""
+    global _exit_watched
+    with _exit_lock:
+        if _exit_watched:
+            return
+        _exit_watched = True
+        register = getattr(threading, "_register_atexit", None)
+        try:
+            if register is None:
+                raise RuntimeError
+            register(_close_stores_at_exit)
+        except RuntimeError:  # no such hook, or the interpreter is already shutting down
+            atexit.register(_close_stores_at_exit)
 
 
 class StoreBridge:

@@ -74,3 +74,19 @@ def scrub(text: str, url: str) -> str:
         else:  # a short secret only where it stands alone, or every "a" would turn into ***
             text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", MASK, text)
     return _SECRET_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+
+
+def url_flag(name: str, text: str) -> bool:
+    """The yes/no value of the `name=` option of a store URL (1/0, true/false, yes/no, on/off).
+
+    Raises:
+        ConfigError: any other value.
+    """
+    from .errors import ConfigError
+
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be 1 or 0 (true or false) in the store URL, not {text!r}")

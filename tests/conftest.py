@@ -1,8 +1,12 @@
 """Shared fixtures: one store per backend (memory, SQLite, PostgreSQL).
 
 PostgreSQL tests use $PLANFENCE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test)
-with a fresh schema per test. When no server answers they skip, unless
-PLANFENCE_REQUIRE_POSTGRES=1 (set by CI), which turns the skip into a failure.
+with a fresh schema per test. The schema does not exist yet: opening the URL with `create=True`
+(the Python default, so the `store` and `astore` fixtures) creates it and its tables, while the
+command line and the servers refuse it as a store that does not exist, as they refuse a missing
+SQLite file, until `planfence memory own` (or `?create=1` on the URL) has made it. When no server
+answers they skip, unless PLANFENCE_REQUIRE_POSTGRES=1 (set by CI), which turns the skip into a
+failure.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def open_cli_store(
 
 
 def require_existing_store(url: str) -> None:
-    """Raise `StoreNotFoundError` (naming the path) when `url` is a SQLite file that is missing."""
+    """Raise `StoreNotFoundError` (naming it) when `url` names a store that does not exist."""
     open_store(url, create=False).close()
 
 
@@ -184,9 +184,11 @@ def guarded(handler: Handler) -> Handler:
         except PlanFenceError as exc:
             message = str(exc)
             if isinstance(exc, StoreNotFoundError):  # said for command-line users
+                found = f": {exc.detail}" if exc.detail else ""
                 message = (
-                    f"no store at {exc.path} (check the path, or --store / $PLANFENCE_STORE; "
-                    "'planfence memory own' starts a new store, and so does ?create=1 on the URL)"
+                    f"no store at {exc.path}{found} (check {exc.check}, or --store / "
+                    "$PLANFENCE_STORE; 'planfence memory own' starts a new store, and so does "
+                    "?create=1 on the URL)"
                 )
             if getattr(args, "json", False):
                 print(json.dumps({"error": type(exc).__name__, "message": message}))

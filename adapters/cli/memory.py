@@ -179,7 +179,7 @@ def _own(args: argparse.Namespace) -> int:
     by = args.agent or args.owner
     signer = _signer(args, by)
     with open_cli_store(args, writes=True, creates=True) as store:
-        store.aio.signer = signer
+        store.signer = signer
         try:
             ch = store.own(args.key, args.owner, by=by)
         except AlreadyOwnedError:
@@ -202,7 +202,17 @@ def _transfer(args: argparse.Namespace) -> int:
         raise UsageError(f"say who hands the key over: --as AGENT (or set ${AGENT_ENV})")
     signer = _signer(args, agent)
     with open_cli_store(args, writes=True) as store:
-        store.aio.signer = signer
+        store.signer = signer
+        state = store.states([args.key]).get(args.key)
+        if state is not None and state.owner == args.to == agent:
+            # The owner handing a key to itself changes nothing: no owner change, no new epoch
+            # (anyone else asking is refused by the store as a non-owner).
+            emit(
+                args,
+                {"key": args.key, "owner": args.to, "epoch": state.epoch, "unchanged": True},
+                f"{args.key}: owner {args.to} (already), epoch {state.epoch}",
+            )
+            return 0
         ch = store.transfer(args.key, args.to, by=agent)
     emit(args, ch.to_dict(), f"{args.key}: owner {args.to} (was {agent}), epoch {ch.epoch}")
     return 0
@@ -212,7 +222,7 @@ def _put(args: argparse.Namespace) -> int:
     value = read_value_arg(args.value, args.value_file)
     signer = _signer(args, args.agent)
     with open_cli_store(args, writes=True) as store:
-        store.aio.signer = signer
+        store.signer = signer
         parents = [store.resolve_id(p) for p in split_ids(args.parents)]
         if args.expect is not None:
             rec = _put_expecting(store, args, value, parents)

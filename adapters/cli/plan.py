@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from planfence.plugins.gate import create_plan_sync
+from planfence.shared_memory import validate_agent
 
 from .common import add_common, emit, guarded, open_cli_store, parse_json_arg, split_ids
 
@@ -34,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _create(args: argparse.Namespace) -> int:
+    validate_agent(args.agent)  # named as the agent, not as the plan key it would make
     value = parse_json_arg(args.value) if args.value is not None else None
     with open_cli_store(args, writes=True) as store:
         parents = [store.resolve_id(p) for p in split_ids(args.parents)]

@@ -1,8 +1,10 @@
-"""`planfence policy check FILE`: validate a policy, and compare it with an upstream's tools.
+"""`planfence policy check FILE`: validate a policy, and compare it with an upstream's tools;
+`planfence policy init`: write a first, commented policy from an upstream's tool listing.
 
     planfence policy check policy.toml
     planfence policy check policy.toml --tools-from-upstream -- uvx mcp-server-git --repository .
     planfence policy check policy.toml --upstream-url http://127.0.0.1:9000/mcp
+    planfence policy init --from-upstream -- uvx mcp-server-git --repository .
 
 Every template is checked when the policy loads, so a bad literal is reported here with its file
 and line, not at the first call. With an upstream, the report lists the tools the policy does not
@@ -13,7 +15,10 @@ tool (usually a typo).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from planfence.plugins.gate import Policy
@@ -70,6 +75,50 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the upstream server's command line (with --tools-from-upstream)",
     )
     p.set_defaults(handler=guarded(_check))
+
+    init = psub.add_parser(
+        "init",
+        help="write a first policy from an upstream's tools: one commented entry per tool",
+        description=(
+            "List the upstream's tools and write a commented policy: ungated = true suggested "
+            "for tools the server annotates readOnlyHint, a depends_on suggestion from the input "
+            "schema for the others ({arg:path} for paths, {arg:enc} for other text). Every "
+            "suggestion is marked CONFIRM for you to check. An existing file is kept unless "
+            "--force is given."
+        ),
+        usage="planfence policy init [--file FILE] [--force] [--json] "
+        "(--from-upstream -- CMD [ARGS...] | --upstream-url URL)",
+    )
+    init.add_argument(
+        "--from-upstream",
+        action="store_true",
+        help="start the MCP server given after -- and list its tools",
+    )
+    init.add_argument(
+        "--upstream-url", default=None, metavar="URL", help="list a streamable-HTTP server's tools"
+    )
+    init.add_argument(
+        "--file",
+        default="policy.toml",
+        metavar="FILE",
+        help="where to write the policy (default: policy.toml; '-': standard output)",
+    )
+    init.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    init.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up on the upstream after this long",
+    )
+    init.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    init.add_argument(
+        "upstream",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD [ARGS...]",
+        help="the upstream server's command line (with --from-upstream)",
+    )
+    init.set_defaults(handler=guarded(_init))
 
     lint = psub.add_parser(
         "lint",
@@ -139,6 +188,91 @@ def _upstream_tools(args: argparse.Namespace, command: list[str]) -> list[str] |
         raise ConfigError(
             f"cannot list the upstream's tools: {exc or type(exc).__name__}"
         ) from None
+
+
+def _listing(target: Any, timeout: float) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The upstream's identity and tools, in wire form."""
+    with extra_imports("mcp", "policy init --from-upstream"):
+        import anyio
+
+        from planfence.adapters.mcp.listing import list_tools
+
+    async def listing() -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        with anyio.fail_after(timeout):
+            info, tools = await list_tools(target)
+        server = info.model_dump(by_alias=True, exclude_none=True) if info is not None else None
+        wire = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]
+        return server, wire
+
+    try:
+        return anyio.run(listing)
+    except TimeoutError:
+        raise ConfigError(f"the upstream listed no tools within {timeout:g} s") from None
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot list the upstream's tools: {exc or type(exc).__name__}"
+        ) from None
+
+
+def _write_new(path: Path, text: str, force: bool) -> None:
+    """Write `text` to `path` in one step (a partial file is never left behind)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        if force:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if the file appeared meanwhile: never overwritten
+    except FileExistsError:
+        raise ConfigError(f"{path} exists: give --force to overwrite it") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _init(args: argparse.Namespace) -> int:
+    command = list(args.upstream or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if command and not args.from_upstream:
+        raise UsageError(f"unexpected arguments {' '.join(command)!r}: add --from-upstream")
+    if args.from_upstream and not command:
+        raise UsageError("--from-upstream needs the server's command after --")
+    if bool(command) == bool(args.upstream_url):
+        raise UsageError("give either --from-upstream -- CMD [ARGS...] or --upstream-url URL")
+    to_stdout = args.file == "-"
+    path = Path(args.file)
+    if not to_stdout:
+        if path.exists() and not args.force:
+            raise ConfigError(f"{path} exists: give --force to overwrite it")
+        if not path.parent.is_dir():
+            raise ConfigError(f"cannot write {path}: no folder {path.parent}")
+    with extra_imports("mcp", "policy init --from-upstream"):
+        from planfence.adapters.mcp.scaffold import scaffold_policy
+        from planfence.adapters.mcp.upstream import stdio_upstream
+    target: Any = args.upstream_url or stdio_upstream(command)
+    server, tools = _listing(target, args.timeout)
+    try:
+        text = scaffold_policy(server, tools)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    policy = Policy.from_toml(text, source=args.file)
+    ungated = sorted(n for n, t in policy.tools.items() if t.ungated)
+    gated = {n: [d.text for d in t.depends_on] for n, t in policy.tools.items() if not t.ungated}
+    if to_stdout:
+        sys.stdout.write(text)
+        return 0
+    _write_new(path, text, args.force)
+    data = {"file": str(path), "tools": len(policy.tools), "ungated": ungated, "gated": gated}
+    emit(
+        args,
+        data,
+        f"wrote {path}: {len(policy.tools)} tools, {len(ungated)} suggested ungated (readOnlyHint) "
+        f"and {len(gated)} with depends_on; check every line marked CONFIRM",
+    )
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -25,6 +25,8 @@ HARNESSES: dict[str, str] = {
     "mcp.proxy": "planfence.adapters.conformance.harnesses.mcp:ProxyHarness",
     "mcp.in_server": "planfence.adapters.conformance.harnesses.mcp:InServerHarness",
     "pydantic_ai": "planfence.adapters.conformance.harnesses.pydantic_ai:PydanticAIHarness",
+    "openai_agents": "planfence.adapters.conformance.harnesses.openai_agents:OpenAIAgentsHarness",
+    "adk": "planfence.adapters.conformance.harnesses.adk:ADKHarness",
     "crewai": "planfence.adapters.conformance.harnesses.crewai:CrewAIHarness",
 }
 """Adapter name -> its harness class, as "module:Class". Add a line for a new adapter."""

@@ -5,7 +5,8 @@
 For hand-written graphs: `GraphFence` (a gated `ToolNode` that routes refusals to the planner,
 and plan stamping for the planner node), `PlanfenceState` for the graph state, and
 `PlanfenceStore`, LangGraph's store API over the shared memory with reads tracked per run
-(`track_reads()` opens a scope of one's own).
+(`track_reads()` opens a scope of one's own). `JanusStore` wraps the LangGraph store a team
+keeps its memories in (InMemoryStore, PostgresStore, ...) with a Janus controller on writes.
 
 Needs the `langgraph` extra; names are imported on first use.
 """
@@ -19,6 +20,7 @@ from planfence.adapters._lazy import lazy_exports
 if TYPE_CHECKING:
     from ._gating import refusal_message
     from .graph import GraphFence
+    from .janus_store import JanusStore
     from .middleware import PlanfenceAgentState, PlanfenceMiddleware
     from .state import PlanfenceState
     from .store import ImmutableRecordError, PlanfenceStore, track_reads
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "GraphFence": "graph",
     "ImmutableRecordError": "store",
+    "JanusStore": "janus_store",
     "PlanfenceAgentState": "middleware",
     "PlanfenceMiddleware": "middleware",
     "PlanfenceState": "state",
@@ -37,6 +40,7 @@ _EXPORTS = {
 __all__ = [
     "GraphFence",
     "ImmutableRecordError",
+    "JanusStore",
     "PlanfenceAgentState",
     "PlanfenceMiddleware",
     "PlanfenceState",

@@ -163,6 +163,9 @@ class PlanFenceProxy:
         server.add_notification_handler(
             "notifications/roots/list_changed", types.NotificationParams, subs.roots_changed
         )
+        server.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, self.relay.client_initialized
+        )
         return server
 
     async def _list_tools(
@@ -225,6 +228,7 @@ async def open_proxy(
     middleware: Iterable[Middleware] = (),
     agent: str | None = None,
     signing_key: TokenSigner | None = None,
+    single_client: bool = False,
 ) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy's server; the upstream closes on exit.
 
@@ -237,11 +241,13 @@ async def open_proxy(
         middleware: middleware around the gate, outermost first.
         agent: serve the proxy's own record tools and stamp plans per session, as this agent.
         signing_key: signs the fencing tokens sent upstream.
+        single_client: the proxy serves exactly one client (a stdio front): the upstream's
+            requests made outside any forwarded request (roots, elicitation, sampling) go to it.
 
     Yields:
         The proxy and its MCP server, ready to `run` on a transport.
     """
-    relay = Relay(ask_timeout=call_timeout)
+    relay = Relay(ask_timeout=call_timeout, single_client=single_client)
     async with Upstream(
         target,
         mode=mode,

@@ -10,7 +10,11 @@ to find its client:
   streamable HTTP it rides that request's response stream). Over a streamable-HTTP upstream the
   association is exact; over a stdio upstream the wire carries none, so the proxy uses the one
   forwarded request in flight, or the latest one if all in-flight requests come from the same
-  client. When requests of several clients are in flight, or the client cannot answer (it did not
+  client. A request that comes while no forwarded request is in flight (the filesystem server
+  asks for roots as soon as it is initialized, and again when they change) goes to the proxy's
+  client when it has exactly one (a stdio front), outside any request, once that client has
+  finished its handshake. When requests of several clients are in flight, or the client cannot
+  answer (it did not
   declare the capability, or it speaks the 2026-07-28 protocol, which has no server-to-client
   requests), the upstream gets the error the client's SDK would have given it: INVALID_REQUEST,
   "<capability> not supported".
@@ -109,9 +113,14 @@ _RESULT_TYPES: dict[str, Any] = {
 class Relay:
     """Tracks the proxy's clients and their forwarded requests, and delivers upstream messages."""
 
-    def __init__(self, ask_timeout: float | None = None) -> None:
+    def __init__(self, ask_timeout: float | None = None, *, single_client: bool = False) -> None:
         # Seconds a client gets to answer one upstream question (None: no limit).
         self.ask_timeout = ask_timeout
+        # A stdio front has exactly one client: the upstream's requests made outside any
+        # forwarded request go to it.
+        self.single_client = single_client
+        # Set once the first client's era is known (a handshake-era client: its handshake done).
+        self._first_client = anyio.Event()
         self._peers: dict[int, tuple[Any, Peer]] = {}
         self._in_flight: dict[int, Origin] = {}
         # URL-mode elicitations by id: the client each went to, which alone gets its completion.
@@ -129,6 +138,7 @@ class Relay:
         session = ctx.session
         if is_modern(ctx.protocol_version):
             # Each 2026-era request stands alone: notices reach these clients on listen streams.
+            self._first_client.set()
             return Peer(session, ctx.protocol_version)
         connection = getattr(session, "_connection", None) or session
         key = id(connection)
@@ -143,7 +153,26 @@ class Relay:
         stack = getattr(connection, "exit_stack", None)
         if stack is not None:
             stack.callback(self._forget, key, connection)
+        self._first_client.set()
         return peer
+
+    async def client_initialized(self, ctx: ServerRequestContext[Any], params: Any) -> None:
+        """A client finished its handshake (`notifications/initialized`): from now on it can be
+        asked the upstream's questions."""
+        self.peer(ctx)
+
+    async def _only_client(self) -> Peer | None:
+        """The proxy's one client (a stdio front), waiting for its handshake; None when the
+        proxy may have several clients, or its client cannot be asked (a 2026-era client)."""
+        if not self.single_client:
+            return None
+        try:
+            with anyio.fail_after(self.ask_timeout):
+                await self._first_client.wait()
+        except TimeoutError:
+            return None
+        peers = self.peers()
+        return peers[0] if len(peers) == 1 else None
 
     def _forget(self, key: int, connection: Any) -> None:
         known = self._peers.get(key)
@@ -199,13 +228,19 @@ class Relay:
 
     async def ask(self, origin: Origin | None, request: types.InputRequest) -> Any:
         """Put one upstream question to the client; its result, or the error to answer with."""
-        if origin is None:
-            logger.warning(
-                "%s from the upstream matches no single client request; refused", request.method
-            )
-            return _unsupported(request.method)
-        session = origin.ctx.session
-        if origin.peer.modern or not session.check_client_capability(_required_capability(request)):
+        related: types.RequestId | None = None
+        if origin is not None:
+            peer, session, related = origin.peer, origin.ctx.session, origin.ctx.request_id
+        else:
+            only = await self._only_client()
+            if only is None:
+                logger.warning(
+                    "%s from the upstream matches no single client request; refused",
+                    request.method,
+                )
+                return _unsupported(request.method)
+            peer, session = only, only.session  # outside any request, on the connection
+        if peer.modern or not session.check_client_capability(_required_capability(request)):
             return _unsupported(request.method)
         if isinstance(request, types.CreateMessageRequest):
             p = request.params
@@ -221,14 +256,11 @@ class Relay:
             and isinstance(request.params, types.ElicitRequestURLParams)
             and request.params.elicitation_id is not None
         ):
-            self._remember_url_elicitation(request.params.elicitation_id, origin.peer)
+            self._remember_url_elicitation(request.params.elicitation_id, peer)
+        metadata = None if related is None else ServerMessageMetadata(related_request_id=related)
         try:
             with anyio.fail_after(self.ask_timeout):
-                return await session.send_request(
-                    request,
-                    result_type,
-                    metadata=ServerMessageMetadata(related_request_id=origin.ctx.request_id),
-                )
+                return await session.send_request(request, result_type, metadata=metadata)
         except TimeoutError:
             return types.ErrorData(
                 code=REQUEST_TIMEOUT,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any
 
 from planfence.shared_memory.extras import extra_imports
@@ -13,6 +14,7 @@ with extra_imports("mcp", "the MCP proxy"):
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
+from planfence.adapters.cli.serving import listen_socket, run_uvicorn, socket_url
 from planfence.plugins.gate import AuditMode, Gate, Policy
 from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import open_async_store, sqlite_on_loop
@@ -44,41 +46,53 @@ async def serve(
     signing_key: TokenSigner | None = None,
     audit: AuditMode = True,
 ) -> None:
-    """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
+    """Serve until the client disconnects (stdio) or the process is stopped (HTTP).
+
+    Raises:
+        ConfigError: over HTTP, the port is busy or the address cannot be used (checked before
+            the upstream starts or the store opens).
+    """
     policy = Policy.load(policy_path)
     target: UpstreamTarget = upstream_url if upstream_url else stdio_upstream(command)
-    # A mistyped path must not become a new, empty store: the proxy only reads what exists.
-    # SQLite is read and written on the proxy's event loop (no hop per gated call).
-    store = await open_async_store(sqlite_on_loop(store_url), create=False)
-    gate = Gate(store, policy, audit=audit)
+    sock = listen_socket(host, port) if transport == "http" else None
     try:
-        async with open_proxy(
-            gate,
-            target,
-            mode=upstream_mode,
-            call_timeout=call_timeout,
-            request_timeout=request_timeout,
-            agent=agent,
-            signing_key=signing_key,
-        ) as (proxy, server):
-            await warn_about_policy(policy, proxy.catalog)
-            if transport == "http":
-                await _serve_http(server, host, port, auth_token, allowed_origins)
-            else:
-                async with native_stdio() as pipes, stdio_server(*(pipes or ())) as (read, write):
-                    await server.run(read, write, server.create_initialization_options())
-    finally:
+        # A mistyped path must not become a new, empty store: the proxy only reads what exists.
+        # SQLite is read and written on the proxy's event loop (no hop per gated call).
+        store = await open_async_store(sqlite_on_loop(store_url), create=False)
+        gate = Gate(store, policy, audit=audit)
         try:
-            await gate.aclose()  # a deferred audit writes what it queued
+            async with open_proxy(
+                gate,
+                target,
+                mode=upstream_mode,
+                call_timeout=call_timeout,
+                request_timeout=request_timeout,
+                agent=agent,
+                signing_key=signing_key,
+                single_client=sock is None,
+            ) as (proxy, server):
+                await warn_about_policy(policy, proxy.catalog)
+                if sock is not None:
+                    await _serve_http(server, sock, host, auth_token, allowed_origins)
+                else:
+                    async with (
+                        native_stdio() as pipes,
+                        stdio_server(*(pipes or ())) as (read, write),
+                    ):
+                        await server.run(read, write, server.create_initialization_options())
         finally:
-            await store.aclose()
+            try:
+                await gate.aclose()  # a deferred audit writes what it queued
+            finally:
+                await store.aclose()
+    finally:
+        if sock is not None:
+            sock.close()
 
 
 async def _serve_http(
-    server: Any, host: str, port: int, token: str | None, origins: tuple[str, ...]
+    server: Any, sock: socket.socket, host: str, token: str | None, origins: tuple[str, ...]
 ) -> None:
-    import uvicorn
-
     loopback = is_loopback(host)
     if not loopback and token is None:
         logger.warning(
@@ -96,6 +110,11 @@ async def _serve_http(
         allowed_origins=origins,
         check_host=loopback,
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    logger.warning("serving MCP over streamable HTTP at http://%s:%d/mcp", host, port)
-    await uvicorn.Server(config).serve()
+    url = socket_url(sock, "/mcp")
+    await run_uvicorn(
+        app,
+        sock,
+        log_level="warning",
+        lifespan="on",
+        on_ready=lambda: logger.warning("serving MCP over streamable HTTP at %s", url),
+    )

@@ -31,7 +31,7 @@ from planfence.plugins.gate import (
     explain,
     refreshed,
 )
-from planfence.shared_memory import AsyncStore, NotOwnerError, PlanFenceError
+from planfence.shared_memory import AsyncStore, NotOwnerError, PlanFenceError, UnknownKeyError
 
 from .meta import META_PLAN
 
@@ -46,6 +46,25 @@ READ_FIRST = (
     "Read the records this action depends on with planfence_read first (planfence_keys lists "
     "them), then make the call again: it is checked against exactly the versions you read."
 )
+
+
+def read_these(keys: list[str]) -> str:
+    """The way forward after `missing_plan` or `incomplete_lineage`: the keys to read."""
+    if not keys:
+        return READ_FIRST
+    shown = ", ".join(repr(k) for k in keys[:10]) + (" ..." if len(keys) > 10 else "")
+    return (
+        f"Read {shown} with planfence_read first, then make the call again: it is checked "
+        "against exactly the versions you read."
+    )
+
+
+def _sentence(text: str) -> str:
+    """`text` ending as a sentence, so that a hint can follow it."""
+    text = text.strip()
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
 NO_SESSION = (
     "This connection has no session (a 2026-era HTTP request stands alone), so the proxy cannot "
     f"remember what you read: the plan must come in the call's _meta[{META_PLAN!r}]."
@@ -196,6 +215,12 @@ class SessionPlans:
                 f"refused: {key!r} is owned by {owner}, not by you ({self.agent}); only its "
                 "owner can write it. Read it with planfence_read instead."
             )
+        except UnknownKeyError:
+            return _error(
+                f"refused: you ({self.agent}) do not own {key!r}: the key has no owner yet, and "
+                f"only its owner can write it (a person assigns it with `planfence memory own "
+                f"{key} --owner {self.agent}`). planfence_keys lists the keys that exist."
+            )
         return _result({"key": key, "record": record.id, "written": True})
 
     # ---- automatic plans
@@ -219,8 +244,13 @@ class SessionPlans:
         that the plan must come in `_meta`."""
         session = self.session(ctx)
         if verdict.reason == Reason.MISSING_PLAN:
-            hint = NO_SESSION if session is None else READ_FIRST
-            return replace(verdict, message=f"{verdict.message} {hint}".strip())
+            hint = NO_SESSION if session is None else read_these(list(verdict.scope))
+            return replace(verdict, message=f"{_sentence(verdict.message)} {hint}".strip())
+        if verdict.reason == Reason.INCOMPLETE_LINEAGE and session is not None:
+            # The keys the plan never reached: what the session has yet to read.
+            unread = [k for k in verdict.scope if not verdict.frontier.get(k)]
+            hint = read_these(unread or list(verdict.scope))
+            return replace(verdict, message=f"{_sentence(verdict.message)} {hint}")
         if not stamped or session is None:
             return verdict
         if verdict.verdict != REPLAN:

@@ -7,6 +7,7 @@ the app never holds a store connection across requests on its own event loop.
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,8 +19,11 @@ from starlette.routing import Route
 
 from planfence.plugins.gate.audit import Decision
 from planfence.plugins.gate.graph import PlanGraph, load_plan_graph
+from planfence.plugins.janus.memory import render_memory
+from planfence.plugins.janus.store_hook import KIND_CANDIDATE
 from planfence.shared_memory import (
     AmbiguousIdError,
+    Change,
     InvalidKeyError,
     InvalidValueError,
     Record,
@@ -33,6 +37,10 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 FILTERS = ("tool", "verdict", "agent", "plan", "source")
 MAX_LIMIT = 1000
 HISTORY = 200
+FEED_PAGE = 5000
+JANUS_KINDS = (KIND_CANDIDATE,)
+"""Records whose value is a Janus memory: shown as the text a model reads, not as JSON."""
+TEXT_SHOWN = 4000
 BAD_REF = (UnknownRecordError, InvalidValueError)
 """A record reference that is malformed, unknown or ambiguous (a subclass of unknown)."""
 HEADERS = {
@@ -51,17 +59,62 @@ def allowed_hosts(host: str) -> list[str]:
 
 
 def decisions(store: Store, **filters: Any) -> list[dict[str, Any]]:
-    """Decision-log entries as JSON, newest first (`source` "all" or empty means every source)."""
+    """Decision-log entries as JSON, newest first (`source` "all" or empty means every source;
+    `before_id`: the page after the entry with that id)."""
     if filters.get("source") in ("all", ""):
         filters["source"] = None
     return [Decision.from_entry(e).to_dict() for e in store.decisions(**filters)]
 
 
-def plan_data(store: Store, ref: str) -> tuple[PlanGraph, list[dict[str, Any]]]:
-    """The plan `ref` (an id or a unique prefix) as a graph, and its decisions."""
+def decisions_page(store: Store, **filters: Any) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of decisions, and the id to pass as `before` for the next (None: last page)."""
+    limit = filters["limit"]
+    rows = decisions(store, **{**filters, "limit": limit + 1})
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1]["id"] if more and rows else None)
+
+
+def plan_data(store: Store, ref: str) -> tuple[PlanGraph, list[dict[str, Any]], dict[str, Any]]:
+    """The plan `ref` (an id or a unique prefix) as a graph, its decisions, and what an operator
+    needs beside the graph: the used and current values of each stale key, and the plans that
+    superseded this one."""
     plan = store.resolve_id(ref)
     graph = load_plan_graph(store, plan, max_records=2_000)
-    return graph, decisions(store, plan=plan, source=None, limit=200)
+    found = decisions(store, plan=plan, source=None, limit=200)
+    return graph, found, {"stale_values": _stale_values(store, graph), **_successors(store, plan)}
+
+
+def _stale_values(store: Store, graph: PlanGraph) -> list[dict[str, Any]]:
+    wanted = {i for u in graph.stale for i in (u.used, u.current) if i}
+    records = store.get_many(sorted(wanted)) if wanted else {}
+    out = []
+    for u in graph.stale:
+        used, current = records.get(u.used), records.get(u.current) if u.current else None
+        out.append(
+            {
+                "key": u.key,
+                "used": u.used,
+                "current": u.current,
+                "used_value": used.value if used else None,
+                "current_value": current.value if current else None,
+                "used_kind": used.kind if used else None,
+                "current_kind": current.kind if current else None,
+            }
+        )
+    return out
+
+
+def _successors(store: Store, plan: str) -> dict[str, Any]:
+    """The plans whose `supersedes` is `plan`, among those the decision log names (plans are
+    records without a head, so the log is where later plans are found), newest first."""
+    named = dict.fromkeys(
+        d["plan"] for d in decisions(store, source=None, limit=MAX_LIMIT) if d["plan"]
+    )
+    named.pop(plan, None)
+    records = store.get_many(list(named)) if named else {}
+    later = [p for p in named if p in records and records[p].supersedes == plan]
+    return {"superseded_by": later}
 
 
 def key_json(store: Store, key: str) -> dict[str, Any]:
@@ -73,32 +126,42 @@ def key_json(store: Store, key: str) -> dict[str, Any]:
         for d in decisions(store, source="janus", limit=MAX_LIMIT)
         if (d.get("payload") or {}).get("key") == key
     ]
+    candidates = [str((d.get("payload") or {}).get("candidate") or "") for d in janus]
+    memories = store.get_many([c for c in candidates if c]) if any(candidates) else {}
+    for d, candidate in zip(janus, candidates, strict=True):
+        found = memories.get(candidate)
+        d["memory_text"] = render_memory(found.value) if found is not None else None
     return {
         "key": key,
         "owner": state.owner,
         "head": state.head,
         "version": state.version,
-        "history": [_row(r) for r in _history(store, key, state.head)],
+        "history": _history(store, key),
         "janus": janus,
     }
 
 
-def _history(store: Store, key: str, head: str | None) -> list[Record]:
-    """The key's versions from its head back through parents of the same key (each version is
-    read once: its parents' read also yields the next version)."""
-    out: list[Record] = []
-    rec = store.get_many([head]).get(head) if head else None
-    seen: set[str] = set()
-    while rec is not None and rec.id not in seen and len(out) < HISTORY:
-        seen.add(rec.id)
-        out.append(rec)
-        parents = store.get_many(list(rec.parents))
-        rec = next((r for r in parents.values() if r.key == key), None)
-    return out
+def _history(store: Store, key: str) -> list[dict[str, Any]]:
+    """The key's versions, newest first (at most HISTORY): every head move of the change feed,
+    whether or not the writer cited the previous version as a parent."""
+    moves: deque[Change] = deque(maxlen=HISTORY)
+    since = 0
+    while batch := store.changes(since, FEED_PAGE):
+        since = batch[-1].seq
+        moves.extend(c for c in batch if c.key == key and c.kind == "head" and c.head)
+    records = store.get_many(sorted({c.head for c in moves if c.head}))
+    rows = []
+    for change in reversed(moves):
+        rec = records.get(change.head or "")
+        if rec is not None:
+            rows.append({**_row(rec), "seq": change.seq, "moved_by": change.by, "at": change.at})
+    return rows
 
 
 def _row(rec: Record) -> dict[str, Any]:
-    text = json.dumps(rec.value, sort_keys=True)
+    as_text = rec.kind in JANUS_KINDS
+    text = render_memory(rec.value) if as_text else json.dumps(rec.value, sort_keys=True)
+    cut = TEXT_SHOWN if as_text else 200
     return {
         "id": rec.id,
         "kind": rec.kind,
@@ -106,7 +169,8 @@ def _row(rec: Record) -> dict[str, Any]:
         "created_at": rec.created_at,
         "parents": list(rec.parents),
         "value": rec.value,
-        "value_text": text if len(text) <= 200 else text[:199] + "…",
+        "value_text": text if len(text) <= cut else text[: cut - 1] + "…",
+        "text": as_text,
     }
 
 
@@ -117,6 +181,8 @@ def _filters(request: Request) -> dict[str, Any]:
     except ValueError:
         limit = 200
     values["limit"] = max(1, min(limit, MAX_LIMIT))
+    before = request.query_params.get("before", "")
+    values["before_id"] = int(before) if before.isdigit() else None
     return values
 
 
@@ -134,7 +200,10 @@ def create_app(store: Store, *, host: str = "127.0.0.1") -> Starlette:
             resolve_plan(store, values)
         except BAD_REF as exc:
             return _html_error(404, "Unknown plan", str(exc))
-        return _html(pages.timeline_page(decisions(store, **values), shown))
+        rows, older = decisions_page(store, **values)
+        paged = values["before_id"] is not None
+        page = pages.timeline_page(rows, shown, older=older, limit=values["limit"], paged=paged)
+        return _html(page)
 
     def api_decisions(request: Request) -> Response:
         values = _filters(request)
@@ -146,17 +215,17 @@ def create_app(store: Store, *, host: str = "127.0.0.1") -> Starlette:
 
     def plan(request: Request) -> Response:
         try:
-            graph, found = plan_data(store, request.path_params["ref"])
+            graph, found, extra = plan_data(store, request.path_params["ref"])
         except BAD_REF as exc:
             return _html_error(_status(exc), "Unknown plan", str(exc))
-        return _html(pages.plan_page(graph, found))
+        return _html(pages.plan_page(graph, found, extra))
 
     def api_plan(request: Request) -> Response:
         try:
-            graph, found = plan_data(store, request.path_params["ref"])
+            graph, found, extra = plan_data(store, request.path_params["ref"])
         except BAD_REF as exc:
             return _json_error(_status(exc), str(exc))
-        return _json({**graph.to_dict(), "decisions": found})
+        return _json({**graph.to_dict(), "decisions": found, **extra})
 
     def key(request: Request) -> Response:
         try:

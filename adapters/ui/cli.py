@@ -14,6 +14,7 @@ from planfence.adapters.cli.common import (
 )
 from planfence.adapters.cli.serving import serve_app
 from planfence.shared_memory import open_store
+from planfence.shared_memory.urls import redact_url
 
 from .app import LOOPBACK_HOSTS, create_app
 
@@ -59,7 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             log_level=args.log_level,
-            ready=f"planfence ui: {store} at",
+            ready=f"planfence ui: {redact_url(store.url)} at",
         )
     finally:
         store.close()

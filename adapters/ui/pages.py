@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
+from difflib import SequenceMatcher
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -27,7 +29,10 @@ svg .node rect{fill:#fff;stroke:#7c8794;stroke-width:1.2}
 svg .node text{font:12px ui-monospace,monospace;fill:#1d2330}svg .node text.sub{fill:#5b6570}
 svg .root rect{stroke:#1d2330;stroke-width:3}svg .current rect{stroke:#17723a;stroke-width:2.5}
 svg .stale rect{stroke:#b3261e;stroke-width:3.5;fill:#fdeceb}svg .missing rect{stroke-dasharray:4}
-.muted{color:#5b6570}
+.muted{color:#5b6570}td.message{max-width:28em}.pager a{margin-right:12px}
+.memory{white-space:pre-wrap;max-width:40em}
+.diff div{white-space:pre-wrap;padding:0 4px}.diff .del{background:#fdeceb}
+.diff .ins{background:#e6f4ea}
 """
 
 
@@ -57,7 +62,7 @@ def decisions_table(rows: Sequence[Mapping[str, Any]]) -> str:
         return "<p class=muted>No decisions.</p>"
     out = [
         "<table class=decisions><tr><th>at</th><th>source</th><th>verdict</th><th>reason</th>"
-        "<th>tool</th><th>agent</th><th>plan</th><th>stale keys</th></tr>"
+        "<th>tool</th><th>agent</th><th>plan</th><th>stale keys</th><th>message</th></tr>"
     ]
     for d in rows:
         payload = d.get("payload") or {}
@@ -72,7 +77,8 @@ def decisions_table(rows: Sequence[Mapping[str, Any]]) -> str:
             f"<td>{escape(str(d.get('tool') or ''))}</td>"
             f"<td>{escape(str(d.get('agent') or ''))}</td>"
             f"<td>{plan_link(d.get('plan'))}{key_link(key) if isinstance(key, str) else ''}</td>"
-            f"<td class=stale>{', '.join(key_link(k) for k in stale)}</td></tr>"
+            f"<td class=stale>{', '.join(key_link(k) for k in stale)}</td>"
+            f"<td class=message>{escape(_message(verdict, payload))}</td></tr>"
         )
     out.append("</table>")
     return "".join(out)
@@ -97,26 +103,67 @@ def filters_form(values: Mapping[str, str], verdicts: Iterable[str]) -> str:
     )
 
 
-def timeline_page(rows: Sequence[Mapping[str, Any]], values: Mapping[str, str]) -> str:
+def _message(verdict: str, payload: Mapping[str, Any]) -> str:
+    """A refusal's message (what the caller was told); allows and deploys need none."""
+    if verdict in ("allow", "deploy"):
+        return ""
+    message = payload.get("message")
+    return message if isinstance(message, str) else ""
+
+
+def timeline_page(
+    rows: Sequence[Mapping[str, Any]],
+    values: Mapping[str, str],
+    *,
+    older: int | None = None,
+    limit: int = 200,
+    paged: bool = False,
+) -> str:
+    """The decision log, newest first, one page of `limit` rows; `older`: the id the next page
+    starts before (None: this is the last page)."""
     verdicts = ("allow", "replan", "block", "deploy", "keep")
     shown = {k: v for k, v in values.items() if v}
     note = f"<p class=muted>filtered by {escape(urlencode(shown))}</p>" if shown else ""
-    return page("Decisions", filters_form(values, verdicts) + note + decisions_table(rows))
+    links = []
+    if paged:
+        links.append(f'<a href="/?{escape(urlencode(shown))}">newest</a>')
+    if older is not None:
+        query = urlencode({**shown, "limit": str(limit), "before": str(older)})
+        links.append(f'<a class=older href="/?{escape(query)}">older decisions →</a>')
+    pager = f"<p class=pager>{' · '.join(links)}</p>" if links else ""
+    body = filters_form(values, verdicts) + note + decisions_table(rows) + pager
+    return page("Decisions", body)
 
 
-def plan_page(graph: PlanGraph, decisions: Sequence[Mapping[str, Any]]) -> str:
+def plan_page(
+    graph: PlanGraph,
+    decisions: Sequence[Mapping[str, Any]],
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """`extra`: the used and current values of the stale keys (`stale_values`) and the plans
+    that superseded this one (`superseded_by`), as `app.plan_data` reads them."""
+    extra = extra or {}
     body = [f"<p>plan <code>{escape(graph.root)}</code></p>"]
+    later = extra.get("superseded_by") or []
+    if later:
+        links = ", ".join(plan_link(p) for p in later)
+        body.append(f"<p class=superseded>Superseded by {links}</p>")
     if graph.problems:
         body.append("".join(f"<p class=stale>{escape(p)}</p>" for p in graph.problems))
     if graph.stale:
+        values = {v["key"]: v for v in extra.get("stale_values") or []}
         body.append(
-            "<h2>Stale versions</h2><table><tr><th>key</th><th>used</th><th>current</th></tr>"
+            "<h2>Stale versions</h2><table class=stale-values><tr><th>key</th>"
+            "<th>used by this plan</th><th>current</th></tr>"
         )
-        body += [
-            f"<tr class=stale><td>{key_link(u.key)}</td><td class=mono>{escape(u.used[:12])}</td>"
-            f"<td class=mono>{escape((u.current or '')[:12])}</td></tr>"
-            for u in graph.stale
-        ]
+        for u in graph.stale:
+            v = values.get(u.key, {})
+            used, now = value_diff(v.get("used_value"), v.get("current_value"))
+            body.append(
+                f"<tr><td class=stale>{key_link(u.key)}</td>"
+                f"<td><div class=mono>{escape(u.used[:12])}</div>{used}</td>"
+                f"<td><div class=mono>{escape((u.current or '')[:12])}</div>{now}</td></tr>"
+            )
         body.append("</table>")
     else:
         body.append("<p>Every version this plan used is still its key's head.</p>")
@@ -139,15 +186,15 @@ def key_page(key: str, state: Mapping[str, Any], janus: Sequence[Mapping[str, An
     for r in state.get("history", []):
         body.append(
             f"<tr><td class=mono>{escape(r['id'][:12])}</td><td>{escape(r['kind'])}</td>"
-            f"<td>{escape(r['author'])}</td><td class=mono>{escape(r['created_at'])}</td>"
-            f"<td class=mono>{escape(r['value_text'])}</td></tr>"
+            f"<td>{escape(r['author'])}</td><td class=mono>{escape(r['at'])}</td>"
+            f"<td>{_value_cell(r['value_text'], text=r.get('text', False))}</td></tr>"
         )
     body.append("</table>")
     if janus:
         body.append(
-            "<h2>Janus candidates</h2><table><tr><th>candidate</th><th>verdict</th>"
+            "<h2>Janus candidates</h2><table class=janus><tr><th>candidate</th><th>verdict</th>"
             "<th>triggered</th><th>cosine</th><th>score old</th><th>score new</th>"
-            "<th>reason</th></tr>"
+            "<th>reason</th><th>memory</th></tr>"
         )
         for d in janus:
             p = d.get("payload") or {}
@@ -162,10 +209,42 @@ def key_page(key: str, state: Mapping[str, Any], janus: Sequence[Mapping[str, An
                 f"<td>{escape(_score(trigger.get('cosine')))}</td>"
                 f"<td>{escape(_score(scores.get('old')))}</td>"
                 f"<td>{escape(_score(scores.get('new')))}</td>"
-                f"<td>{escape(str(d.get('reason', '')))}</td></tr>"
+                f"<td>{escape(str(d.get('reason', '')))}</td>"
+                f"<td>{_value_cell(str(d.get('memory_text') or '—'), text=True)}</td></tr>"
             )
         body.append("</table>")
     return page(f"Key {key}", "".join(body))
+
+
+def _value_cell(shown: str, *, text: bool) -> str:
+    """A value in a table: a Janus memory as the text a model reads (line breaks kept), any
+    other value as its JSON."""
+    if text:
+        return f"<div class=memory>{escape(shown)}</div>"
+    return f"<span class=mono>{escape(shown)}</span>"
+
+
+def _lines(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return value.splitlines() or [""]
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+
+def value_diff(used: Any, current: Any) -> tuple[str, str]:
+    """Two values side by side: each as lines (text as it is, other JSON pretty-printed), with
+    the lines only one side has marked (`del` on the used side, `ins` on the current side)."""
+    old, new = _lines(used), _lines(current)
+    left: list[str] = []
+    right: list[str] = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        mark = "" if op == "equal" else " class=del"
+        left += [f"<div{mark}>{escape(line) or ' '}</div>" for line in old[i1:i2]]
+        mark = "" if op == "equal" else " class=ins"
+        right += [f"<div{mark}>{escape(line) or ' '}</div>" for line in new[j1:j2]]
+    return (
+        f'<div class="diff mono">{"".join(left)}</div>',
+        f'<div class="diff mono">{"".join(right)}</div>',
+    )
 
 
 def keys_page(states: Sequence[Mapping[str, Any]]) -> str:

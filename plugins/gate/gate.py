@@ -160,6 +160,19 @@ class Gate(GuardedExecutor):
                 return self._audit_failed(verdict, exc)
         return verdict if decision_id is None else verdict.evolve(decision_id=decision_id)
 
+    async def preview(
+        self, tool: str, args: Mapping[str, Any], plan_id: Any, *, agent: str | None = None
+    ) -> Verdict:
+        """The verdict `check` would give now, from the same flow and reads, writing nothing: no
+        audit entry, so no replan budget spent either (a dry run, as `planfence check` makes)."""
+        req = CheckRequest(tool, args, plan_id, agent or self.agent)
+        start = time.perf_counter()
+        try:
+            verdict, _ = await self._drive(req, start, write=False)
+        except Exception as exc:
+            verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
+        return verdict
+
     @staticmethod
     def _stamp(verdict: Verdict, start: float) -> Verdict:
         return verdict.evolve(latency_ms=round((time.perf_counter() - start) * 1000, 4))
@@ -177,13 +190,16 @@ class Gate(GuardedExecutor):
             message=f"decision could not be recorded: {exc}",
         )
 
-    async def _drive(self, req: CheckRequest, start: float) -> tuple[Verdict, int | None]:
+    async def _drive(
+        self, req: CheckRequest, start: float, *, write: bool = True
+    ) -> tuple[Verdict, int | None]:
         """Run the flow; with audit on, the plan read, the decision and its audit record share
-        one store transaction whenever the decision needs no other I/O (the common case)."""
+        one store transaction whenever the decision needs no other I/O (the common case).
+        `write=False`: reads only (`preview`)."""
         flow = gate_flow(req, self.policy, max_records=self.max_records)
         try:
             request: IORequest | ProveOwners = next(flow)
-            if isinstance(request, LoadPlan) and self.audit and self.deferred is None:
+            if write and isinstance(request, LoadPlan) and self.audit and self.deferred is None:
                 done = await self._decide_in_snapshot(flow, request, start)
                 if isinstance(done, tuple):
                     return done

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from planfence.shared_memory import JSON, KIND_PLAN, AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory import (
+    JSON,
+    KIND_PLAN,
+    AsyncStore,
+    InvalidValueError,
+    Record,
+    Store,
+    StoreBridge,
+)
 
 from .decision import Verdict
 from .reads import parents_of, read_heads
@@ -32,7 +40,15 @@ async def create_plan(
 
     Raises:
         UnknownRecordError: a parent or `supersedes` id the store does not hold.
+        InvalidValueError: `supersedes` names a record that is not a plan.
     """
+    if supersedes is not None:
+        replaced = await store.get(supersedes)
+        if replaced.kind != KIND_PLAN:
+            raise InvalidValueError(
+                f"supersedes {supersedes[:12]}: record {replaced.id[:12]} is a {replaced.kind} "
+                f"of {replaced.key}, not a plan (give the id of the plan this one replaces)"
+            )
     return await store.add(
         plan_key(author),
         {} if value is None else value,

@@ -20,6 +20,7 @@ A placeholder fills one key segment; `{path:path}` takes a value with `/` as sev
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -28,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import ConfigError, InvalidKeyError
+from planfence.shared_memory import ConfigError
 from planfence.shared_memory.leases import MAX_LEASE_MS
 
 from .templates import (
@@ -257,7 +258,19 @@ def _declared(name: object, spec: object, source: str, text: str) -> ToolPolicy:
         raise
     except (ValueError, TypeError) as exc:
         line = _line_of(text, name) if isinstance(name, str) else None
+        if line is not None and isinstance(exc, _FieldError):
+            line = _line_in_table(text, line, exc.field, exc.literal) or line
         raise PolicyError(f"[tools.{name}]: {exc}", source=source, line=line) from None
+
+
+class _FieldError(ValueError):
+    """A problem with one field of a tool's declaration (and, in a list, with one literal of
+    it), so the error can point at the line that holds it."""
+
+    def __init__(self, message: str, field: str, literal: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.literal = literal
 
 
 def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
@@ -267,27 +280,35 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
         raise ValueError("a tool declaration must be a table with depends_on or ungated")
     unknown = set(spec) - {"depends_on", "ungated", "description", "lease_ms"}
     if unknown:
-        raise ValueError(
-            f"unknown field {sorted(unknown)[0]!r} (expected depends_on, ungated, lease_ms)"
+        first = sorted(unknown)[0]
+        raise _FieldError(
+            f"unknown field {first!r} (expected depends_on, ungated, lease_ms)", first
         )
     ungated = spec.get("ungated", False)
     if not isinstance(ungated, bool):
-        raise ValueError("ungated must be true or false")
+        raise _FieldError("ungated must be true or false", "ungated")
     deps = spec.get("depends_on", [])
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-        raise ValueError("depends_on must be a list of key templates (strings)")
+        raise _FieldError("depends_on must be a list of key templates (strings)", "depends_on")
     if ungated and deps:
-        raise ValueError("a tool is either ungated or has depends_on, not both")
+        raise _FieldError("a tool is either ungated or has depends_on, not both", "depends_on")
     if not ungated and not deps:
+        if "depends_on" in spec:
+            raise _FieldError("depends_on is empty: give at least one key template", "depends_on")
         raise ValueError("declare depends_on (at least one key template) or ungated = true")
-    try:
-        templates = tuple(KeyTemplate.parse(d) for d in deps)
-    except InvalidKeyError as exc:
-        raise ValueError(str(exc)) from None
+    templates = []
+    for d in deps:
+        try:
+            templates.append(KeyTemplate.parse(d))
+        except ValueError as exc:  # InvalidKeyError among them
+            raise _FieldError(str(exc), "depends_on", d) from None
     lease_ms = spec.get("lease_ms")
     if lease_ms is not None:
-        _check_lease_ms(lease_ms, ungated)
-    return ToolPolicy(name, templates, ungated, lease_ms)
+        try:
+            _check_lease_ms(lease_ms, ungated)
+        except ValueError as exc:
+            raise _FieldError(str(exc), "lease_ms") from None
+    return ToolPolicy(name, tuple(templates), ungated, lease_ms)
 
 
 def _check_lease_ms(lease_ms: object, ungated: bool) -> None:
@@ -309,6 +330,29 @@ def _line_of(text: str, name: str, table: str = "tools.") -> int | None:
         if pat.search(line):
             return i
     return None
+
+
+def _line_in_table(text: str, start: int, field: str, literal: str | None) -> int | None:
+    """The line, from the tool's own line `start` up to the next table, that holds `literal`
+    (a string of `field`'s list) or else that assigns `field` (None: not found)."""
+    lines = text.splitlines()
+    assign = re.compile(rf"(^|[\s{{,.]){re.escape(field)}\s*=")
+    found_field: int | None = None
+    for i in range(start, len(lines) + 1):
+        line = lines[i - 1]
+        if i > start and re.match(r"\s*\[", line):
+            break
+        if found_field is None and assign.search(line):
+            found_field = i
+        if literal is not None and found_field is not None and _holds_literal(line, literal):
+            return i
+    return found_field
+
+
+def _holds_literal(line: str, literal: str) -> bool:
+    """Whether a TOML line holds the string `literal`, in any of TOML's quotings."""
+    quoted = (json.dumps(literal), f"'{literal}'", f'"{literal}"')
+    return any(q in line for q in quoted)
 
 
 def _line_from_message(msg: str) -> int | None:

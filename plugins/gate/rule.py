@@ -49,6 +49,12 @@ from .verdicts import (
     VerdictKind,
 )
 
+# Said in every refusal that a dry run explains: the keys a call resolves to, and the versions.
+CHECK_HINT = (
+    "`planfence check TOOL --args JSON --policy FILE --plan ID` shows the keys this call "
+    "depends on and the versions the plan used"
+)
+
 
 @dataclass(frozen=True)
 class CheckRequest:
@@ -161,7 +167,7 @@ def resolve_call(
     try:
         scope = tool.scope(req.args)
     except ScopeError as exc:
-        return end(BLOCK, SCOPE_UNRESOLVED, str(exc))
+        return end(BLOCK, SCOPE_UNRESOLVED, f"{exc} ({CHECK_HINT})")
     if not scope:  # a gated tool that depends on nothing cannot be proven current
         return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} declares no dependencies")
     if req.plan_id is None or req.plan_id == "":
@@ -246,13 +252,16 @@ def lineage_problem(view: PlanView, scope: tuple[str, ...], max_records: int) ->
             "frontier": frontier_of(fr, scope),
         }
     if fr.cycle:
-        return _block(INCOMPLETE_LINEAGE, "lineage contains a parent cycle")
+        return _block(INCOMPLETE_LINEAGE, f"lineage contains a parent cycle ({CHECK_HINT})")
     if fr.truncated:
         return _block(LINEAGE_TOO_LARGE, f"lineage walk exceeded {max_records} records")
     unused = [k for k in scope if not fr.used(k)]
     if unused:
         return {
-            **_block(INCOMPLETE_LINEAGE, "the plan's lineage never reaches " + ", ".join(unused)),
+            **_block(
+                INCOMPLETE_LINEAGE,
+                f"the plan's lineage never reaches {', '.join(unused)} ({CHECK_HINT})",
+            ),
             "frontier": frontier_of(fr, scope),
         }
     return None

@@ -1,8 +1,9 @@
 """Key templates: the keys a call depends on, filled from its arguments.
 
 `order/{order_id}` fills one key segment from an argument; `{customer.id}` reaches into nested
-arguments; `{path:path}` takes a value with `/` as several segments; `{url:enc}` takes any text,
-encoded into one segment (`encode_segment`).
+arguments; `{path:path}` takes a value with `/` as several segments (an absolute path gets the
+root segment `_` first: `/notes/a.txt` is `_/notes/a.txt`, `notes/a.txt` stays as it is);
+`{url:enc}` takes any text, encoded into one segment (`encode_segment`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-:@+=]*")
 # How a placeholder turns an argument into key text (the part after the colon).
 SEGMENT = "segment"  # the default: exactly one key segment, as given
 PATH = "path"  # a value with '/' fills several segments
+# The segment an absolute `:path` value starts with, for its leading '/'. A relative path whose
+# first segment is `_` is refused, so the two kinds of path never fill to the same key.
+ROOT_SEGMENT = "_"
 ENC = "enc"  # any text, encoded into one segment (`encode_segment`)
 CONVERTORS = (SEGMENT, PATH, ENC)
 
@@ -43,8 +47,9 @@ def encode_segment(text: str) -> str:
 
     UTF-8 bytes; letters, digits and `_ . - : @ +` stay as they are (the first byte only if it
     is a letter or digit), every other byte becomes `=XX` (two uppercase hex digits). A result
-    that is empty or starts with `=` gets a leading `_`. So `Europe/Lisbon` is
-    `Europe=2FLisbon`, `ana@example.com` stays as it is, and `""` is `_`.
+    that is empty or starts with `=` gets a leading `_`, as a key segment cannot start with `=`.
+    So `Europe/Lisbon` is `Europe=2FLisbon`, `ana@example.com` stays as it is,
+    `/etc/hosts` is `_=2Fetc=2Fhosts`, `_tmp` is `_=5Ftmp`, and `""` is `_`.
     """
     out: list[str] = []
     # surrogatepass: JSON can carry a lone surrogate ("\ud800"), and it must encode too.
@@ -83,8 +88,10 @@ class KeyTemplate:
     """A key with `{argument}` placeholders, filled from a call's arguments.
 
     `{name}` fills one key segment; `{name:path}` a value with `/`, as several segments, each
-    checked (none empty, `.` or `..`); `{name:enc}` any text, encoded into one segment
-    (`encode_segment`). `name` may reach into nested arguments: `{customer.id}`, `{items.0}`.
+    checked (none empty, `.` or `..`), an absolute path with the root segment `_` first
+    (`/srv/a.txt` is `_/srv/a.txt`; a relative path starting with `_/` is refused, being
+    ambiguous); `{name:enc}` any text, encoded into one segment (`encode_segment`). `name` may
+    reach into nested arguments: `{customer.id}`, `{items.0}`.
     """
 
     text: str
@@ -165,19 +172,7 @@ def _convert(name: str, kind: str, text: str) -> str:
     if kind == ENC:
         return encode_segment(text)
     if kind == PATH:
-        segments = text.split("/")
-        if any(not seg or seg in (".", "..") for seg in segments):
-            raise ScopeError(
-                f"argument {name!r} = {text!r} cannot name key segments: it has an empty, '.' or "
-                f"'..' segment; {{{name}:enc}} takes any text as one segment"
-            )
-        bad = [seg for seg in segments if not _SEGMENT_RE.fullmatch(seg)]
-        if bad:
-            raise ScopeError(
-                f"argument {name!r} = {text!r} cannot name key segments: {bad[0]!r} is not a key "
-                f"segment (letters, digits and _.-:@+=); {{{name}:enc}} takes any text"
-            )
-        return text
+        return _convert_path(name, text)
     if not text or "/" in text:
         why = "it is empty" if not text else f"it has '/' ({{{name}:path}} takes it as segments)"
         raise ScopeError(
@@ -185,6 +180,35 @@ def _convert(name: str, kind: str, text: str) -> str:
             f"{{{name}:enc}} takes any text"
         )
     return text
+
+
+def _convert_path(name: str, text: str) -> str:
+    """`{name:path}`: the path's segments; an absolute path's `/` becomes the segment `_`."""
+    absolute = text.startswith("/")
+    body = text[1:] if absolute else text
+    if absolute and not body:
+        return ROOT_SEGMENT  # the root directory itself
+    segments = body.split("/")
+    if any(not seg or seg in (".", "..") for seg in segments):
+        raise ScopeError(
+            f"argument {name!r} = {text!r} cannot name key segments: it has an empty, '.' or "
+            f"'..' segment; {{{name}:enc}} takes any text as one segment"
+        )
+    bad = [seg for seg in segments if not _SEGMENT_RE.fullmatch(seg)]
+    if bad:
+        raise ScopeError(
+            f"argument {name!r} = {text!r} cannot name key segments: {bad[0]!r} is not a key "
+            f"segment (letters, digits and _.-:@+=); {{{name}:enc}} takes any text"
+        )
+    if absolute:
+        return f"{ROOT_SEGMENT}/{body}"
+    if segments[0] == ROOT_SEGMENT:
+        raise ScopeError(
+            f"argument {name!r} = {text!r} cannot name key segments: a relative path may not "
+            f"start with {ROOT_SEGMENT!r}, the segment that stands for '/' "
+            f"(so {'/' + body!r} and {text!r} would be one key); {{{name}:enc}} takes any text"
+        )
+    return body
 
 
 def _lookup(args: Mapping[str, Any], path: str) -> str:

@@ -93,9 +93,17 @@ class JanusStoreHook:
         return head, (await self.store.get(head)).value
 
     async def submit(
-        self, candidate: Memory, task: Task, *, author: str | None = None
+        self,
+        candidate: Memory,
+        task: Task,
+        *,
+        author: str | None = None,
+        current: Memory | None = None,
     ) -> Submission:
         """Judge `candidate` against the deployed memory after `task` and record the outcome.
+
+        `current`: the deployed memory as the caller holds it, when the memory lives elsewhere
+        (a LangGraph store); by default it is the key's head.
 
         Raises:
             JanusConflictError: the memory or state head moved meanwhile; nothing was written
@@ -104,7 +112,8 @@ class JanusStoreHook:
         author = author or self.owner
         heads = await self.store.heads([self.key, self.state_key])
         head, state_head = heads.get(self.key), heads.get(self.state_key)
-        current = self.initial if head is None else (await self.store.get(head)).value
+        if current is None:
+            current = self.initial if head is None else (await self.store.get(head)).value
         before = self.controller.state
         verdict = await self.controller.consider(current, candidate, task, key=self.key)
         limits = self.store.limits

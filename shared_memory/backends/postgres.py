@@ -7,7 +7,13 @@ a reader polling `seq > last` never skips an entry. LISTEN/NOTIFY only wakes rea
 Lock ids and the NOTIFY channel are derived from the schema, so stores sharing a database do not
 serialize on each other.
 
-The URL may carry `?schema=NAME` to keep planfence's tables in their own schema.
+The URL may carry `?schema=NAME` to keep planfence's tables in their own schema. A schema that
+does not exist, or holds no planfence tables (an empty `public` too), is a store that does not
+exist: created only when the store may create (`create=True`, `?create=1`), as a SQLite file is.
+
+The server must be PostgreSQL: at open, its version string is checked, and a server that speaks
+the protocol but is something else (CockroachDB, whose advisory locks return at once and which has
+no LISTEN/NOTIFY) is refused, unless the URL vouches for it with `?allow_server=NAME`.
 
 Connections: `setup` first makes one plain connection, so a server that cannot be used fails at
 once with its real cause (refused, unknown role or database) instead of the pool retrying in the
@@ -25,7 +31,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..batches import WriteBatch, WriteResult, plan_batch
-from ..errors import ConfigError, StoreUnavailableError
+from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
 from ..extras import extra_imports
 from ..leases import LeaseRow, needs_leases
 from ..model import KeyState
@@ -64,7 +70,14 @@ with extra_imports("postgres", "the PostgreSQL store"):
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .postgres_conn import _has_input, _one_line, connect_cause, split_schema
+from .postgres_conn import (
+    _has_input,
+    _one_line,
+    check_server,
+    connect_cause,
+    split_options,
+    split_schema,
+)
 from .postgres_leases import _apply_leases, _lease_rows
 from .postgres_rows import _append_args, _changes, _key_states, _stored_rows
 from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
@@ -100,11 +113,15 @@ class PostgresStore(AsyncStore):
         min_size: int = 1,
         max_size: int = 8,
         connect_timeout: float = 5.0,
+        create: bool = True,
     ) -> None:
         super().__init__(limits=limits)
         self.url = url
         self.poll_interval = 0.25
-        self._conninfo, self.schema = split_schema(url)
+        self._conninfo, options = split_options(url)
+        self.schema = options.schema
+        self.create = create if options.create is None else options.create
+        self._allow_server = options.allow_server
         try:
             params = conninfo_to_dict(self._conninfo)
         except psycopg.Error as exc:
@@ -159,13 +176,45 @@ class PostgresStore(AsyncStore):
             ) from None
         try:
             async with conn:
+                check_server(await self._server_version(conn), self._where, self._allow_server)
                 await self._migrate(conn)
             await self._pool.open(wait=True, timeout=self._connect_timeout)
         except (psycopg.Error, PoolTimeout, TimeoutError) as exc:
             raise self._unavailable(exc, "cannot set up the PostgreSQL store") from exc
         self._ready = True
 
+    async def _server_version(self, conn: psycopg.AsyncConnection[Any]) -> str:
+        """What the server says it is (`SELECT version()`)."""
+        row = await (await conn.execute("SELECT version()")).fetchone()
+        return str(row[0]) if row and row[0] else ""
+
+    async def _require_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Without `create`: refuse a schema that is missing or holds no planfence tables (a
+        mistyped schema, or a database never set up), as a missing SQLite file is refused."""
+        if self.schema:
+            cur = await conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+            )
+            if await cur.fetchone() is None:
+                raise StoreNotFoundError(
+                    redact_url(self.url),
+                    detail=f"schema {self.schema} does not exist",
+                    check="the schema name",
+                )
+        cur = await conn.execute("SELECT current_schema(), to_regclass('pf_schema') IS NOT NULL")
+        row = await cur.fetchone()
+        schema, ready = (row[0], bool(row[1])) if row else (None, False)
+        if not ready:
+            where = f"schema {schema}" if schema else "the search path (no schema on it exists)"
+            raise StoreNotFoundError(
+                redact_url(self.url),
+                detail=f"{where} holds no planfence tables",
+                check="the URL and its schema= option",
+            )
+
     async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if not self.create:
+            await self._require_store(conn)
         if self.schema:
             # Another process may create it at the same moment.
             with contextlib.suppress(psycopg.errors.UniqueViolation):

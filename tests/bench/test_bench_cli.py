@@ -73,6 +73,8 @@ def test_every_option_has_help_that_shows_its_default(name: str) -> None:
         ["janus", "--seeds", "0"],
         ["janus", "--steps", "-5"],
         ["janus", "--curve-every", "0"],
+        ["janus", "--eval-redraw", "1.5"],
+        ["janus", "--eval-redraw", "x"],
         ["janus", "--tasks", "t.jsonl", "--llm-budget", "0"],
         ["replay", "--actions", "0"],
         ["replay", "--replicas", "0"],

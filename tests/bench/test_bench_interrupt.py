@@ -50,10 +50,18 @@ def processes_with(marker: str) -> list[int]:
 
 
 def interrupt(
-    argv: list[str], tmp_path: Path, progress: str, steps: int
+    argv: list[str],
+    tmp_path: Path,
+    progress: str,
+    steps: int,
+    *,
+    terminal: bool = False,
+    later_s: float = 0.0,
 ) -> tuple[int, str, str, Path, str]:
-    """Run `planfence bench ...` with its own temporary folder, send SIGINT after `steps`
-    progress lines; (exit status, stdout, stderr, temporary folder, environment marker)."""
+    """Run `planfence bench ...` with its own temporary folder, send SIGINT `later_s` after
+    `steps` progress lines; (exit status, stdout, stderr, temporary folder, environment marker).
+    `terminal`: as a Ctrl-C at a terminal does, signal the whole process group (the benchmark
+    and every process it started), not the benchmark alone."""
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     marker = f"planfence-interrupt-test-{uuid.uuid4().hex}"
@@ -72,11 +80,16 @@ def interrupt(
         text=True,
         env=env,
         cwd=tmp_path,
+        start_new_session=terminal,
     )
     try:
         assert proc.stderr is not None
         before = read_lines_until(proc.stderr, progress, steps, PROGRESS_WAIT_S)
-        proc.send_signal(signal.SIGINT)
+        time.sleep(later_s)
+        if terminal:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
         out, rest = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -140,3 +153,21 @@ def test_bench_replay_interrupted_keeps_the_rates_it_finished(tmp_path: Path) ->
     assert {r["executor"] for r in data["rows"]} == {"planfence", "eager", "allkeys", "freshness"}
     assert list(data["crossover"]) == ["loopback"]
     assert "[loopback] coordination stall per action" in stdout
+
+
+def test_bench_window_ctrl_c_at_the_terminal_spares_its_children(tmp_path: Path) -> None:
+    # The whole process group gets SIGINT while the second mode's processes import or measure
+    # (half a second after the first mode's line: past the instant they are started).
+    out = tmp_path / "partial.json"
+    argv = ["window", "--quick", "--out", str(out)]
+    code, stdout, err, tmpdir, marker = interrupt(
+        argv, tmp_path, "bench window:", 1, terminal=True, later_s=0.5
+    )
+    assert_clean_exit(code, err, tmpdir, marker)
+
+    data = json.loads(out.read_text())
+    assert data["interrupted"] is True
+    assert 1 <= len(data["rows"]) < 3 and data["rows"][0]["mode"] == "gate"
+    assert data["rows"][0]["actions"] > 0
+    assert "interrupted: the results above are what was measured before Ctrl-C" in stdout
+    assert "gate only" in stdout

@@ -68,7 +68,7 @@ def test_safe_baselines_show_what_they_cost(
 ) -> None:
     out = run(capsys, "--executor", executor)
     [cost] = [line for line in out.splitlines() if line.strip().startswith("cost:")]
-    m = re.search(r"waited (\d+) times .* traffic (\d+) messages, (\d+) bytes", cost)
+    m = re.search(r"waited (\d+) times? .* traffic (\d+) messages, (\d+) bytes", cost)
     assert m, cost
     assert all(int(n) > 0 for n in m.groups())
     assert "valid" in out

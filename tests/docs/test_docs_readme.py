@@ -86,6 +86,18 @@ def test_janus_snippet(tmp_path: Path) -> None:
         assert any("compared on" in line for line in lines)
 
 
+def test_janus_store_snippet(tmp_path: Path) -> None:
+    [code] = python_blocks("Janus on a LangGraph store")
+    for _ in range(2):
+        lines = run(code, tmp_path).splitlines()
+        assert [line.split()[:2] for line in lines[:3]] == [
+            ["deploy", "deploy"],
+            ["staging", "deploy"],
+            ["deploy", "keep"],
+        ]
+        assert lines[3] == "['Deploy with make ship.', 'Staging is host alpha-7.']"
+
+
 def test_examples_do_not_assume_uv() -> None:
     text = README.read_text(encoding="utf-8")
     for line in text.splitlines():

@@ -19,6 +19,7 @@ from planfence.plugins.gate import (
 )
 from planfence.shared_memory import (
     AsyncStore,
+    InvalidValueError,
     Record,
     StoreUnavailableError,
     create_async_store,
@@ -195,3 +196,15 @@ async def test_an_unreadable_chain_blocks(astore: AsyncStore) -> None:
 
     v = await Broken(astore, POLICY).check("ship", ARGS, b.id)
     assert (v.verdict, v.reason) == ("block", "store_unavailable")
+
+
+async def test_a_plan_supersedes_only_a_plan(astore: AsyncStore) -> None:
+    """A replan that names a fact as the plan it replaces would start a chain the budget cannot
+    follow: refused before anything is written, from the API as from the CLI."""
+    order, plan = await seed(astore)
+    seq = await astore.last_seq()
+    with pytest.raises(InvalidValueError, match=r"is a fact of order/7, not a plan"):
+        await create_plan(astore, author="planner", parents=[order.id], supersedes=order.id)
+    assert await astore.last_seq() == seq
+    replan = await create_plan(astore, author="planner", parents=[order.id], supersedes=plan.id)
+    assert replan.supersedes == plan.id

@@ -60,14 +60,19 @@ def test_unresolvable_scope_is_an_error(args: dict[str, object], why: str) -> No
     ("text", "line", "why"),
     [
         ("[tools.a]\ndepends_on = [\n", 3, "invalid TOML"),
-        ("\n\n[tools.a]\ndepends_on = 'x'\n", 3, "depends_on must be a list"),
-        ("[tools.a]\nungated = 'yes'\n", 1, "ungated must be true or false"),
+        # Each problem points at the line that holds it, not at its tool's [tools.NAME] line.
+        ("\n\n[tools.a]\ndepends_on = 'x'\n", 4, "depends_on must be a list"),
+        ("[tools.a]\nungated = 'yes'\n", 2, "ungated must be true or false"),
         ("[tools.a]\n", 1, "declare depends_on"),
-        ("[tools.a]\nungated = true\ndepends_on = ['k']\n", 1, "either ungated or"),
-        ("[tools.a]\ndepends_on = ['k/{x:>3}']\n", 1, "bad placeholder"),
-        ("[tools.a]\ndepends_on = ['k/{']\n", 1, "bad key template"),
-        ("[tools.a]\ndepends_on = ['bad key']\n", 1, "invalid key"),
-        ("[tools.a]\ndepend_on = ['k']\n", 1, "unknown field 'depend_on'"),
+        ("[tools.a]\nungated = true\ndepends_on = ['k']\n", 3, "either ungated or"),
+        ("[tools.a]\ndepends_on = ['k/{x:>3}']\n", 2, "bad placeholder"),
+        ("[tools.a]\ndepends_on = ['k/{']\n", 2, "bad key template"),
+        ("[tools.a]\ndepends_on = ['bad key']\n", 2, "invalid key"),
+        ("[tools.a]\ndepend_on = ['k']\n", 2, "unknown field 'depend_on'"),
+        ("[tools.a]\ndepends_on = [\n  'ok/{x}',\n  'x//{y}',\n]\n", 4, "x//"),
+        ("[tools.a]\ndescription = 'k'\ndepends_on = ['k']\nlease_ms = 0\n", 4, "lease_ms"),
+        ("[tools]\na = { depends_on = ['bad key'] }\n", 2, "invalid key"),
+        ("[tools.a]\ndepends_on = []\n", 2, "depends_on is empty"),
         ("[tool.a]\ndepends_on = ['k']\n", 1, "unknown top-level entry 'tool'"),
     ],
 )
@@ -123,7 +128,7 @@ def test_templates_that_can_never_fill_to_a_key_fail_at_load(tmp_path: Path, tem
     with pytest.raises(PolicyError, match="ship") as info:
         Policy.load(f)
     assert repr(template) in str(info.value)
-    assert info.value.line == 1
+    assert info.value.line == 2
     with pytest.raises(PolicyError, match="ship"):
         Policy().declare("ship", [template])
 
@@ -142,8 +147,8 @@ def test_lint_lists_every_problem_and_the_declared_tools(tmp_path: Path) -> None
     )
     problems = Policy.lint(f)
     assert [(p.line, "bad key!" in str(p) or "x//" in str(p)) for p in problems] == [
-        (1, True),
-        (7, True),
+        (2, True),
+        (8, True),
     ]
     g = tmp_path / "good.toml"
     g.write_text(GOOD)

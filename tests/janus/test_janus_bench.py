@@ -18,13 +18,13 @@ from planfence.demos.bench import janus as bench
 from planfence.demos.bench.janus.llm import run_tasks
 from planfence.demos.bench.janus.run import (
     STRATEGIES,
-    NoisyEvaluator,
+    LatentEvaluator,
     Plan,
     run_all,
 )
 from planfence.demos.bench.janus.stats import mean_ci, paired, t_quantile
 from planfence.demos.bench.janus.stream import Rule, Stream, StreamConfig
-from planfence.plugins.janus import HashingEncoder
+from planfence.plugins.janus import HashingEncoder, Task
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -46,7 +46,8 @@ def test_bench_runs_end_to_end_and_writes_the_json_contract(
     argv = ("--quick", "--steps", "60", "--rho", "0.2", "0.8", "--encoder", "hashing")
     assert bench.run(parse(*argv, "--out", str(out))) == 0
     printed = capsys.readouterr().out
-    assert "CONTROLLED SIMULATION" in printed and "Targets at rho = 0.8" in printed
+    assert "CONTROLLED SIMULATION" in printed
+    assert "Targets at R = 0.0, rho = 0.8 (the target cell)" in printed
     doc = json.loads(out.read_text())
     assert {"rows", "paired", "calibration"} <= set(doc)
     assert set(doc["calibration"]) >= {"memory_free", "plain", "ceiling"}
@@ -54,6 +55,7 @@ def test_bench_runs_end_to_end_and_writes_the_json_contract(
     names = {r["strategy"] for r in rows}
     assert set(STRATEGIES) <= names and "janus-momentum-all" in names
     assert {r["rho"] for r in rows} == {0.2, 0.8} and {r["seed"] for r in rows} == {0, 1}
+    assert {r["eval_redraw"] for r in rows} == {0.0}  # --quick: the paired cell
     for r in rows:
         assert set(r) >= ROW_KEYS
         assert 0.0 <= r["final_accuracy"] <= 1.0
@@ -124,14 +126,95 @@ def test_rho_decides_the_form_of_harm(rho: float, abrupt: bool) -> None:
         assert all(p.memory[:-1] == memory and len(p.memory) == 31 for p in proposals)
 
 
-def test_evaluations_are_independent_draws() -> None:
-    stream = Stream(StreamConfig(), seed=2)
-    evaluator = NoisyEvaluator(stream, np.random.default_rng(0))
-    tasks = stream.holdout[:200]
-    a = asyncio.run(evaluator.evaluate((), tasks))
-    b = asyncio.run(evaluator.evaluate((), tasks))
+def evaluator(stream: Stream, seed: int = 0) -> LatentEvaluator:
+    return LatentEvaluator(stream, np.random.default_rng(seed), np.random.default_rng(seed + 1))
+
+
+def evaluate(ev: LatentEvaluator, memory: tuple[Rule, ...], tasks: list[Task]) -> list[bool]:
+    return asyncio.run(ev.evaluate(memory, tasks))
+
+
+def test_at_redraw_one_evaluations_are_independent_draws() -> None:
+    stream = Stream(StreamConfig(eval_redraw=1.0), seed=2)
+    ev = evaluator(stream)
+    tasks = stream.tasks[:200]
+    a, b = evaluate(ev, (), tasks), evaluate(ev, (), tasks)
     assert a != b
     assert abs(sum(a) / len(a) - stream.expected_accuracy(())) < 0.1
+
+
+def test_at_redraw_zero_evaluations_are_paired_by_a_latent_threshold() -> None:
+    stream = Stream(StreamConfig(eval_redraw=0.0), seed=2)
+    ev = evaluator(stream)
+    tasks = stream.tasks[:300]
+    k = tasks[0].meta["kind"]
+    old = (Rule("good", k, "a correct rule"),)
+    other = (*old, Rule("good", (k + 1) % 20, "a rule for another kind"))
+    harmful = (*old, Rule("wrong", k, "a misleading rule"))
+    base = evaluate(ev, old, tasks)
+    assert evaluate(ev, old, tasks) == base  # the same memory: the same answers
+    # a task is solved exactly when its latent u is below its solve probability
+    assert base == [stream.latent[t.id] < stream.p_correct(old, t) for t in tasks]
+    # an edit flips only tasks of the kinds whose solve probability it moves
+    for memory, moved in ((other, (k + 1) % 20), (harmful, k)):
+        flips = [t for t, a, b in zip(tasks, base, evaluate(ev, memory, tasks), strict=True)
+                 if a != b]  # fmt: skip
+        assert flips and all(t.meta["kind"] == moved for t in flips)
+        assert all(
+            min(stream.p_correct(old, t), stream.p_correct(memory, t))
+            <= stream.latent[t.id]
+            < max(stream.p_correct(old, t), stream.p_correct(memory, t))
+            for t in flips
+        )
+    # the agent's own attempt reads the same latent
+    assert all(
+        stream.attempt(old, i) == (stream.latent[t.id] < stream.p_correct(old, t))
+        for i, t in enumerate(tasks)
+    )
+
+
+def test_redraw_share_is_the_chance_of_a_fresh_draw() -> None:
+    stream = Stream(StreamConfig(eval_redraw=0.3), seed=3)
+    ev = evaluator(stream)
+    tasks = stream.tasks
+    # with u fresh, a task with p = 0.5 disagrees with its latent outcome half the time
+    memory: tuple[Rule, ...] = ()
+    latent = [stream.latent[t.id] < stream.p_correct(memory, t) for t in tasks]
+    runs = [evaluate(ev, memory, tasks) for _ in range(40)]
+    disagree = np.mean([[a != b for a, b in zip(r, latent, strict=True)] for r in runs])
+    p = stream.p_many(memory, tasks)
+    expected = 0.3 * float(np.mean(2 * p * (1 - p)))
+    assert disagree == pytest.approx(expected, abs=0.01)
+
+
+@pytest.mark.parametrize("redraw", [0.0, 0.3, 1.0])
+def test_calibration_holds_at_every_redraw(redraw: float) -> None:
+    plain, ceiling, free = [], [], []
+    for seed in range(4):
+        stream = Stream(StreamConfig(rho=0.5, eval_redraw=redraw), seed)
+        free.append(stream.expected_accuracy(()))
+        for name, out in (("plain", plain), ("ceiling", ceiling)):
+            memory: tuple[Rule, ...] = ()
+            for step in range(len(stream.tasks)):
+                proposal = stream.propose(memory, step, stream.attempt(memory, step))
+                if name == "plain" or not proposal.harmful:
+                    memory = proposal.memory
+            out.append(stream.expected_accuracy(memory))
+    assert float(np.mean(free)) == pytest.approx(0.73, abs=0.015)
+    assert float(np.mean(plain)) == pytest.approx(0.795, abs=0.02)
+    assert float(np.mean(ceiling)) == pytest.approx(0.84, abs=0.015)
+
+
+def test_sweep_rows_carry_eval_redraw(tmp_path: Path) -> None:
+    out = tmp_path / "janus.json"
+    argv = ("--seeds", "1", "--steps", "40", "--rho", "0.8", "--encoder", "hashing")
+    assert bench.run(parse(*argv, "--eval-redraw", "0", "1", "--out", str(out))) == 0
+    doc = json.loads(out.read_text())
+    assert {r["eval_redraw"] for r in doc["rows"]} == {0.0, 1.0}
+    assert {p["eval_redraw"] for p in doc["paired"]} == {0.0, 1.0}
+    assert set(doc["calibration"]["by_redraw"]) == {"0.0", "1.0"}
+    assert set(doc["curves"]["accuracy"]) == {"0.0", "1.0"}
+    assert doc["config"]["eval_redraws"] == [0.0, 1.0]
 
 
 def test_paired_differences_and_intervals() -> None:

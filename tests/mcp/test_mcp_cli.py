@@ -87,7 +87,7 @@ def test_bad_policy_names_file_and_line(tmp_path: Path) -> None:
     policy.write_text('[tools.book]\ndepends_on = ["trip/{trip}"]\n\n[tools.ship]\nungated = 3\n')
     done = planfence("proxy", "--policy", str(policy), "--", sys.executable, "-c", "pass")
     assert done.returncode != 0
-    assert f"{policy}:4" in done.stderr
+    assert f"{policy}:5" in done.stderr  # the line of `ungated = 3`
     assert "ungated" in done.stderr
 
 

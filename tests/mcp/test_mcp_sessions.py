@@ -113,3 +113,40 @@ async def test_without_agent_the_proxy_serves_only_the_upstream_tools(world: Wor
         names = {t.name for t in (await client.list_tools()).tools}
         assert "planfence_read" not in names
         assert refusal(await client.call_tool("book", ARGS))["reason"] == "missing_plan"
+
+
+async def test_refusals_name_the_keys_to_read_and_unowned_writes_say_so(world: World) -> None:
+    budget = "trip/t1/budget"
+    await world.store.own(budget, "planner")
+    await world.store.put(budget, {"eur": 900}, author="planner")
+    world.policy.write_text(
+        world.policy.read_text().replace(
+            'depends_on = ["trip/{trip}/requirements"]',
+            'depends_on = ["trip/{trip}/requirements", "trip/{trip}/budget"]',
+        )
+    )
+    async with connect(world.proxy_params("--agent", "executor"), "legacy") as client:
+        # Nothing read: the refusal is two sentences, and names every key the call depends on.
+        unread = refusal(await client.call_tool("book", ARGS))
+        assert unread["reason"] == "missing_plan"
+        assert "no plan reference. Read " in unread["message"]
+        for key in (TRIP_KEY, budget):
+            assert repr(key) in unread["message"]
+        assert "with planfence_read" in unread["message"]
+
+        # One of the two read: the plan never reaches the other, and the refusal names it.
+        await client.call_tool("planfence_read", {"key": TRIP_KEY})
+        partial = refusal(await client.call_tool("book", ARGS))
+        assert partial["reason"] == "incomplete_lineage"
+        assert f"Read {budget!r} with planfence_read" in partial["message"]
+        assert repr(TRIP_KEY) not in partial["message"].split("Read ", 1)[1]
+
+        await client.call_tool("planfence_read", {"key": budget})
+        assert (await client.call_tool("book", ARGS)).is_error is False
+
+        # A key nobody owns: the agent is told it does not own it, in words.
+        write = await client.call_tool("planfence_write", {"key": "notes/new", "value": "hi"})
+        assert write.is_error is True
+        text = write.content[0].text
+        assert "do not own 'notes/new'" in text and "UnknownKeyError" not in text
+    assert await world.store.keys("notes/") == []  # nothing was written

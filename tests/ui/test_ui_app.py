@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 from starlette.testclient import TestClient
-from ui_world import World, stale_then_replan
+from ui_world import MEMORY, NOTES, REFUSALS, Busy, World, busy, stale_then_replan
 
 from planfence.adapters.ui import create_app
 from planfence.shared_memory import Store, open_store
@@ -135,3 +136,74 @@ def test_a_janus_key_page_lists_each_candidate_with_its_verdict_and_scores(
     assert compared and all(d["payload"]["scores"]["old"] is not None for d in compared)
     assert data["owner"] == "janus" and len(data["history"]) >= 2
     assert "Janus candidates" in page and page.count('class="verdict-keep"') >= 1
+
+
+@pytest.fixture
+def busy_client(sqlite_url: str) -> Iterator[tuple[TestClient, Busy]]:
+    found = busy(sqlite_url)
+    with open_store(sqlite_url) as store:
+        yield TestClient(create_app(store), base_url="http://127.0.0.1"), found
+
+
+def test_key_history_comes_from_the_change_feed(busy_client: tuple[TestClient, Busy]) -> None:
+    # Three `memory put`s without --parents: three versions, none citing the one before.
+    client, found = busy_client
+    data = client.get("/api/keys/notes/team").json()
+    assert [r["id"] for r in data["history"]] == found.notes[::-1]
+    assert [r["value"] for r in data["history"]] == NOTES[::-1]
+    assert all(r["moved_by"] == "ana" for r in data["history"])
+    page = client.get("/keys/notes/team").text
+    assert page.count("<tr>") == 4  # header + three versions
+    for rid in found.notes:
+        assert rid[:12] in page
+
+
+def test_plan_page_shows_stale_values_side_by_side_and_the_plan_after_it(
+    busy_client: tuple[TestClient, Busy],
+) -> None:
+    client, found = busy_client
+    w = found.world
+    data = client.get(f"/api/plans/{w.old_plan}").json()
+    assert data["superseded_by"] == [w.plan]
+    assert data["stale_values"] == [
+        {
+            "key": "order/7",
+            "used": w.order_used,
+            "current": w.order_now,
+            "used_value": {"status": "confirmed"},
+            "current_value": {"status": "changed"},
+            "used_kind": "fact",
+            "current_kind": "fact",
+        }
+    ]
+    page = client.get(f"/plans/{w.old_plan}").text
+    assert f'Superseded by <a class=mono href="/plans/{w.plan}">' in page
+    assert "<div class=del>  &quot;status&quot;: &quot;confirmed&quot;</div>" in page
+    assert "<div class=ins>  &quot;status&quot;: &quot;changed&quot;</div>" in page
+    assert client.get(f"/api/plans/{w.plan}").json()["superseded_by"] == []
+
+
+def test_janus_memories_render_as_text(busy_client: tuple[TestClient, Busy]) -> None:
+    client, _ = busy_client
+    data = client.get("/api/keys/team/memory").json()
+    assert data["history"][0]["value_text"] == MEMORY and data["history"][0]["text"] is True
+    assert data["janus"][0]["memory_text"] == MEMORY
+    page = client.get("/keys/team/memory").text
+    shown = "Rule 1: say &quot;hello&quot; first.\nRule 2: fact0 &amp; &lt;fact1&gt;"
+    assert page.count(f"<div class=memory>{shown}</div>") == 2  # the version and the candidate
+    assert "\\n" not in page and "\\&quot;" not in page
+
+
+def test_decisions_page_shows_messages_and_pages_on(busy_client: tuple[TestClient, Busy]) -> None:
+    client, _ = busy_client
+    first = client.get("/").text
+    assert first.count("<td class=message>the call carries no plan reference</td>") == 200
+    older = re.search(r'<a class=older href="/\?([^"]+)">', first)
+    assert older is not None
+    second = client.get("/?" + older.group(1).replace("&amp;", "&")).text
+    # The rest: five more refusals, then the workflow's allow and its replan (with its message).
+    assert second.count("<td class=message>the call carries no plan reference</td>") == 5
+    assert "plan was derived from outdated versions of order/7; replan once" in second
+    assert "class=older" not in second and '<a href="/?">newest</a>' in second
+    api = client.get("/api/decisions?limit=5&before=" + str(REFUSALS + 1)).json()
+    assert len(api) == 5 and all(d["id"] < REFUSALS + 1 for d in api)

@@ -13,14 +13,15 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import uvicorn
-from ui_world import World, stale_then_replan
+from ui_world import MEMORY, World, busy, stale_then_replan
 
 from planfence.adapters.ui import create_app
-from planfence.shared_memory import open_store
+from planfence.shared_memory import Store, open_store
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -44,26 +45,33 @@ def chromium() -> str:
     return found
 
 
+@contextmanager
+def serving(store: Store) -> Iterator[str]:
+    """`planfence ui`'s app over `store` on a free port; yields its base URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the UI server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
 @pytest.fixture
 def served(sqlite_url: str) -> Iterator[tuple[str, World]]:
     with open_store(sqlite_url) as store:
         world = stale_then_replan(store)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        config = uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning")
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline, "the UI server did not start"
-            time.sleep(0.02)
-        try:
-            yield f"http://127.0.0.1:{port}", world
-        finally:
-            server.should_exit = True
-            thread.join(timeout=10)
+        with serving(store) as base:
+            yield base, world
 
 
 def test_plan_page_marks_stale_and_a_click_opens_the_key(
@@ -93,5 +101,50 @@ def test_plan_page_marks_stale_and_a_click_opens_the_key(
             assert rows.count() == 3  # header + two versions, newest first
             assert world.order_now[:12] in rows.nth(1).inner_text()
             assert world.order_used[:12] in rows.nth(2).inner_text()
+        finally:
+            browser.close()
+
+
+def test_a_first_day_in_the_browser(sqlite_url: str) -> None:
+    """History from the change feed, stale values side by side with the way forward, Janus
+    memories as text, refusals' messages and the decision log's next page."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    found = busy(sqlite_url)
+    w = found.world
+    with open_store(sqlite_url) as store, serving(store) as base, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 800})
+            page.goto(f"{base}/keys/notes/team")  # three `memory put`s, no --parents
+            rows = page.locator("table.history tr")
+            assert rows.count() == 4
+            for n, rid in enumerate(reversed(found.notes), 1):
+                assert rid[:12] in rows.nth(n).inner_text()
+
+            page.goto(f"{base}/plans/{w.old_plan[:12]}")
+            table = page.locator("table.stale-values")
+            assert "confirmed" in table.locator(".del").inner_text()
+            assert "changed" in table.locator(".ins").inner_text()
+            red = table.locator(".del").evaluate("d => getComputedStyle(d).backgroundColor")
+            green = table.locator(".ins").evaluate("d => getComputedStyle(d).backgroundColor")
+            assert red == "rgb(253, 236, 235)" and green == "rgb(230, 244, 234)"
+            page.locator("p.superseded a").click()
+            page.wait_for_url(f"{base}/plans/{w.plan}")
+            assert "Every version this plan used is still its key's head." in page.content()
+
+            page.goto(f"{base}/keys/team/memory")
+            memories = page.locator("div.memory")
+            assert memories.count() == 2
+            assert memories.nth(0).inner_text() == MEMORY  # text, its line break kept
+
+            page.goto(f"{base}/")
+            messages = page.locator("td.message")
+            assert messages.nth(0).inner_text() == "the call carries no plan reference"
+            page.locator("a.older").click()
+            page.wait_for_load_state()
+            assert "before=" in page.url
+            text = page.locator("table.decisions").inner_text()
+            assert "plan was derived from outdated versions of order/7; replan once" in text
+            assert page.locator("a.older").count() == 0
         finally:
             browser.close()

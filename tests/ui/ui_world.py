@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from planfence.plugins.gate import Policy, SyncGate
@@ -54,3 +55,67 @@ def stale_then_replan(store: Store) -> World:
     second = gate.check("ship_order", ARGS, plan2.id, agent="shipper")
     assert second.verdict == "allow", second
     return World(plan1.id, plan2.id, order.id, order2.id, address.id)
+
+
+NOTES = [{"v": 1}, {"v": 2, "tags": ["a"]}, {"v": 3}]
+MEMORY = 'Rule 1: say "hello" first.\nRule 2: fact0 & <fact1>'
+REFUSALS = 205
+
+
+@dataclass
+class Busy:
+    world: World
+    notes: list[str]  # the versions of notes/team, oldest first
+    memory: str  # the deployed Janus memory's record id
+
+
+def busy(url: str) -> Busy:
+    """The stale-then-replan workflow, then what a first day adds: a key written three times
+    with `planfence memory put` (no --parents), a Janus-managed key, and more refusals than one
+    page of the decision log holds."""
+    import asyncio
+    import contextlib
+    import io
+
+    from planfence.adapters.cli.main import main
+    from planfence.plugins.janus import (
+        FunctionEvaluator,
+        JanusConfig,
+        JanusController,
+        JanusStoreHook,
+        Task,
+    )
+    from planfence.shared_memory import open_async_store, open_store
+
+    with open_store(url) as store:
+        world = stale_then_replan(store)
+    notes = []
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["memory", "own", "notes/team", "--owner", "ana", "--store", url]) == 0
+        for value in NOTES:
+            argv = ["memory", "put", "notes/team", "--as", "ana", "--value", json.dumps(value)]
+            assert main([*argv, "--store", url]) == 0
+            notes.append(out.getvalue().split()[-1])
+
+    async def curate() -> str:
+        config = JanusConfig(support_size=1, coverage_size=1, fresh_size=1, trigger="always")
+        judge = FunctionEvaluator(lambda memory, task: "fact0" in str(memory))
+        store = await open_async_store(url)
+        try:
+            hook = JanusStoreHook(
+                store, "team/memory", JanusController(judge, config=config), owner="janus"
+            )
+            await hook.open()
+            done = await hook.submit(MEMORY, Task(id="t0", question="?", answer="fact0"))
+            assert done.verdict.deploy
+            return done.record.id
+        finally:
+            await store.aclose()
+
+    memory = asyncio.run(curate())
+    with open_store(url) as store:
+        gate = SyncGate(store, POLICY)
+        for n in range(REFUSALS):
+            assert gate.check("ship_order", {**ARGS, "order_id": str(n)}, None).verdict == "block"
+    return Busy(world, notes, memory)

@@ -14,16 +14,19 @@ The conventions, the same for every benchmark:
   same JSON to FILE. Progress goes to stderr: a bar on a terminal, one line per step otherwise.
 - Ctrl-C stops the run: what was measured so far is printed (and written with `--out`), the
   temporary stores, files and processes are removed, and the command exits with status 130.
+  The benchmark's child processes never see the Ctrl-C themselves (`services`, `children`).
 
 Modules: `options` (the shared flags and counts), `stores` (the throwaway store), `services`
 (owner services and other HTTP endpoints in their own processes, on ports the kernel picks),
-`owners` (the owner team of `bench gate` and `bench link`), `wire` (bytes on the wire),
-`stats` (percentiles), `tasks` (steps side by side), `output` (results, tables' preamble, Ctrl-C),
-and `Progress` (from `planfence.demos.support`).
+`children` (`multiprocessing` children that Ctrl-C does not reach), `owners` (the owner team of
+`bench gate` and `bench link`), `wire` (bytes on the wire), `stats` (percentiles), `tasks`
+(steps side by side), `output` (results, tables' preamble, Ctrl-C), and `Progress` (from
+`planfence.demos.support`).
 """
 
 from planfence.demos.support import Progress
 
+from .children import ctrl_c_spares_children
 from .options import add_bench_store, add_quick, add_repeat, add_warmup, non_negative_float, pick
 from .output import new_results, print_context, run_bench
 from .stats import percentile, rotate, summary_ms
@@ -48,6 +51,7 @@ __all__ = [
     "add_warmup",
     "bench_store",
     "check_store",
+    "ctrl_c_spares_children",
     "new_results",
     "non_negative_float",
     "open_bench_store",

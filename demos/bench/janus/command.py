@@ -1,7 +1,8 @@
 """`planfence bench janus`: does gating memory updates with Janus pay off?
 
-Default: the calibrated simulated stream (see `stream`), every strategy over 20 seeds at
-rho = 0.2, 0.5 and 0.8, with paired differences and the verdict on the targets. With
+Default: the calibrated simulated stream (see `stream`), every strategy over 20 seeds in
+every cell of eval_redraw R = 0, 0.3, 1 by rho = 0.2, 0.5, 0.8, with paired differences and
+the verdict on the targets. With
 `--tasks FILE` it runs the real path instead: DC-RS and ExpeL with an LLM on your JSONL tasks
 (see `llm`), using PLANFENCE_LLM_BASE_URL, PLANFENCE_LLM_MODEL and PLANFENCE_LLM_API_KEY.
 """
@@ -36,6 +37,7 @@ HELP = "Janus memory-update gating on a calibrated simulated stream (or your tas
 SEEDS, QUICK_SEEDS = 20, 2
 STEPS, QUICK_STEPS = 500, 120
 RHOS, QUICK_RHOS = (0.2, 0.5, 0.8), (0.8,)
+REDRAWS, QUICK_REDRAWS = (0.0, 0.3, 1.0), (0.0,)
 
 
 def unit_interval(text: str) -> float:
@@ -56,7 +58,10 @@ def holdout_share(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_quick(p, f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps at rho {QUICK_RHOS[0]}")
+    add_quick(
+        p,
+        f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps at rho {QUICK_RHOS[0]}, R {QUICK_REDRAWS[0]}",
+    )
     p.add_argument(
         "--seeds",
         type=positive_int,
@@ -79,6 +84,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="R",
         help="share of harmful edits that are abrupt rewrites; several values sweep "
         f"(default: {' '.join(map(str, RHOS))}; {QUICK_RHOS[0]} with --quick)",
+    )
+    p.add_argument(
+        "--eval-redraw",
+        type=unit_interval,
+        nargs="+",
+        default=None,
+        metavar="R",
+        help="chance that an evaluation draws a fresh outcome instead of the task's latent "
+        "one: 0 = paired (temperature 0), 1 = independent draws; several values sweep "
+        f"(default: {' '.join(map(str, REDRAWS))}; {QUICK_REDRAWS[0]} with --quick)",
     )
     p.add_argument(
         "--encoder",
@@ -183,13 +198,15 @@ def default_jobs() -> int:
 
 
 def curves(runs: list[Run], every: int, steps: int) -> dict[str, Any]:
+    """Mean held-out accuracy along the stream: accuracy[R][rho][strategy]."""
     out: dict[str, Any] = {"steps": list(range(every, steps + 1, every)), "accuracy": {}}
-    for rho in dict.fromkeys(r.rho for r in runs):
+    for redraw, rho in dict.fromkeys((r.eval_redraw, r.rho) for r in runs):
+        cell = [r for r in runs if (r.eval_redraw, r.rho) == (redraw, rho)]
         per: dict[str, list[float]] = {}
-        for name in dict.fromkeys(r.strategy for r in runs if r.rho == rho):
-            mine = [r.curve for r in runs if r.rho == rho and r.strategy == name]
+        for name in dict.fromkeys(r.strategy for r in cell):
+            mine = [r.curve for r in cell if r.strategy == name]
             per[name] = [round(statistics.fmean(c), 4) for c in zip(*mine, strict=True)]
-        out["accuracy"][str(rho)] = per
+        out["accuracy"].setdefault(str(redraw), {})[str(rho)] = per
     return out
 
 
@@ -204,6 +221,7 @@ def document(runs: list[Run], plan: Plan, encoder: str, steps: int) -> dict[str,
         "config": {
             "seeds": plan.seeds,
             "rhos": list(plan.rhos),
+            "eval_redraws": list(plan.redraws),
             "encoder": encoder,
             "momentum_source": plan.momentum_source,
             "stream": asdict(plan.stream),
@@ -215,7 +233,8 @@ def document(runs: list[Run], plan: Plan, encoder: str, steps: int) -> dict[str,
 def show(doc: Mapping[str, Any]) -> None:
     print(BANNER)
     c = doc["config"]
-    print(f"{c['seeds']} seeds x rho {c['rhos']}, {c['stream']['stream_tasks']} stream tasks, "
+    print(f"{c['seeds']} seeds x R {c['eval_redraws']} x rho {c['rhos']}, "
+          f"{c['stream']['stream_tasks']} stream tasks, "
           f"encoder {c['encoder']}, momentum source {c['momentum_source']}\n")  # fmt: skip
     if not doc["rows"]:
         print("no seed finished")
@@ -241,17 +260,18 @@ def run(args: argparse.Namespace) -> int:
     if steps <= JanusConfig().support_size:
         raise UsageError(f"--steps must be more than {JanusConfig().support_size} (the warm-up)")
     rhos = tuple(args.rho) if args.rho else (QUICK_RHOS if args.quick else RHOS)
+    redraws = tuple(args.eval_redraw or (QUICK_REDRAWS if args.quick else REDRAWS))
     encoder, factory = encoder_factory(args.encoder)
     source: MomentumSource = args.momentum_source or JanusConfig().momentum_source
     stream = replace(StreamConfig(), stream_tasks=steps, order=args.order)
     jobs = args.jobs or default_jobs()
-    plan = Plan(seeds, rhos, stream, factory, source, args.curve_every, jobs)
+    plan = Plan(seeds, rhos, stream, factory, source, args.curve_every, jobs, redraws)
     runs: list[Run] = []
     results = new_results()
 
     def measure() -> None:
         try:
-            with Progress("bench janus", seeds * len(rhos)) as progress:
+            with Progress("bench janus", seeds * len(plan.cells)) as progress:
                 run_all(plan, progress=progress.advance, runs=runs)
         finally:
             results.update(document(runs, plan, encoder, steps), interrupted=results["interrupted"])

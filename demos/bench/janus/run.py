@@ -61,6 +61,7 @@ class Run:
     strategy: str
     seed: int
     final_accuracy: float
+    eval_redraw: float = 1.0
     comparisons: int = 0
     post_warmup_steps: int = 0
     deployed: int = 0
@@ -80,6 +81,7 @@ class Run:
 
     def row(self) -> dict[str, Any]:
         return {
+            "eval_redraw": self.eval_redraw,
             "rho": self.rho,
             "strategy": self.strategy,
             "seed": self.seed,
@@ -98,17 +100,30 @@ class Run:
         }
 
 
-class NoisyEvaluator:
-    """Each evaluation is an independent draw of the task's solve probability (temperature)."""
+class LatentEvaluator:
+    """A task is solved under a memory when its `u` is below the solve probability: the task's
+    latent `u` (paired: the same task gives the same answer under memories that give it the
+    same probability), or with probability `stream.config.eval_redraw` a fresh draw (sampling
+    at temperature). At R = 1 every evaluation is an independent draw."""
 
-    def __init__(self, stream: Stream, rng: np.random.Generator) -> None:
+    def __init__(
+        self, stream: Stream, rng: np.random.Generator, coins: np.random.Generator
+    ) -> None:
         self.stream = stream
         self.rng = rng
+        self.coins = coins
 
     async def evaluate(self, memory: Cheatsheet, tasks: Sequence[Task]) -> list[bool]:
         if not tasks:
             return []
-        hits = self.rng.random(len(tasks)) < self.stream.p_many(memory, tasks)
+        r = self.stream.config.eval_redraw
+        fresh = self.rng.random(len(tasks))
+        if r < 1.0:
+            latent = np.array([self.stream.latent[t.id] for t in tasks])
+            u = latent if r <= 0.0 else np.where(self.coins.random(len(tasks)) < r, fresh, latent)
+        else:
+            u = fresh
+        hits = u < self.stream.p_many(memory, tasks)
         return [bool(h) for h in hits]
 
 
@@ -142,12 +157,16 @@ async def run_strategy(
     memo: CoverageMemo | None = None,
 ) -> Run:
     """One pass over the stream under one strategy."""
-    evaluator = NoisyEvaluator(stream, np.random.default_rng([stream.seed, 6, eval_seed]))
+    evaluator = LatentEvaluator(
+        stream,
+        np.random.default_rng([stream.seed, 6, eval_seed]),
+        np.random.default_rng([stream.seed, 10, eval_seed]),
+    )
     controller = JanusController(
         evaluator, config=config, encoder=encoder, render=render, coverage_memo=memo
     )
     memory: Cheatsheet = ()
-    out = Run(rho, name, stream.seed, 0.0)
+    out = Run(rho, name, stream.seed, 0.0, stream.config.eval_redraw)
     for step in range(len(stream.tasks)):
         proposal = stream.propose(memory, step, stream.attempt(memory, step))
         verdict = await controller.consider(memory, proposal.memory, stream.tasks[step])
@@ -175,7 +194,7 @@ async def run_strategy(
 def run_reference(stream: Stream, name: str, *, rho: float, curve_every: int) -> Run:
     """Memory-free, or the harm-free ceiling (every harmless candidate, no harmful one)."""
     memory: Cheatsheet = ()
-    out = Run(rho, name, stream.seed, 0.0)
+    out = Run(rho, name, stream.seed, 0.0, stream.config.eval_redraw)
     for step in range(len(stream.tasks)):
         if name == "ceiling":
             proposal = stream.propose(memory, step, stream.attempt(memory, step))
@@ -209,7 +228,8 @@ def _loaded(name: str) -> Encoder:
 
 @dataclass(frozen=True)
 class Plan:
-    """What to run: seeds x rhos, every strategy, with one encoder and momentum source."""
+    """What to run: seeds x rhos x eval_redraws, every strategy, with one encoder and momentum
+    source."""
 
     seeds: int
     rhos: tuple[float, ...]
@@ -219,10 +239,17 @@ class Plan:
     curve_every: int = 25
     jobs: int = 1
     """Worker processes; above 1 `encoder` must be picklable (a `SharedEncoder`)."""
+    redraws: tuple[float, ...] = (1.0,)
+    """The values of `eval_redraw` (R) swept."""
+
+    @property
+    def cells(self) -> list[tuple[float, float]]:
+        """(R, rho) in report order."""
+        return [(r, rho) for r in self.redraws for rho in self.rhos]
 
 
 async def run_seed(
-    plan: Plan, rho: float, seed: int, memo: CoverageMemo | None = None
+    plan: Plan, rho: float, seed: int, memo: CoverageMemo | None = None, redraw: float = 1.0
 ) -> list[Run]:
     """Every strategy (and the two references) on one stream.
 
@@ -231,7 +258,7 @@ async def run_seed(
     Janus variants often cluster the same tasks from the same centroids. The sets are the ones
     each controller would compute itself."""
     memo = CoverageMemo() if memo is None else memo
-    stream = Stream(replace(plan.stream, rho=rho), seed)
+    stream = Stream(replace(plan.stream, rho=rho, eval_redraw=redraw), seed)
     made = plan.encoder()
     encoder = made if isinstance(made, CachedEncoder) else CachedEncoder(made)
     base = JanusConfig(seed=seed, momentum_source=plan.momentum_source)
@@ -254,11 +281,16 @@ async def run_seed(
     return runs
 
 
-def _cells(plan: Plan, seed: int) -> Iterator[tuple[float, list[Run]]]:
-    """One seed at every rho (its tasks, shared by every rho, are encoded and clustered once)."""
+Cell = tuple[float, float]
+"""(eval_redraw, rho)"""
+
+
+def _cells(plan: Plan, seed: int) -> Iterator[tuple[Cell, list[Run]]]:
+    """One seed in every cell (its tasks, shared by every cell, are encoded and clustered
+    once)."""
     memo = CoverageMemo()
-    for rho in plan.rhos:
-        yield rho, asyncio.run(run_seed(plan, rho, seed, memo))
+    for redraw, rho in plan.cells:
+        yield (redraw, rho), asyncio.run(run_seed(plan, rho, seed, memo, redraw))
 
 
 _worker_plan: Plan | None = None
@@ -271,7 +303,7 @@ def _start_worker(plan: Plan) -> None:
     _worker_plan = plan
 
 
-def _work(seed: int) -> tuple[int, list[tuple[float, list[Run]]]]:
+def _work(seed: int) -> tuple[int, list[tuple[Cell, list[Run]]]]:
     assert _worker_plan is not None
     return seed, list(_cells(_worker_plan, seed))
 
@@ -282,32 +314,32 @@ def run_all(
     progress: Callable[[str], None] = lambda _: None,
     runs: list[Run] | None = None,
 ) -> list[Run]:
-    """Every (rho, seed); `runs` holds the finished streams' runs as they come, always in
-    the order rho by rho, seed by seed (whatever order the workers finish in).
+    """Every (R, rho, seed); `runs` holds the finished streams' runs as they come, always in
+    the order R by R, rho by rho, seed by seed (whatever order the workers finish in).
 
     With `plan.jobs` > 1 the seeds run in that many worker processes; each stream's results
     depend only on its seed and rho, so they are the same as in one process.
     """
     runs = [] if runs is None else runs
-    done: dict[tuple[float, int], list[Run]] = {}
+    done: dict[tuple[Cell, int], list[Run]] = {}
 
-    def finished(rho: float, seed: int, cell: list[Run]) -> None:
-        done[rho, seed] = cell
-        runs[:] = [r for h in plan.rhos for s in range(plan.seeds) for r in done.get((h, s), [])]
-        progress(f"rho {rho} seed {seed}")
+    def finished(key: Cell, seed: int, cell: list[Run]) -> None:
+        done[key, seed] = cell
+        runs[:] = [r for c in plan.cells for s in range(plan.seeds) for r in done.get((c, s), [])]
+        progress(f"R {key[0]} rho {key[1]} seed {seed}")
 
     jobs = min(plan.jobs, plan.seeds)
     if jobs <= 1:
         for seed in range(plan.seeds):
-            for rho, cell in _cells(plan, seed):
-                finished(rho, seed, cell)
+            for key, cell in _cells(plan, seed):
+                finished(key, seed, cell)
         return runs
     context = multiprocessing.get_context("spawn")
     pool = context.Pool(jobs, initializer=_start_worker, initargs=(plan,))
     try:
         for seed, cells in pool.imap_unordered(_work, range(plan.seeds)):
-            for rho, cell in cells:
-                finished(rho, seed, cell)
+            for key, cell in cells:
+                finished(key, seed, cell)
         pool.close()
     except BaseException:
         pool.terminate()

@@ -55,30 +55,43 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
-def by_key(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[float, str], dict[int, Any]]:
-    out: dict[tuple[float, str], dict[int, Any]] = {}
+Key = tuple[float, float, str]
+"""(eval_redraw, rho, strategy)"""
+
+
+def redraw_of(row: Mapping[str, Any]) -> float:
+    """A row's eval_redraw (rows written before it existed were R = 1)."""
+    return float(row.get("eval_redraw", 1.0))
+
+
+def cells(rows: Iterable[Mapping[str, Any]]) -> list[tuple[float, float]]:
+    """The (eval_redraw, rho) cells present, sorted."""
+    return sorted({(redraw_of(r), r["rho"]) for r in rows})
+
+
+def by_key(rows: Iterable[Mapping[str, Any]]) -> dict[Key, dict[int, Any]]:
+    out: dict[Key, dict[int, Any]] = {}
     for r in rows:
-        out.setdefault((r["rho"], r["strategy"]), {})[r["seed"]] = r
+        out.setdefault((redraw_of(r), r["rho"], r["strategy"]), {})[r["seed"]] = r
     return out
 
 
 def paired(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """a - b in final accuracy per seed, for every rho and every pair in `pairs`."""
+    """a - b in final accuracy per seed, for every (R, rho) cell and every pair in `pairs`."""
     table = by_key(rows)
     out = []
-    for rho in sorted({r["rho"] for r in rows}):
-        names = [s for (h, s) in table if h == rho]
+    for redraw, rho in cells(rows):
+        names = [s for (r, h, s) in table if (r, h) == (redraw, rho)]
         for a, b in pairs(names):
-            seeds = sorted(set(table[rho, a]) & set(table[rho, b]))
+            mine_a, mine_b = table[redraw, rho, a], table[redraw, rho, b]
+            seeds = sorted(set(mine_a) & set(mine_b))
             if not seeds:
                 continue
-            diffs = [
-                table[rho, a][s]["final_accuracy"] - table[rho, b][s]["final_accuracy"]
-                for s in seeds
-            ]
+            diffs = [mine_a[s]["final_accuracy"] - mine_b[s]["final_accuracy"] for s in seeds]
             m, lo, hi = mean_ci(diffs)
             out.append(
                 {
+                    "eval_redraw": redraw,
                     "rho": rho,
                     "a": a,
                     "b": b,
@@ -91,9 +104,9 @@ def paired(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def summary(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[float, str], dict[str, float]]:
-    """Per (rho, strategy): accuracy mean and CI half-width, comparisons, harm caught."""
-    out: dict[tuple[float, str], dict[str, float]] = {}
+def summary(rows: Sequence[Mapping[str, Any]]) -> dict[Key, dict[str, float]]:
+    """Per (R, rho, strategy): accuracy mean and CI half-width, comparisons, harm caught."""
+    out: dict[Key, dict[str, float]] = {}
     for key, per_seed in by_key(rows).items():
         mine = list(per_seed.values())
         m, lo, _ = mean_ci([r["final_accuracy"] for r in mine])
@@ -123,20 +136,29 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[float, str], dict[s
 
 
 def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Memory-free, plain and harm-free ceiling accuracy: over every rho, and per rho."""
+    """Memory-free, plain and harm-free ceiling accuracy: over everything and per rho, and the
+    same for each R (`by_redraw`), where it must hold too."""
 
-    def mean_of(strategy: str, rho: float | None = None) -> float | None:
-        acc = [
-            r["final_accuracy"]
-            for r in rows
-            if r["strategy"] == strategy and (rho is None or r["rho"] == rho)
-        ]
-        return round(statistics.fmean(acc), 4) if acc else None
+    def of(mine: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        def mean_of(strategy: str, rho: float | None = None) -> float | None:
+            acc = [
+                r["final_accuracy"]
+                for r in mine
+                if r["strategy"] == strategy and (rho is None or r["rho"] == rho)
+            ]
+            return round(statistics.fmean(acc), 4) if acc else None
 
-    names = {"memory_free": "memory-free", "plain": "plain", "ceiling": "ceiling"}
-    out: dict[str, Any] = {k: mean_of(v) for k, v in names.items()}
-    out["by_rho"] = {
-        str(rho): {k: mean_of(v, rho) for k, v in names.items()}
-        for rho in sorted({r["rho"] for r in rows})
+        names = {"memory_free": "memory-free", "plain": "plain", "ceiling": "ceiling"}
+        out: dict[str, Any] = {k: mean_of(v) for k, v in names.items()}
+        out["by_rho"] = {
+            str(rho): {k: mean_of(v, rho) for k, v in names.items()}
+            for rho in sorted({r["rho"] for r in mine})
+        }
+        return out
+
+    out = of(rows)
+    out["by_redraw"] = {
+        str(r): of([row for row in rows if redraw_of(row) == r])
+        for r in sorted({redraw_of(row) for row in rows})
     }
     return out

@@ -34,15 +34,30 @@ benchmark run; see "Parameters" below, and do not tune them against Janus's resu
 
   `rho` is swept (0.2, 0.5, 0.8). The paper's premise (harm shows as an abrupt deviation) is
   high rho; a world where harm mostly arrives as ordinary-looking appends is low rho.
-- **Evaluation noise.** Every evaluation of a task under a memory is an independent Bernoulli
-  draw of its solve probability, like an LLM sampled at temperature 0.7: the old and new
-  memories of a comparison are judged on independent draws, and the agent's own attempt that
-  the curator learns from is one more draw. The final score is the *expected* held-out
-  accuracy (mean solve probability over the 500 held-out tasks), so it carries no test noise.
+- **Evaluation model: a latent threshold per task, and `eval_redraw`.** Each stream task has
+  a latent `u` in [0, 1), drawn once from (seed, task): under memory `M` the task is solved
+  when `u < p(task, M)`. Two memories that give a task the same solve probability give it the
+  same outcome; an edit that moves `p` for one kind flips only those tasks of that kind whose
+  `u` lies between the old and the new value. This is an LLM at temperature 0 judging old and
+  new memory on the same task (the paper's setting, and why its boundary set of flipped tasks
+  exists). `eval_redraw` = R in [0, 1] is the probability that one evaluation (one task under
+  one memory) ignores the latent and draws a fresh `u`, as sampling at temperature would:
+  R = 0 is fully paired (deterministic) evaluation, R = 1 is every evaluation an independent
+  Bernoulli draw, like an LLM at temperature 0.7 (the model this benchmark had before R
+  existed: at R = 1 its numbers are exactly the earlier ones). The agent's own attempt at a
+  stream task, which the curator learns from, follows the same rule with the same R: the
+  task's latent, or with probability R a fresh draw. R changes only which uniform draw an
+  outcome is read from, never a solve probability: an attempt succeeds with probability
+  `p(task, M)` at every R, so the calibration below holds at every R up to the luck of the
+  attempts (the benchmark reports it per R). It is swept (0, 0.3, 1).
+  The final score is the *expected* held-out accuracy (mean solve probability over the 500
+  held-out tasks), so it carries no test noise.
 - **Common random numbers.** The stream, the held-out set and the curator's coin flips at
   step t come from generators seeded by (seed, purpose, step); every strategy meets the same
   tasks and the same curator luck, so paired differences between strategies are meaningful.
-  Evaluation draws are per strategy (independent).
+  Latents, and the attempt's redraw coin and fresh draw, are seeded by (seed, purpose, task)
+  and shared by every strategy; an evaluation's redraw coins and fresh draws are per strategy
+  (independent).
 
 Parameters (decided before the first run; the only one set by measurement is `harm`, chosen
 once from the plain updater's accuracy at rho = 0.5 against the paper's DC-RS figure, 0.795,
@@ -109,6 +124,8 @@ class StreamConfig:
     stream_tasks: int = 500
     holdout_tasks: int = 500
     rho: float = 0.5
+    eval_redraw: float = 1.0
+    """R: the probability that an evaluation or attempt draws a fresh `u` (see above)."""
     order: Literal["shuffled", "dwell"] = "shuffled"
     dwell: int = 25
     base_mean: float = 0.727
@@ -166,6 +183,10 @@ class Stream:
         self._proposals: dict[tuple[Cheatsheet, int, bool], Proposal] = {}
         self._accuracy: dict[Cheatsheet, float] = {}
         self._draws: dict[int, float] = {}
+        self.latent: dict[str, float] = {
+            t.id: float(self._rng(9, i).random()) for i, t in enumerate(self.tasks)
+        }
+        """Each stream task's latent `u` (an evaluation reads it unless it redraws)."""
 
     def _rng(self, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, *key])
@@ -234,15 +255,24 @@ class Stream:
         return score
 
     def attempt(self, memory: Cheatsheet, step: int) -> bool:
-        """The agent's own attempt at stream task `step` (a draw shared by every strategy)."""
+        """The agent's own attempt at stream task `step` (shared by every strategy): the task's
+        latent `u`, or with probability `eval_redraw` a fresh draw."""
         key = (memory, step)
         solved = self._attempts.get(key)
         if solved is None:
             u = self._draws.get(step)
             if u is None:
-                u = self._draws[step] = float(self._rng(3, step).random())
+                u = self._attempt_u(step)
+                self._draws[step] = u
             solved = self._attempts[key] = u < self.p_correct(memory, self.tasks[step])
         return solved
+
+    def _attempt_u(self, step: int) -> float:
+        r = self.config.eval_redraw
+        # At R = 1 no coin is needed (and the draw is the one this stream made before R).
+        if r >= 1.0 or (r > 0.0 and float(self._rng(5, step).random()) < r):
+            return float(self._rng(3, step).random())
+        return self.latent[self.tasks[step].id]
 
     # ---- curator
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
+from queue import Empty
 from typing import Any
 
 from planfence.adapters.cli.common import add_output, positive_int
@@ -16,6 +19,7 @@ from ..harness import (
     add_bench_store,
     add_quick,
     check_store,
+    ctrl_c_spares_children,
     new_results,
     non_negative_float,
     open_bench_store,
@@ -41,6 +45,7 @@ EXECUTORS, QUICK_EXECUTORS = 3, 2
 SECONDS, QUICK_SECONDS = 4.0, 1.0
 KEYS = 2
 START_TIMEOUT_S = 120.0
+POLL_S = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,7 +125,7 @@ async def _bench(
                 seconds=seconds,
             )
             await _seed(store, setup, executors)
-            reports = await asyncio.to_thread(_run_processes, setup, executors)
+            reports = await _run_processes(setup, executors)
             results["rows"].append(await _row(store, setup, reports))
             progress.advance(f"{mode}: done")
 
@@ -133,9 +138,10 @@ async def _seed(store: AsyncStore, setup: Setup, executors: int) -> None:
         await store.own(effects_key(setup.mode, n), executor_name(n))
 
 
-def _run_processes(setup: Setup, executors: int) -> list[tuple[str, int, dict[str, Any]]]:
-    """Spawn the owner and the executors, start them together, collect their reports; every
-    process is ended on the way out (also after Ctrl-C)."""
+async def _run_processes(setup: Setup, executors: int) -> list[tuple[str, int, dict[str, Any]]]:
+    """Spawn the owner and the executors, start them together, collect their reports. The
+    children ignore Ctrl-C (`ctrl_c_spares_children`); the waits here poll in short steps, so a
+    Ctrl-C (the run cancelled) ends them at once, and every process is ended on the way out."""
     ctx = multiprocessing.get_context("spawn")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=owner_main, args=(setup, ready, go, out), daemon=True)]
@@ -144,21 +150,48 @@ def _run_processes(setup: Setup, executors: int) -> list[tuple[str, int, dict[st
         for n in range(executors)
     ]
     try:
-        for p in procs:
-            p.start()
+        with ctrl_c_spares_children():
+            for p in procs:
+                p.start()
         for _ in procs:
-            if not ready.acquire(timeout=START_TIMEOUT_S):
-                raise RuntimeError("a bench window process did not start")
+            await _poll(procs, lambda t: ready.acquire(timeout=t), START_TIMEOUT_S, "start")
         go.set()
-        reports = [out.get(timeout=setup.seconds + START_TIMEOUT_S) for _ in procs]
+        reports = []
+        for _ in procs:
+            got = await _poll(procs, lambda t: _get(out, t), setup.seconds + START_TIMEOUT_S, "end")
+            reports.append(got)
         for p in procs:
-            p.join(timeout=30)
+            await asyncio.to_thread(p.join, 30)
         return reports
     finally:
         for p in procs:
             if p.is_alive():
                 p.terminate()
+        for p in procs:
+            if p.pid is not None:
                 p.join(timeout=5)
+
+
+def _get(queue: Any, timeout: float) -> Any:
+    try:
+        return queue.get(timeout=timeout)
+    except Empty:
+        return None
+
+
+async def _poll(procs: list[Any], wait: Callable[[float], Any], limit: float, what: str) -> Any:
+    """`wait(POLL_S)` in a thread until it returns something truthy: at most POLL_S between two
+    chances to be cancelled, and a process that died on the way fails the run at once."""
+    deadline = time.monotonic() + limit
+    while True:
+        got = await asyncio.to_thread(wait, POLL_S)
+        if got:
+            return got
+        dead = [p for p in procs if p.exitcode not in (None, 0)]
+        if dead:
+            raise RuntimeError(f"a bench window process exited with status {dead[0].exitcode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"a bench window process did not {what} within {limit:g} s")
 
 
 async def _row(

@@ -5,7 +5,6 @@ waits for the start signal, works until the deadline and reports its counts on a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -56,14 +55,15 @@ def policy_for(setup: Setup) -> Policy:
     return Policy().declare(TOOL, [f"window/{setup.mode}/item/{{item}}"], lease_ms=lease)
 
 
+# The processes start with Ctrl-C ignored: the parent reports and ends them (see `command`).
+
+
 def executor_main(setup: Setup, n: int, ready: Any, go: Any, out: Any) -> None:
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the parent reports and cleans up
-        out.put(("executor", n, asyncio.run(_executor(setup, n, ready, go))))
+    out.put(("executor", n, asyncio.run(_executor(setup, n, ready, go))))
 
 
 def owner_main(setup: Setup, ready: Any, go: Any, out: Any) -> None:
-    with contextlib.suppress(KeyboardInterrupt):
-        out.put(("owner", 0, asyncio.run(_owner(setup, ready, go))))
+    out.put(("owner", 0, asyncio.run(_owner(setup, ready, go))))
 
 
 async def _started(ready: Any, go: Any) -> None:

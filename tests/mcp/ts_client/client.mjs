@@ -7,6 +7,10 @@
 //        or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "headers": {...}}
 //        plus "calls": [{"name": "...", "arguments": {...}, "meta": {...}}
 //                       | {"run": ["command", "arg", ...]}]  (run to completion between calls)
+//        and optionally "roots": [{"uri": "file:///...", "name": "..."}] (the client then
+//        offers roots, as desktop clients do; a call {"setRoots": [...]} changes them and sends
+//        notifications/roots/list_changed); a call with "until": "TEXT" is repeated (up to
+//        "tries" times, 100 ms apart) until its text content contains TEXT.
 // Report:   {"tools": [{"name", "hasOutputSchema"}],
 //            "results": [{"ok": true, "result": CallToolResult} | {"ok": false, "error": {...}}]}
 import { execFileSync } from "node:child_process";
@@ -14,6 +18,7 @@ import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ListRootsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const scenario = JSON.parse(process.argv[2] ?? readFileSync(0, "utf8"));
 
@@ -31,7 +36,12 @@ function transportFor(s) {
   });
 }
 
-const client = new Client({ name: "planfence-ts-test", version: "1.0.0" });
+const capabilities = scenario.roots ? { roots: { listChanged: true } } : {};
+const client = new Client({ name: "planfence-ts-test", version: "1.0.0" }, { capabilities });
+let roots = scenario.roots;
+if (roots) {
+  client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots }));
+}
 const timeout = (scenario.timeoutSeconds ?? 60) * 1000;
 await client.connect(transportFor(scenario), { timeout });
 const report = { tools: [], results: [] };
@@ -39,6 +49,11 @@ try {
   const listed = await client.listTools(undefined, { timeout });
   report.tools = listed.tools.map((t) => ({ name: t.name, hasOutputSchema: !!t.outputSchema }));
   for (const call of scenario.calls ?? []) {
+    if (call.setRoots) {
+      roots = call.setRoots;
+      await client.sendRootsListChanged();
+      continue;
+    }
     if (call.run) {
       execFileSync(call.run[0], call.run.slice(1), { stdio: ["ignore", "ignore", "inherit"] });
       continue;
@@ -46,7 +61,13 @@ try {
     const params = { name: call.name, arguments: call.arguments ?? {} };
     if (call.meta) params._meta = call.meta;
     try {
-      const result = await client.callTool(params, undefined, { timeout });
+      let result = await client.callTool(params, undefined, { timeout });
+      for (let left = (call.tries ?? 50) - 1; call.until && left > 0; left--) {
+        const text = (result.content ?? []).map((c) => c.text ?? "").join("\n");
+        if (text.includes(call.until)) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        result = await client.callTool(params, undefined, { timeout });
+      }
       report.results.push({ ok: true, result });
     } catch (err) {
       report.results.push({ ok: false, error: { code: err.code ?? null, message: String(err.message ?? err) } });

@@ -1,0 +1,109 @@
+"""The README's Google ADK snippet runs as written (on a scripted `BaseLlm`), and a refusal is
+the tool's result: ADK skips the tool and the model reads the refusal payload."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.apps import App
+from google.adk.models import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+from pydantic import Field
+
+from planfence.adapters.adk import PlanfencePlugin
+from planfence.plugins.gate import Policy
+from planfence.shared_memory import open_store
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+REQ = "trip/42/requirements"
+POLICY = Policy().declare("book_flight", depends_on=[REQ])
+
+
+def snippets(heading: str) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"### {heading}\n")
+    end = text.find("\n### ", start + 1)
+    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
+
+
+class Booking(BaseLlm):
+    """Calls book_flight(destination) for each scripted destination until one ran."""
+
+    destinations: list[str] = Field(default_factory=list)
+    requests: list[LlmRequest] = Field(default_factory=list)
+    revise: Any = None
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append(llm_request)
+        last = llm_request.contents[-1].parts or []
+        answers = [p.function_response.response for p in last if p.function_response]
+        if (answers and "result" in answers[-1]) or not self.destinations:
+            part = types.Part(text="Booked.")
+        else:
+            if self.revise is not None:
+                self.revise()
+                self.revise = None
+            args = {"destination": self.destinations.pop(0)}
+            part = types.Part(function_call=types.FunctionCall(name="book_flight", args=args))
+        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+def test_adk_readme_snippet_runs() -> None:
+    [code] = snippets("Add planfence to a Google ADK agent")
+    model = Booking(model="scripted", destinations=["Lisbon"])
+    namespace: dict[str, Any] = {"__name__": "readme", "model": model}
+    exec(compile(code, str(README), "exec"), namespace)
+    store = namespace["store"]
+    try:
+        [allow] = store.decisions(source="gate")
+        assert (allow.verdict, allow.reason) == ("allow", "current")
+        assert store.get(allow.subject).parents == (store.head(REQ),)
+        assert "Lisbon" in str(model.requests[0].config.system_instruction)  # the records shown
+    finally:
+        store.close()
+
+
+def test_a_stale_plan_is_answered_by_the_refusal_and_the_replan_books() -> None:
+    store = open_store("memory://")
+    store.own(REQ, "customer")
+    store.put(REQ, {"destination": "Lisbon"}, author="customer")
+    booked: list[str] = []
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        booked.append(destination)
+        return f"booked a flight to {destination}"
+
+    def revise() -> None:  # another agent commits while the model thinks
+        store.put(REQ, {"destination": "Porto"}, author="customer")
+
+    model = Booking(model="scripted", destinations=["Lisbon", "Porto"], revise=revise)
+    fence = PlanfencePlugin(store, POLICY, keys=[REQ], agent="booker")
+    agent = LlmAgent(name="booker", model=model, tools=[book_flight])
+    runner = InMemoryRunner(app=App(name="trips", root_agent=agent, plugins=[fence]))
+    try:
+        asyncio.run(runner.run_debug("Book the flight.", quiet=True))
+        assert booked == ["Porto"]
+        verdicts = [d.verdict for d in reversed(store.decisions(source="gate"))]
+        assert verdicts == ["replan", "allow"]
+        # ADK skipped the tool and gave the model the refusal payload as its result.
+        [refusal] = [
+            p.function_response.response
+            for r in model.requests
+            for p in r.contents[-1].parts or []
+            if p.function_response and "verdict" in (p.function_response.response or {})
+        ]
+        assert refusal["verdict"] == "replan" and refusal["stale"][0]["key"] == REQ
+        assert "Porto" in str(model.requests[1].config.system_instruction)
+    finally:
+        store.close()

@@ -1,0 +1,112 @@
+"""The README's OpenAI Agents SDK snippet runs as written (on the SDK's `ScriptedModel`), and a
+block ends the run the SDK's way, with the refusal's wire payload."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    RunConfig,
+    Runner,
+    ToolInputGuardrailTripwireTriggered,
+    set_tracing_disabled,
+)
+from agents.testing import ScriptedModel
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from planfence.adapters.openai_agents import Planfence
+from planfence.plugins.gate import Policy
+from planfence.shared_memory import open_store
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+REQ = "trip/42/requirements"
+
+
+@pytest.fixture(autouse=True)
+def no_trace_export() -> Any:
+    set_tracing_disabled(True)  # the SDK would export traces to its platform
+    yield
+    set_tracing_disabled(False)
+    # `Runner.run_sync` leaves the event loop it made as the thread's default: close it here, or
+    # it is collected unclosed in a later test.
+    policy = asyncio.get_event_loop_policy()
+    loop = policy.get_event_loop()
+    loop.close()
+    policy.set_event_loop(None)
+
+
+def snippets(heading: str) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"### {heading}\n")
+    end = text.find("\n### ", start + 1)
+    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
+
+
+def book(destination: str, n: int = 0) -> list[Any]:
+    args = json.dumps({"destination": destination})
+    call = ResponseFunctionToolCall(
+        type="function_call", id=f"fc{n}", call_id=f"c{n}", name="book_flight", arguments=args
+    )
+    return [call]
+
+
+def say(text: str) -> list[Any]:
+    part = ResponseOutputText(type="output_text", text=text, annotations=[])
+    return [
+        ResponseOutputMessage(
+            id="m", type="message", role="assistant", status="completed", content=[part]
+        )
+    ]
+
+
+def test_openai_agents_readme_snippet_runs(capsys: Any) -> None:
+    [code] = snippets("Add planfence to an OpenAI Agents SDK agent")
+    model = ScriptedModel([book("Lisbon"), say("Booked.")])
+    namespace: dict[str, Any] = {"__name__": "readme", "model": model}
+    exec(compile(code, str(README), "exec"), namespace)
+    try:
+        assert capsys.readouterr().out.strip() == "Booked."
+        store = namespace["store"]
+        [allow] = store.decisions(source="gate")
+        assert (allow.verdict, allow.reason) == ("allow", "current")
+        assert store.get(allow.subject).parents == (store.head(REQ),)
+        assert "Lisbon" in (model.first_call.system_instructions or "")  # the records shown
+    finally:
+        namespace["store"].close()
+
+
+def test_a_block_ends_the_run_with_the_refusal_payload() -> None:
+    store = open_store("memory://")
+    store.own(REQ, "customer")
+    store.put(REQ, {"destination": "Lisbon"}, author="customer")
+    booked: list[str] = []
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        booked.append(destination)
+        return "booked"
+
+    policy = Policy().declare("book_flight", depends_on=[REQ])
+    fence = Planfence(store, policy, agent="booker")  # shows no records: its calls have no plan
+    model = ScriptedModel([book("Lisbon"), say("Booked.")])
+    agent = Agent(
+        name="b", model=model, instructions=fence.instructions(), tools=[fence.tool(book_flight)]
+    )
+    try:
+        with pytest.raises(ToolInputGuardrailTripwireTriggered) as stop:
+            Runner.run_sync(agent, "Book it.", run_config=RunConfig(tracing_disabled=True))
+        assert stop.value.output.output_info["reason"] == "missing_plan"
+        assert stop.value.output.output_info["verdict"] == "block"
+        assert booked == []
+    finally:
+        store.close()
