@@ -12,6 +12,7 @@ CASES = [
     ("planfence.adapters.pydantic_ai", "Planfence", "pydantic_ai", "pydantic-ai"),
     ("planfence.adapters.openai_agents", "Planfence", "agents", "openai-agents"),
     ("planfence.adapters.adk", "PlanfencePlugin", "google.adk", "adk"),
+    ("planfence.adapters.crewai", "Planfence", "crewai", "crewai"),
 ]
 
 PROGRAM = """
