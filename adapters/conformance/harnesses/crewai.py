@@ -21,46 +21,39 @@ from ..world import AGENT, KEY, TASK, Script, World
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # no reports to CrewAI's collector
 
-with extra_imports("crewai", "the CrewAI conformance harness"):
-    from crewai import Agent, Crew, Task
+
+def scripted_llm(script: Script, loop: asyncio.AbstractEventLoop) -> Any:
+    """A CrewAI model (a `BaseLLM` subclass) whose every answer comes from the script: a native
+    tool call, or text. CrewAI is imported here, so the suite lists the row without it."""
     from crewai.llms.base_llm import BaseLLM
-    from crewai.tools import tool
 
-    from planfence.adapters.crewai import Planfence
+    class ScriptedLLM(BaseLLM):  # type: ignore[misc]
+        def supports_function_calling(self) -> bool:
+            return True
 
+        def get_context_window_size(self) -> int:
+            return 100_000
 
-class ScriptedLLM(BaseLLM):  # type: ignore[misc]
-    """A CrewAI model whose every answer comes from the script: a native tool call, or text."""
+        def call(self, messages: Any, tools: Any = None, *args: Any, **kwargs: Any) -> Any:
+            shown = [
+                m["content"]
+                for m in messages
+                if m.get("role") in ("system", "user") and isinstance(m.get("content"), str)
+            ]
+            last = messages[-1] if messages else {}
+            result = last.get("content") if last.get("role") == "tool" else None
+            if result is not None:
+                self.told.append(str(result))
+            # The model runs on CrewAI's worker thread; the script and the store on the suite's.
+            step = asyncio.run_coroutine_threadsafe(script.next(shown, result), loop).result()
+            if step is None:
+                return Script.FINAL
+            function = {"name": step.tool, "arguments": json.dumps(step.args)}
+            return [{"id": f"call-{script.calls}", "type": "function", "function": function}]
 
-    def __init__(self, script: Script, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(model="scripted")
-        self._script, self._loop = script, loop
-        self.told: list[str] = []
-
-    def supports_function_calling(self) -> bool:
-        return True
-
-    def get_context_window_size(self) -> int:
-        return 100_000
-
-    def call(self, messages: Any, tools: Any = None, *args: Any, **kwargs: Any) -> Any:
-        shown = [
-            m["content"]
-            for m in messages
-            if m.get("role") in ("system", "user") and isinstance(m.get("content"), str)
-        ]
-        last = messages[-1] if messages else {}
-        result = last.get("content") if last.get("role") == "tool" else None
-        if result is not None:
-            self.told.append(str(result))
-        # The model runs on CrewAI's worker thread; the script (and the store) on the suite's loop.
-        step = asyncio.run_coroutine_threadsafe(
-            self._script.next(shown, result), self._loop
-        ).result()
-        if step is None:
-            return Script.FINAL
-        function = {"name": step.tool, "arguments": json.dumps(step.args)}
-        return [{"id": f"call-{self._script.calls}", "type": "function", "function": function}]
+    llm = ScriptedLLM(model="scripted")
+    llm.told = []
+    return llm
 
 
 class CrewAIHarness:
@@ -72,7 +65,13 @@ class CrewAIHarness:
     async def run(
         self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
     ) -> Run:
-        llm = ScriptedLLM(script, asyncio.get_running_loop())
+        with extra_imports("crewai", "the CrewAI conformance harness"):
+            from crewai import Agent, Crew, Task
+            from crewai.tools import tool
+
+            from planfence.adapters.crewai import Planfence
+
+        llm = scripted_llm(script, asyncio.get_running_loop())
         tools = [tool(name)(fn) for name, fn in world.tools().items()]
         booker = Agent(role=AGENT, goal="Book trips", backstory="Books.", llm=llm, tools=tools)
         task = Task(description=TASK, expected_output="the booking", agent=booker)
