@@ -1,1 +1,7 @@
-"""planfence."""
+"""planfence's demos and benchmarks.
+
+Their errors, under the store's (`planfence.shared_memory.errors`):
+
+PlanFenceError
+└── PushRefused                  an eager-sync replica refused an update (baseline) [demos.pushes]
+"""

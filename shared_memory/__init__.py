@@ -6,12 +6,20 @@ with open_store("sqlite:///team.db") as store:
     r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
 """
 
-from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, WriteResult
+from .batches import (
+    AdvanceHead,
+    AssignOwner,
+    ReassignOwner,
+    TransferOwner,
+    WriteBatch,
+    WriteResult,
+)
 from .errors import (
     AdvancePendingError,
     AlreadyOwnedError,
     AmbiguousIdError,
     ConfigError,
+    EpochConflictError,
     HeadConflictError,
     IntegrityError,
     InvalidKeyError,
@@ -102,6 +110,7 @@ __all__ = [
     "ConfigError",
     "DropLease",
     "Entry",
+    "EpochConflictError",
     "ExpectHead",
     "Frontier",
     "GetChanges",
@@ -131,6 +140,7 @@ __all__ = [
     "QueryJournal",
     "ReadFlow",
     "ReadOp",
+    "ReassignOwner",
     "Record",
     "Replica",
     "Store",

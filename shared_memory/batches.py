@@ -14,6 +14,7 @@ from typing import cast
 
 from .errors import (
     AlreadyOwnedError,
+    EpochConflictError,
     HeadConflictError,
     IntegrityError,
     InvalidValueError,
@@ -52,6 +53,19 @@ class TransferOwner:
 
 
 @dataclass(frozen=True)
+class ReassignOwner:
+    """A fenced takeover: `by` (an assigner, not the owner) hands `key` to `new_owner`, in a new
+    owner epoch; `from_epoch`, when given, is the epoch taken over (the write fails with
+    `EpochConflictError` if the key's owner changed since). The key's leases end in the same
+    write: they were taken in the old epoch."""
+
+    key: str
+    new_owner: str
+    by: str
+    from_epoch: int | None = None
+
+
+@dataclass(frozen=True)
 class AdvanceHead:
     key: str
     record_id: str
@@ -59,7 +73,7 @@ class AdvanceHead:
     by: str
 
 
-Op = AssignOwner | TransferOwner | AdvanceHead
+Op = AssignOwner | TransferOwner | ReassignOwner | AdvanceHead
 
 
 @dataclass(frozen=True)
@@ -150,7 +164,7 @@ def checked_batch(batch: WriteBatch, limits: StoreLimits) -> WriteBatch:
         validate_agent(op.by, limits)
         if isinstance(op, AssignOwner):
             validate_agent(op.owner, limits)
-        elif isinstance(op, TransferOwner):
+        elif isinstance(op, (TransferOwner, ReassignOwner)):
             validate_agent(op.new_owner, limits)
         else:
             validate_record_id(op.record_id)
@@ -205,7 +219,8 @@ def plan_batch(
     A transfer starts a new owner epoch and drops the head's signature (it was the previous
     owner's); a head advance by the batch signer's agent is signed with its new sequence and
     the key's epoch; an assignment or transfer by the signer's agent gets its ownership claim
-    signed (on the key and on the feed's owner change).
+    signed (on the key and on the feed's owner change). A reassignment is a transfer signed by an
+    assigner instead of the owner; it also ends every lease on the key.
 
     Raises:
         UnknownRecordError, UnknownKeyError, NotOwnerError, AlreadyOwnedError, HeadConflictError,
@@ -218,6 +233,7 @@ def plan_batch(
     if missing:
         raise UnknownRecordError(missing, "parent or referenced record")
     cur: dict[str, KeyState] = dict(states)
+    fenced: set[str] = set()  # reassigned keys: their leases end with the old epoch
     created: set[str] = set()
     changes: list[Change] = []
     for op in batch.ops:
@@ -234,6 +250,18 @@ def plan_batch(
             continue
         if state is None:
             raise UnknownKeyError(op.key)
+        if isinstance(op, ReassignOwner):
+            if op.from_epoch is not None and op.from_epoch != state.epoch:
+                raise EpochConflictError(op.key, op.from_epoch, state.epoch)
+            epoch = state.epoch + 1
+            sig = _owner_signature(batch.signer, op.key, op.new_owner, epoch, op.by)
+            head, version = state.head, state.version
+            cur[op.key] = KeyState(op.key, op.new_owner, head, version, epoch, None, op.by, sig)
+            changes.append(
+                Change(0, op.key, "owner", head, head, op.new_owner, op.by, at, epoch, sig)
+            )
+            fenced.add(op.key)
+            continue
         if op.by != state.owner:
             raise NotOwnerError(op.key, op.by, state.owner)
         if isinstance(op, TransferOwner):
@@ -258,7 +286,13 @@ def plan_batch(
             changes.append(Change(0, op.key, "head", *moved))
     touched = {op.key for op in batch.ops}
     advancing = [op.key for op in batch.ops if isinstance(op, AdvanceHead)]
-    leases = plan_leases(batch.leases, advancing, cur, lease_rows, now, batch.held)
+    rows = list(lease_rows)
+    leases = plan_leases(
+        batch.leases, advancing, cur, [r for r in rows if r.key not in fenced], now, batch.held
+    )
+    if fenced:
+        ended = {(r.key, r.lease) for r in rows if r.key in fenced}
+        leases = replace(leases, delete=sorted({*leases.delete, *ended}))
     return PlannedWrite({k: cur[k] for k in touched}, created, changes, leases)
 
 

@@ -11,7 +11,6 @@ returns is re-hashed against its id (once per distinct row, through a cache).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -47,7 +46,6 @@ class StoreCore:
         self._verified = VerifiedRecords()
         self._verified_lock = threading.Lock()  # a backend may decode on its own thread
         self._answered_ops = self.optional_reads | CORE_READS  # asked on every read
-        self._transact_takes_short = "short" in inspect.signature(self._transact).parameters
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {redact_url(self.url)}>"
@@ -148,7 +146,7 @@ class StoreCore:
     async def read_flow(self, flow: ReadFlow[T], *, short: bool = False) -> T:
         """Run a flow of dependent reads (in one hop where the backend can). `short=True`
         says it reads a row or two (SQLite with `io=loop` runs only such flows on the loop)."""
-        return (await self._call_transact(flow, None, short))[0]
+        return (await self._transact(flow, None, short=short))[0]
 
     async def transact(
         self, flow: ReadFlow[T], decide: Decide[T], *, short: bool = False
@@ -161,12 +159,4 @@ class StoreCore:
             batch = decide(result)
             return None if batch is None else self._signed(checked_batch(batch, self.limits))
 
-        return await self._call_transact(flow, checked, short)
-
-    async def _call_transact(
-        self, flow: ReadFlow[T], decide: Decide[T] | None, short: bool
-    ) -> tuple[T, WriteResult | None]:
-        # `short` is a hint: a backend whose `_transact` predates it is called without it.
-        if short and self._transact_takes_short:
-            return await self._transact(flow, decide, short=True)
-        return await self._transact(flow, decide)
+        return await self._transact(flow, checked, short=short)

@@ -1,24 +1,12 @@
-"""Every error planfence raises, under one root. The whole tree is drawn here; the classes
-defined in a higher layer name their module in brackets.
+"""Every error planfence raises, under one root. This tree is the store's; each higher layer
+subclasses these and draws its own: the gate's in `planfence.plugins.gate`, Janus's in
+`planfence.plugins.janus.errors`, the adapters' in `planfence.adapters`, the demos' in
+`planfence.demos`.
 
 PlanFenceError
 ├── MissingExtraError            an optional integration is not installed (has the pip hint)
 ├── ConfigError                  a bad store URL, policy file or setting
-│   ├── StoreNotFoundError       opened with create=False, and no store is there (file, schema)
-│   ├── PolicyError              a policy file or declaration that cannot load [plugins.gate]
-│   └── KeyringError             an owner keyring that cannot load [adapters.owner_service]
-├── ScopeError                   a call's arguments do not fill its declared keys [plugins.gate]
-├── JanusError                   the Janus controller [plugins.janus]
-│   ├── JanusConfigError, JanusStateError, JanusConflictError, UpdaterOutputError
-│   └── LLMError                 LLMUnavailableError, LLMResponseError, LLMBudgetExceededError
-├── FenceError                   a fencing token that does not hold at commit time [plugins.gate]
-│   ├── MalformedFenceError      not a fencing token (or not for these arguments or this tool)
-│   ├── FenceSignatureError      unsigned where a signature is required, or a bad signature
-│   └── StaleFenceError          a key's head moved since the gate checked it
-├── UpstreamFailure              the MCP proxy's upstream failed a call [adapters.mcp]
-├── ConcurrentTurnError          two AutoGen turns overlapped on one workbench [adapters.autogen]
-├── ImmutableRecordError         a LangGraph store write to a record [adapters.langgraph]
-├── PushRefused                  an eager-sync replica refused an update (baseline) [demos.pushes]
+│   └── StoreNotFoundError       opened with create=False, and no store is there (file, schema)
 └── StoreError                   anything the shared-memory store refuses or cannot do
     ├── InvalidKeyError          key or agent id does not match the allowed syntax
     ├── InvalidValueError        value is not JSON, or malformed record fields
@@ -34,8 +22,7 @@ PlanFenceError
     │   └── AdvancePendingError  a lease asked on a key whose owner is waiting to advance it
     ├── LeasesUnsupportedError   the backend cannot hold head leases
     ├── IntegrityError           a record read back does not hash to its id
-    ├── StoreUnavailableError    the backend cannot be reached
-    └── AuditBacklogError        a deferred audit that cannot keep another record [plugins.gate]
+    └── StoreUnavailableError    the backend cannot be reached
 """
 
 from __future__ import annotations
@@ -156,6 +143,17 @@ class AlreadyOwnedError(OwnershipError):
         self.key = key
         self.owner = owner
         super().__init__(f"{key!r} already has an owner ({owner!r}); transfer it instead")
+
+
+class EpochConflictError(OwnershipError):
+    """A reassignment that names the owner epoch it takes over from lost: the key's owner
+    changed since (another reassignment or a transfer came first)."""
+
+    def __init__(self, key: str, expected: int, current: int) -> None:
+        self.key = key
+        self.expected = expected
+        self.current = current
+        super().__init__(f"{key!r} is in owner epoch {current}, not {expected} as expected")
 
 
 class HeadConflictError(StoreError):

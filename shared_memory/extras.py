@@ -30,6 +30,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai", "pydantic_graph"),
     "openai-agents": ("agents", "openai"),
     "adk": ("google",),
+    "maf": ("agent_framework",),
+    "a2a": ("a2a",),
     "crewai": ("crewai", "crewai_core"),
 }
 

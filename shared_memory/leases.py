@@ -196,9 +196,11 @@ def plan_leases(
 
 def needs_leases(batch: WriteBatch) -> bool:
     """Whether a backend must read the touched keys' leases to apply `batch`."""
-    from .batches import AdvanceHead
+    from .batches import AdvanceHead, ReassignOwner
 
-    return bool(batch.leases) or any(isinstance(op, AdvanceHead) for op in batch.ops)
+    return bool(batch.leases) or any(
+        isinstance(op, (AdvanceHead, ReassignOwner)) for op in batch.ops
+    )
 
 
 async def write_waiting(

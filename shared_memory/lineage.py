@@ -41,12 +41,23 @@ class Frontier:
 
 
 Fetch = Generator[list[str], Mapping[str, Record], Frontier]
+Reached = frozenset[tuple[str, str]]
+"""A frontier as (key, record id) pairs."""
 
 
 def walk_frontier(
-    roots: Iterable[str], scope: Iterable[str], *, max_records: int = DEFAULT_MAX_RECORDS
+    roots: Iterable[str],
+    scope: Iterable[str],
+    *,
+    max_records: int = DEFAULT_MAX_RECORDS,
+    known: Callable[[str], Reached | None] | None = None,
 ) -> Fetch:
-    """Compute the frontier; yields lists of ids to look up, receives what the store holds."""
+    """Compute the frontier; yields lists of ids to look up, receives what the store holds.
+
+    `known` gives the frontier of a record below the roots when it is already known (as (key,
+    id) pairs, see `lineage_memo`): the walk does not read it or descend below it. The roots
+    are always read, so a cycle through them is seen.
+    """
     root_ids = tuple(dict.fromkeys(roots))
     scope_keys = frozenset(scope)
     seen: dict[str, Record] = {}
@@ -54,7 +65,13 @@ def walk_frontier(
     versions: dict[str, set[str]] = {k: set() for k in scope_keys}
     level = list(root_ids)
     truncated = False
+    below_roots = False
     while level:
+        if known is not None and below_roots:
+            level = [rid for rid in level if not _reached(known(rid), versions)]
+            if not level:
+                break
+        below_roots = True
         if len(seen) + len(level) > max_records:
             truncated = True
             break
@@ -79,9 +96,18 @@ def walk_frontier(
         visited=len(seen),
         unknown=frozenset(unknown),
         truncated=truncated,
-        cycle=find_cycle(seen, scope_keys),
+        cycle=find_cycle(seen, scope_keys) if seen else (),
         records=seen,
     )
+
+
+def _reached(pairs: Reached | None, versions: dict[str, set[str]]) -> bool:
+    """Add a known frontier's (key, id) pairs to `versions`; False when it is not known."""
+    if pairs is None:
+        return False
+    for key, rid in pairs:
+        versions[key].add(rid)
+    return True
 
 
 def find_cycle(records: Mapping[str, Record], scope: Iterable[str] = ()) -> tuple[str, ...]:

@@ -3,8 +3,9 @@
 Records are immutable, so a record's frontier over a scope never changes: F(r, D) is {r} when r's
 key is in D (the walk stops there), and otherwise the union of F(p, D) over r's parents. It
 depends on all of D (the walk stops at a record of *any* key in D), so the memo is keyed by the
-whole scope. Only complete walks (no unknown id, cycle or bound) are remembered; `walk_frontier`
-stays the reference, and a property test holds the two equal.
+whole scope. Only complete walks (no unknown id, cycle or bound) are remembered. `memo_walk` is
+`walk_frontier` itself, told which records' frontiers are known; a property test holds the
+memoised walk equal to the plain one.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
-from .lineage import DEFAULT_MAX_RECORDS, Fetch, Frontier, find_cycle
+from .lineage import DEFAULT_MAX_RECORDS, Fetch, Frontier, Reached, walk_frontier
 from .records import Record
 
-Reached = frozenset[tuple[str, str]]
-"""A frontier as (key, record id) pairs."""
 _EMPTY: Reached = frozenset()
 
 
@@ -81,66 +80,25 @@ def memo_walk(
     *,
     max_records: int = DEFAULT_MAX_RECORDS,
 ) -> Fetch:
-    """`walk_frontier` that reads the roots, does not descend below records whose frontier the
-    memo holds, and remembers the frontier of every record it walked through when the walk was
-    complete.
+    """`walk_frontier` that does not descend below records whose frontier the memo holds, and
+    remembers the frontier of every record it walked through when the walk was complete.
 
     `visited` and `records` count and hold the records this walk read, not the whole lineage.
     """
-    root_ids = tuple(dict.fromkeys(roots))
     keys = frozenset(scope)
-    seen: dict[str, Record] = {}
     hits: dict[str, Reached] = {}
-    unknown: set[str] = set()
-    level = list(root_ids)
-    truncated = False
-    first = True
-    while level:
-        need = []
-        for rid in level:
-            # The roots are always read (one row each: a plan's parents are what it cites), so
-            # a cycle through them is seen as the reference walk sees it; below them, the memo.
-            hit = None if first else memo.get(rid, keys)
-            if hit is None:
-                need.append(rid)
-            else:
-                hits[rid] = hit
-        first = False
-        if not need:
-            break
-        if len(seen) + len(need) > max_records:
-            truncated = True
-            break
-        found = yield need
-        nxt: list[str] = []
-        for rid in need:
-            rec = found.get(rid)
-            if rec is None:
-                unknown.add(rid)
-                continue
-            seen[rid] = rec
-            if rec.key not in keys:
-                nxt.extend(p for p in rec.parents if p not in seen and p not in unknown)
-        level = [p for p in dict.fromkeys(nxt) if p not in seen and p not in hits]
+
+    def remembered(record_id: str) -> Reached | None:
+        hit = memo.get(record_id, keys)
+        if hit is not None:
+            hits[record_id] = hit
+        return hit
+
+    found = yield from walk_frontier(roots, keys, max_records=max_records, known=remembered)
     # Nothing read (every root remembered, the common case of a check): nothing to learn.
-    cycle = find_cycle(seen, keys) if seen else ()
-    reached: set[tuple[str, str]] = {(r.key, rid) for rid, r in seen.items() if r.key in keys}
-    for hit in hits.values():
-        reached.update(hit)
-    if seen and not (unknown or truncated or cycle):
-        memo.put(_frontiers(seen, hits, keys), keys)
-    versions: dict[str, set[str]] = {k: set() for k in keys}
-    for key, rid in reached:
-        versions[key].add(rid)
-    return Frontier(
-        roots=root_ids,
-        versions={k: frozenset(v) for k, v in versions.items()},
-        visited=len(seen),
-        unknown=frozenset(unknown),
-        truncated=truncated,
-        cycle=cycle,
-        records=seen,
-    )
+    if found.records and found.complete:
+        memo.put(_frontiers(found.records, hits, keys), keys)
+    return found
 
 
 def _frontiers(

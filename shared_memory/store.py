@@ -15,7 +15,14 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
 from typing import Final
 
-from .batches import AdvanceHead, AssignOwner, TransferOwner, WriteBatch, checked_batch
+from .batches import (
+    AdvanceHead,
+    AssignOwner,
+    ReassignOwner,
+    TransferOwner,
+    WriteBatch,
+    checked_batch,
+)
 from .core import StoreCore
 from .errors import (
     AdvancePendingError,
@@ -89,8 +96,35 @@ class AsyncStore(StoreCore):
         batch = self._signed(WriteBatch(ops=(TransferOwner(key, new_owner, by),)))
         return (await self._write(batch)).changes[0]
 
+    async def reassign(
+        self, key: str, new_owner: str, *, by: str, from_epoch: int | None = None
+    ) -> Change:
+        """Take `key` over for `new_owner` without its owner (whose machine is gone for good):
+        `by` is an assigner (an agent of the gates' `owner_assigners`), and the store's signer
+        signs the ownership claim when it is `by`'s. The owner epoch goes up by one in the same
+        write and the key's leases end, so the old owner is fenced: its writes are refused
+        (`NotOwnerError`), its answers and signed heads name a stale epoch, and fencing tokens
+        checked in its epoch stop verifying. The head stays, unsigned until the new owner signs.
+
+        The store takes `by`'s name as it takes every writer's; a gate that does not trust the
+        store accepts the new owner only from a claim signed by one of its `owner_assigners`.
+
+        Args:
+            from_epoch: the epoch taken over; when the key has moved past it since (another
+                reassignment or a transfer), nothing is written.
+
+        Raises:
+            UnknownKeyError: `key` has no owner. EpochConflictError: `from_epoch` is not the
+            key's epoch.
+        """
+        validate_key(key, self.limits)
+        validate_agent(new_owner, self.limits)
+        validate_agent(by, self.limits)
+        op = ReassignOwner(key, new_owner, by, from_epoch)
+        return (await self._write(self._signed(WriteBatch(ops=(op,))))).changes[0]
+
     async def epoch(self, key: str) -> int:
-        """The owner epoch of `key` (1 for its first owner, +1 per transfer).
+        """The owner epoch of `key` (1 for its first owner, +1 per transfer or reassignment).
 
         Raises:
             UnknownKeyError: `key` has no owner.

@@ -291,6 +291,7 @@ class Store:
     # One line per AsyncStore method; `tests/store/test_store_sync.py` checks none is missing.
     own = twin(AsyncStore.own)
     transfer = twin(AsyncStore.transfer)
+    reassign = twin(AsyncStore.reassign)
     epoch = twin(AsyncStore.epoch)
     owner = twin(AsyncStore.owner)
     put = twin(AsyncStore.put)

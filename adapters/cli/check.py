@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from planfence.plugins.gate import Gate, Policy, ScopeError, Verdict
+from planfence.plugins.gate import Gate, Policy, ScopeError, Verdict, payload_of
 from planfence.shared_memory import KeyState, open_async_store, validate_agent
 
 from .common import UsageError, add_output, add_store_option, emit, guarded, store_url, write_out
@@ -142,12 +142,8 @@ def _document(
         "agent": verdict.agent,
         "templates": templates,
         "keys": keys,
-        "verdict": {
-            "verdict": verdict.verdict,
-            "reason": str(verdict.reason),
-            "message": verdict.message,
-            "stale": [s.key for s in verdict.stale],
-        },
+        # What the gate would say, in the same wire model every adapter sends.
+        "verdict": payload_of(verdict).wire(),
         "written": False,
     }
 
@@ -178,7 +174,7 @@ def _text(report: Mapping[str, Any]) -> str:
     v = report["verdict"]
     plan = f" for plan {report['plan']}" if report["plan"] else ""
     lines.append(f"verdict{plan}: {v['verdict']} ({v['reason']})")
-    if v["message"]:
+    if v.get("message"):
         lines.append(f"  {v['message']}")
     lines.append("dry run: nothing was written (no audit entry, no replan budget spent)")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from .common import (
     split_ids,
 )
 from .lineage import FORMATS, lineage_dot, lineage_json, lineage_mermaid, lineage_tree
+from .reassign import add_reassign_parser
 
 # Without --expect, `put` means "on top of whatever is current": a concurrent writer only makes it
 # read the head again. Bounded, so a key under constant churn still ends in a clear error.
@@ -77,6 +78,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     add_common(p)
     p.set_defaults(handler=guarded(_transfer))
+    add_reassign_parser(msub)
 
     p = msub.add_parser("put", help="store a new version of a key and advance its head")
     p.add_argument("key", help="the key to write (you must own it)")

@@ -13,7 +13,8 @@ spans, not only on what the adapter reports.
 - (g) fence: inside the tool, the allow's fencing token is `planfence.fence.current()` and
   verifies against the store.
 - (h) span: the `planfence.check` span is the child of the framework's own tool span (or, for a
-  framework that opens none, of the span the agent was run in).
+  framework that opens none, of the span the agent was run in; for one whose tool span wraps
+  only the function, outside its interception place, the span just before it, in the same parent).
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ async def span(h: Harness, world: World) -> str:
     checks = [s for s in spans.finished() if s.name == f"planfence.check {BOOK}"]
     expect(len(checks) == 1, f"{len(checks)} planfence.check spans, expected 1")
     parent = spans.parent(checks[0])
+    if h.tool_span is not None and not getattr(h, "tool_span_wraps_gate", True):
+        return _before_tool_span(spans, checks[0], h.tool_span)
     if h.tool_span is not None:
         expect(
             parent is not None and parent.name.startswith(h.tool_span),
@@ -152,6 +155,25 @@ async def span(h: Harness, world: World) -> str:
         "planfence.check is not inside the span the agent ran in",
     )
     return "no framework tool span: inside the caller's span"
+
+
+def _before_tool_span(spans: tracing.Spans, check: Any, tool_span: str) -> str:
+    """For a framework whose tool span encloses only the function (its interception place runs
+    outside it): the check and that span share a parent, and the check ended before it began."""
+    tools = [s for s in spans.finished() if s.name.startswith(tool_span)]
+    expect(len(tools) == 1, f"{len(tools)} {tool_span!r} spans, expected 1")
+    parent, tool_parent = spans.parent(check), spans.parent(tools[0])
+    expect(
+        parent is not None
+        and tool_parent is not None
+        and parent.context.span_id == tool_parent.context.span_id,
+        f"planfence.check's parent is {parent.name if parent else None!r}, the tool span's "
+        f"{tool_parent.name if tool_parent else None!r}: not the same span",
+    )
+    expect(check.end_time <= tools[0].start_time, "planfence.check ended after the tool began")
+    expect(spans.under_root(check), "planfence.check is not inside the span the agent ran in")
+    assert parent is not None
+    return f"just before {tools[0].name!r} (it wraps the function only), in {parent.name!r}"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ class Harness(Protocol):
     `name` is the adapter's row in the table, `extra` the pip extra it needs and `modules` the
     modules that must import for it to run. `tool_span`: the name (or name prefix) of the span the
     framework itself opens around a tool call, or None when it opens none; the gate's span must
-    then be its child (case h).
+    then be its child (case h). `tool_span_wraps_gate` (optional, default True): False for a
+    framework whose tool span encloses only the function, opened after its interception place
+    ran; the gate's span must then be that span's sibling, just before it.
     """
 
     name: ClassVar[str]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planfence.shared_memory import MissingExtraError
+
 from .cases import CASES, Case, CaseFailure
 from .harness import Harness
 from .world import open_world
@@ -27,6 +29,8 @@ HARNESSES: dict[str, str] = {
     "pydantic_ai": "planfence.adapters.conformance.harnesses.pydantic_ai:PydanticAIHarness",
     "openai_agents": "planfence.adapters.conformance.harnesses.openai_agents:OpenAIAgentsHarness",
     "adk": "planfence.adapters.conformance.harnesses.adk:ADKHarness",
+    "maf": "planfence.adapters.conformance.harnesses.maf:MAFHarness",
+    "a2a": "planfence.adapters.conformance.harnesses.a2a:A2AHarness",
     "crewai": "planfence.adapters.conformance.harnesses.crewai:CrewAIHarness",
 }
 """Adapter name -> its harness class, as "module:Class". Add a line for a new adapter."""
@@ -99,7 +103,12 @@ async def run_suite(
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="planfence-conformance-") as tmp:
         for name in adapters if adapters is not None else HARNESSES:
-            cls = load(name)
+            try:  # a harness module imports its framework: missing, it says which extra
+                cls = load(name)
+            except MissingExtraError as exc:
+                hint = f"pip install 'planfence[{exc.extra}]'"
+                results.append(Result(name, "*", MISSING, hint, 0.0))
+                continue
             if not installed(cls):
                 hint = f"pip install 'planfence[{cls.extra}]'"
                 results.append(Result(name, "*", MISSING, hint, 0.0))

@@ -23,6 +23,8 @@ from planfence.adapters.cli.common import (
 from planfence.shared_memory import ConfigError, validate_agent
 from planfence.shared_memory.extras import extra_imports
 
+from .oauth_cli import add_auth_arguments, auth_options
+
 HELP = "serve an MCP server through the PlanFence gate (every tools/call checked first)"
 
 
@@ -52,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="HTTP: require 'Authorization: Bearer TOKEN', TOKEN being this file's first line "
         "(or set $PLANFENCE_PROXY_TOKEN)",
     )
+    add_auth_arguments(p)
     p.add_argument(
         "--allow-origin",
         action="append",
@@ -71,9 +74,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--signing-key",
         default=None,
         metavar="FILE",
-        help="the gate's private key (.jwk from `planfence keys generate`): signs the fencing "
-        "token sent upstream with every allowed call (default: $PLANFENCE_SIGNING_KEY; without "
-        "one the tokens are unsigned)",
+        help="the gate's private key (.jwk from `planfence keys generate --gate`): signs the "
+        "fencing token sent upstream with every allowed call, as that gate (default: "
+        "$PLANFENCE_SIGNING_KEY; without one the tokens are unsigned)",
     )
     p.add_argument(
         "--audit",
@@ -140,6 +143,11 @@ def run(args: argparse.Namespace) -> int:
 
     key_file = args.signing_key or os.environ.get(SIGNING_KEY_ENV) or None
     signing_key = SigningKey.load(key_file) if key_file else None
+    if signing_key is not None and not signing_key.is_gate:
+        raise ConfigError(
+            f"{signing_key.source}: {signing_key.kid} is not a gate key; the proxy signs fencing "
+            "tokens as a gate (planfence keys generate --agent NAME --gate --out DIR)"
+        )
     try:
         token = read_token(args.auth_token_file, os.environ)
     except ValueError as exc:
@@ -163,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
         "agent": args.agent,
         "signing_key": signing_key,
         "audit": "deferred" if args.audit == "deferred" else True,
+        **auth_options(args),
     }
     anyio.run(lambda: serve(**options))
     return 0

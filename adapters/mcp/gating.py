@@ -29,7 +29,8 @@ from mcp.server.context import ServerRequestContext
 
 from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused, Revoked
-from .meta import META_DECISION, META_PLAN, PROGRESS_TOKEN, call_of, with_fence
+from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN, call_of, with_fence
+from .oauth import AGENT_MISMATCH, token_agent
 from .results import INPUT_REFUSED, PROXY_ERROR, ProxyFailure, fit_to_tool, to_wire_result
 from .sessions import SessionPlans
 from .upstream import UpstreamFailure
@@ -93,6 +94,14 @@ class GatedCalls:
     ) -> dict[str, Any]:
         tool = params.name
         try:
+            caller = token_agent(ctx.request)
+            if caller is not None and self.sessions is not None and caller != self.sessions.agent:
+                # The proxy reads, writes and stamps plans for its --agent: only that agent's
+                # token may use it.
+                message = f"this proxy acts for {self.sessions.agent!r}; the token is {caller!r}'s"
+                call = ToolCall(tool, params.arguments or {}, None, caller)
+                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
+                return await fit_to_tool(to_wire_result(refused.payload), tool, self.catalog)
             if self.sessions is not None and self.sessions.serves(tool):
                 return await self.sessions.call(ctx, tool, params.arguments or {})
             result = await self._gated_call(ctx, tool, params)
@@ -110,6 +119,13 @@ class GatedCalls:
         call = await call_of(self.gate, tool, params.arguments, meta, by="mcp-proxy")
         if isinstance(call, Refused):
             return to_wire_result(call.payload)
+        caller = token_agent(ctx.request)  # the agent an OAuth access token names, if any
+        if caller is not None:
+            if call.agent is not None and call.agent != caller:
+                message = f"{META_AGENT} is {call.agent!r}; the access token is {caller!r}'s"
+                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
+                return to_wire_result(refused.payload)
+            call = replace(call, agent=caller)
 
         stamped = False
         if self.sessions is not None and call.plan is None and META_PLAN not in meta:

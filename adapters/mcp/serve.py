@@ -20,6 +20,7 @@ from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import open_async_store, sqlite_on_loop
 
 from .http_guard import TOKEN_ENV, HttpGuard, is_loopback
+from .oauth import JwtVerifier, ResourceServer
 from .policy_fit import warn_about_policy
 from .proxy import open_proxy
 from .stdio import native_stdio
@@ -45,6 +46,7 @@ async def serve(
     agent: str | None = None,
     signing_key: TokenSigner | None = None,
     audit: AuditMode = True,
+    resource_server: ResourceServer | None = None,
 ) -> None:
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP).
 
@@ -73,7 +75,9 @@ async def serve(
             ) as (proxy, server):
                 await warn_about_policy(policy, proxy.catalog)
                 if sock is not None:
-                    await _serve_http(server, sock, host, auth_token, allowed_origins)
+                    await _serve_http(
+                        server, sock, host, auth_token, allowed_origins, resource_server
+                    )
                 else:
                     async with (
                         native_stdio() as pipes,
@@ -91,10 +95,15 @@ async def serve(
 
 
 async def _serve_http(
-    server: Any, sock: socket.socket, host: str, token: str | None, origins: tuple[str, ...]
+    server: Any,
+    sock: socket.socket,
+    host: str,
+    token: str | None,
+    origins: tuple[str, ...],
+    auth: ResourceServer | None = None,
 ) -> None:
     loopback = is_loopback(host)
-    if not loopback and token is None:
+    if not loopback and token is None and auth is None:
         logger.warning(
             "listening on %s without an auth token: anyone who can reach this port can call the "
             "upstream's tools (give --auth-token-file or $%s)",
@@ -104,8 +113,17 @@ async def _serve_http(
     # HttpGuard checks Origin and Host for every bind address, with the user's allowed origins;
     # the SDK's own check (loopback binds only, loopback origins only) would refuse those.
     unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    oauth: dict[str, Any] = {}
+    if auth is not None:  # an OAuth resource server, with the SDK's pieces (see `oauth`)
+        verifier = JwtVerifier(auth)
+        await verifier.load()
+        oauth = {
+            "auth": auth.settings(),
+            "token_verifier": verifier,
+            "custom_starlette_routes": [auth.root_metadata_route()],
+        }
     app = HttpGuard(
-        server.streamable_http_app(host=host, transport_security=unchecked),
+        server.streamable_http_app(host=host, transport_security=unchecked, **oauth),
         token=token,
         allowed_origins=origins,
         check_host=loopback,

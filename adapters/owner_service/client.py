@@ -18,7 +18,7 @@ from planfence.plugins.gate.decision import (
     OWNER_UNAUTHENTICATED,
     OWNER_UNREACHABLE,
 )
-from planfence.shared_memory import validate_agent
+from planfence.shared_memory import AsyncStore, validate_agent
 
 from .keys import SigningKey, own_signer
 from .wire import ErrorBody, HeadsAnswer, Verifier, new_nonce, now_ms, signed_request, verify
@@ -49,6 +49,11 @@ class HttpOwnerHeads:
         client: an `httpx.AsyncClient` to use (the caller closes it); by default one is created
             and closed by `aclose()`.
         transport: transport for the created client (e.g. `httpx.ASGITransport` in tests).
+        store: the shared store; when given, the epochs of the answers are checked against the
+            store's once they arrive, and an answer for an epoch its key has left since
+            (an owner frozen or slow while its key was reassigned or transferred) counts as
+            `owner_epoch_stale`: the gate then asks the key's new owner, once. Costs one
+            read of the asked keys' states per round.
 
     Raises:
         KeyringError: nothing to sign with as `agent`.
@@ -65,6 +70,7 @@ class HttpOwnerHeads:
         max_skew_s: float = DEFAULT_MAX_SKEW_S,
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        store: AsyncStore | None = None,
     ) -> None:
         validate_agent(agent)
         self.signer = own_signer(keyring, agent, signing_key, role="requesting")
@@ -73,6 +79,7 @@ class HttpOwnerHeads:
         self.agent = agent
         self.timeout = timeout
         self.max_skew_ms = int(max_skew_s * 1000)
+        self.store = store
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(transport=transport, timeout=timeout)
 
@@ -82,6 +89,34 @@ class HttpOwnerHeads:
         out: dict[str, HeadAnswer] = {}
         for answers in results:
             out.update(answers)
+        if self.store is not None:
+            out = await self._epochs_rechecked(self.store, out)
+        return out
+
+    async def _epochs_rechecked(
+        self, store: AsyncStore, answers: dict[str, HeadAnswer]
+    ) -> dict[str, HeadAnswer]:
+        said = [k for k, a in answers.items() if a.error is None and a.epoch is not None]
+        if not said:
+            return answers
+        try:
+            states = await store.states(said)
+        except Exception as exc:  # cannot tell whether the answers still hold: none counts
+            detail = f"could not re-read the owner epochs: {type(exc).__name__}: {exc}"
+            return {
+                k: HeadAnswer(error=OWNER_UNREACHABLE, detail=detail) if k in said else a
+                for k, a in answers.items()
+            }
+        out = dict(answers)
+        for key in said:
+            epoch, state = answers[key].epoch, states.get(key)
+            if state is None or epoch is None or epoch < state.epoch:
+                now = state.epoch if state is not None else "none"
+                out[key] = HeadAnswer(
+                    error=OWNER_EPOCH_STALE,
+                    detail=f"the answer for {key} is for owner epoch {epoch}; the key has moved "
+                    f"on to epoch {now} (reassigned or transferred while its owner answered)",
+                )
         return out
 
     async def aclose(self) -> None:

@@ -12,6 +12,10 @@ Formats are standard, so other tools can read them:
   signed (a heads request or answer), over the canonical JSON of the message.
 
 A verifier holding the keyring can check every agent's signatures but forge none.
+
+A key may carry `"role": "gate"` (`planfence keys generate --gate`): its agent is a gate, whose
+signature on a fencing token a tool trusts. A keyring names its gates this way; an agent's keys
+are all gate keys or none (so an executor's key never passes for a gate's).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from .wire import Signer, Verifier
 
 ALG = "EdDSA"
 MAX_HEADER_BYTES = 1024
+GATE_ROLE = "gate"
+"""The `role` of a gate's key: its agent signs fencing tokens."""
+ROLES = frozenset({GATE_ROLE})
 
 
 def b64url(data: bytes) -> str:
@@ -68,12 +75,22 @@ def _signing_input(header: Mapping[str, Any], fields: Mapping[str, Any]) -> tupl
 class SigningKey:
     """One agent's Ed25519 private key and its key id. Never shown in `repr`."""
 
-    def __init__(self, agent: str, key: Ed25519PrivateKey, *, source: str = "<code>") -> None:
+    def __init__(
+        self,
+        agent: str,
+        key: Ed25519PrivateKey,
+        *,
+        source: str = "<code>",
+        role: str | None = None,
+    ) -> None:
         try:
             validate_agent(agent)
         except InvalidKeyError as exc:
             raise KeyringError(f"{source}: {exc}") from None
+        if role is not None and role not in ROLES:
+            raise KeyringError(f"{source}: unknown key role {role!r} (only {GATE_ROLE!r})")
         self.agent = agent
+        self.role = role
         self._key = key
         self.public = key.public_key().public_bytes_raw()
         self.kid = key_id(agent, self.public)
@@ -82,9 +99,14 @@ class SigningKey:
     def __repr__(self) -> str:
         return f"SigningKey({self.kid!r})"
 
+    @property
+    def is_gate(self) -> bool:
+        """A gate's key (`role` "gate"): what it signs includes fencing tokens tools trust."""
+        return self.role == GATE_ROLE
+
     @classmethod
-    def generate(cls, agent: str) -> SigningKey:
-        return cls(agent, Ed25519PrivateKey.generate())
+    def generate(cls, agent: str, *, role: str | None = None) -> SigningKey:
+        return cls(agent, Ed25519PrivateKey.generate(), role=role)
 
     def sign(self, typ: str, fields: Mapping[str, Any]) -> str:
         """A detached compact JWS of `fields` (canonical JSON), typed `typ`."""
@@ -92,7 +114,10 @@ class SigningKey:
         return f"{head}..{b64url(self._key.sign(message))}"
 
     def public_jwk(self) -> dict[str, str]:
-        return {"kty": "OKP", "crv": "Ed25519", "x": b64url(self.public), "kid": self.kid}
+        jwk = {"kty": "OKP", "crv": "Ed25519", "x": b64url(self.public), "kid": self.kid}
+        if self.role is not None:
+            jwk["role"] = self.role
+        return jwk
 
     def private_jwk(self) -> dict[str, str]:
         return {**self.public_jwk(), "d": b64url(self._key.private_bytes_raw())}
@@ -106,7 +131,10 @@ class SigningKey:
         except ValueError as exc:
             raise KeyringError(f"{source}: unreadable private key: {exc}") from None
         kid = str(jwk.get("kid", ""))
-        signing = cls(agent_of(kid), key, source=source)
+        role = jwk.get("role")
+        if role is not None and not isinstance(role, str):
+            raise KeyringError(f"{source}: a key's role is a string")
+        signing = cls(agent_of(kid), key, source=source, role=role)
         if signing.kid != kid:
             raise KeyringError(f"{source}: kid {kid!r} does not match the key ({signing.kid})")
         return signing
@@ -142,6 +170,7 @@ class PublicKeyring(Mapping[str, Ed25519PublicKey]):
         if not isinstance(keys, list):
             raise KeyringError(f'{source}: a public keyring is a JWK Set: {{"keys": [...]}}')
         found: dict[str, Ed25519PublicKey] = {}
+        roles: dict[str, str | None] = {}
         for i, jwk in enumerate(keys):
             where = f"{source}: key {i + 1}"
             if not isinstance(jwk, dict) or jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
@@ -162,8 +191,19 @@ class PublicKeyring(Mapping[str, Ed25519PublicKey]):
                 ) from None
             if key_id(agent_of(kid), raw) != kid:
                 raise KeyringError(f"{where}: kid {kid!r} does not match its key")
+            role = jwk.get("role")
+            if role is not None and role not in ROLES:
+                raise KeyringError(f"{where}: unknown key role {role!r} (only {GATE_ROLE!r})")
+            agent = agent_of(kid)
+            if any(agent_of(k) == agent and r != role for k, r in roles.items()):
+                raise KeyringError(
+                    f"{where}: {agent!r} has gate and non-gate keys; an agent's keys are all "
+                    "gate keys or none"
+                )
             found[kid] = public
+            roles[kid] = role
         self._keys = found
+        self._roles = roles
 
     def __getitem__(self, kid: str) -> Ed25519PublicKey:
         return self._keys[kid]
@@ -180,6 +220,11 @@ class PublicKeyring(Mapping[str, Ed25519PublicKey]):
     @property
     def agents(self) -> frozenset[str]:
         return frozenset(agent_of(k) for k in self._keys)
+
+    @property
+    def gates(self) -> frozenset[str]:
+        """The agents whose keys this keyring marks as gate keys (`"role": "gate"`)."""
+        return frozenset(agent_of(k) for k, r in self._roles.items() if r == GATE_ROLE)
 
     def can_verify(self, agent: str) -> bool:
         return agent in self.agents
@@ -222,12 +267,14 @@ class PublicKeyring(Mapping[str, Ed25519PublicKey]):
         return cls(data, source=source)
 
     def to_jwks(self) -> dict[str, Any]:
-        return {
-            "keys": [
-                {"kty": "OKP", "crv": "Ed25519", "x": b64url(k.public_bytes_raw()), "kid": kid}
-                for kid, k in sorted(self._keys.items())
-            ]
-        }
+        keys: list[dict[str, str]] = []
+        for kid, k in sorted(self._keys.items()):
+            jwk = {"kty": "OKP", "crv": "Ed25519", "x": b64url(k.public_bytes_raw()), "kid": kid}
+            role = self._roles.get(kid)
+            if role is not None:
+                jwk["role"] = role
+            keys.append(jwk)
+        return {"keys": keys}
 
 
 def add_public_key(keyring_path: str | Path, signing: SigningKey) -> PublicKeyring:

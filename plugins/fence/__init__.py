@@ -9,7 +9,9 @@ Inside a gated tool call:
     await fence.fenced_write(token, store, batch) # a store write conditional on those heads
 
 An MCP server behind the proxy finds the token in the call's `_meta["dev.planfence/fence"]`;
-check its signature with the gate's public keyring: `verify(meta_token, store, keyring=ring)`.
+check that a gate it trusts signed it: `verify(meta_token, store, keyring=gate_keyring)` (a
+keyring whose keys are marked as gate keys, `planfence keys generate --gate`), or
+`verify(meta_token, store, keyring=ring, gates={"gate-1"})`.
 """
 
 from planfence.plugins.gate.fence import (

@@ -7,6 +7,19 @@ outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_o
 Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
 `GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`, whose `payload` (an
 `AllowPayload` or a `RefusalPayload`, see `wire`) is what the adapter hands on.
+
+The gate's errors, under the store's (`planfence.shared_memory.errors`):
+
+PlanFenceError
+├── ConfigError
+│   └── PolicyError              a policy file or declaration that cannot load
+├── ScopeError                   a call's arguments do not fill its declared keys
+├── FenceError                   a fencing token that does not hold at commit time
+│   ├── MalformedFenceError      not a fencing token (or not for these arguments or this tool)
+│   ├── FenceSignatureError      unsigned where a signature is required, or a bad signature
+│   └── StaleFenceError          a key's head moved since the gate checked it
+└── StoreError
+    └── AuditBacklogError        a deferred audit that cannot keep another record
 """
 
 from .audit import AUDIT_SOURCE, Decision

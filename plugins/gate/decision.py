@@ -1,15 +1,18 @@
 """The gate's check as a flow: load what the rule needs, then decide.
 
-`gate_flow` yields the reads it needs (`LoadPlan`, `AskOwners`, `ReloadOwners`, `CheckBudget`,
+`gate_flow` yields the reads it needs (`LoadPlan`, `AskOwners`, `ReloadOwners`, `Audited`,
 `LoadRecords`) and receives their answers (or an `IOFailure`); it returns a `Verdict`. `Gate`
-drives it against a store and a head source; tests drive it with plain dicts. The rule itself is
-`rule.decide`; the verdict types are in `verdicts`. Both are re-exported here.
+drives it against a store and a head source; tests drive it with plain dicts. It reads in three
+stages, each a flow of its own: the plan's view (`LoadPlan`), the owners' heads and the rule
+(`judge_flow`: the view's problems found once, then `rule.judge_heads` once), and for a replan
+only, the budget along the `supersedes` chain and the current records (`replan_flow`). The rule
+itself is in `rule`; the verdict types are in `verdicts`. Both are re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planfence.shared_memory import KeyState
@@ -24,11 +27,14 @@ from .rule import (
     base_verdict,
     decide,
     frontier_of,
+    judge_heads,
     lineage_problem,
     owner_problem,
     plan_problem,
+    replan_spent,
     resolve_call,
     stale_keys,
+    view_problem,
 )
 from .verdicts import (
     ALLOW,
@@ -75,9 +81,11 @@ class LoadPlan:
 
 @dataclass(frozen=True)
 class AskOwners:
-    """Ask each owner for the heads of its keys (one request per owner)."""
+    """Ask each owner for the heads of its keys (one request per owner). `view` is what the
+    check read, so a gate whose head source is the store answers from it."""
 
     owners: Mapping[str, tuple[str, ...]]
+    view: PlanView | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -89,11 +97,11 @@ class ReloadOwners:
 
 
 @dataclass(frozen=True)
-class CheckBudget:
-    """Was a replan already spent along the `supersedes` chain starting at `plan_id`? (True: a
-    plan in the chain was refused as stale, with no gated allow since.)"""
+class Audited:
+    """Does the audit log hold a gate decision about `plan_id` with one of `reasons`?"""
 
     plan_id: str
+    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -109,8 +117,11 @@ class IOFailure:
     detail: str
 
 
-IORequest = LoadPlan | AskOwners | ReloadOwners | CheckBudget | LoadRecords
+IORequest = LoadPlan | AskOwners | ReloadOwners | Audited | LoadRecords
 Flow = Generator[IORequest, Any, Verdict]
+BUDGET_REASONS: tuple[str, ...] = (STALE, STALE_AFTER_REPLAN)
+"""The refusals the one-replan budget is made of."""
+MAX_SUPERSEDES_CHAIN = 64
 
 
 def owners_of(scope: tuple[str, ...], states: Mapping[str, KeyState]) -> dict[str, tuple[str, ...]]:
@@ -139,58 +150,103 @@ def relearned(
 
 
 def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -> Flow:
-    """Load what `decide` needs (yielding each read), decide, and hand a replan its records."""
+    """Load what the rule needs (yielding each read), judge, and hand a replan its records."""
     pre = resolve_call(req, policy)
     if isinstance(pre, Verdict):
         return pre
     scope = pre
-
-    def failed(io: IOFailure, **known: Any) -> Verdict:
-        return req.verdict(BLOCK, io.reason, io.detail, scope, **known)
-
     view = yield LoadPlan(req.plan_id, scope, max_records)
     if isinstance(view, IOFailure):
-        return failed(view)
+        return failed(req, scope, view)
+    verdict = yield from judge_flow(req, scope, view, max_records)
+    return (yield from replan_flow(req, scope, view, verdict))
+
+
+def failed(req: CheckRequest, scope: tuple[str, ...], io: IOFailure, **known: Any) -> Verdict:
+    """The block for a check whose read failed."""
+    return req.verdict(BLOCK, io.reason, io.detail, scope, **known)
+
+
+def judge_flow(req: CheckRequest, scope: tuple[str, ...], view: PlanView, max_records: int) -> Flow:
+    """The view's problems, else the owners' heads (asked once; again, once, of the keys whose
+    owner moved since the view was read) judged by the rule."""
+    problem = view_problem(req, view, scope, max_records)
+    if problem is not None:
+        return req.verdict(scope=scope, **problem)
     heads: Mapping[str, HeadAnswer] = {}
-    if plan_problem(req, view) is None and lineage_problem(view, scope, max_records) is None:
-        owners = owners_of(scope, view.states)
-        if owners and all(k in view.states for k in scope):
-            known = frontier_of(view.frontier, scope) if view.frontier is not None else {}
-            answers = yield AskOwners(owners)
-            if isinstance(answers, IOFailure):
-                return failed(answers, frontier=known)
-            heads = answers
-            moved = tuple(k for k in scope if k in heads and heads[k].moved_on(view.states[k]))
-            if moved:
-                # Ownership moved since the snapshot: learn the new owners from the store and
-                # ask them, once. What still disagrees afterwards blocks in `decide`.
-                fresh = yield ReloadOwners(moved)
-                if isinstance(fresh, IOFailure):
-                    return failed(fresh, frontier=known)
-                view, again = relearned(view, moved, fresh)
-                if again:
-                    more = yield AskOwners(again)
-                    if isinstance(more, IOFailure):
-                        return failed(more, frontier=known)
-                    heads = {**heads, **more}
-    verdict = decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
-    if verdict.verdict == REPLAN and view.plan is not None and view.plan.supersedes:
-        # A replan's replan, possibly through plans that only made ungated calls.
-        spent = yield CheckBudget(view.plan.supersedes)
-        if isinstance(spent, IOFailure):
-            return failed(spent, frontier=verdict.frontier, heads=verdict.heads)
-        if spent:
-            verdict = decide(req, scope, view, heads, budget_spent=True, max_records=max_records)
+    owners = owners_of(scope, view.states)
+    if owners and all(k in view.states for k in scope):
+        assert view.frontier is not None  # else a problem
+        known = frontier_of(view.frontier, scope)
+        answers = yield AskOwners(owners, view)
+        if isinstance(answers, IOFailure):
+            return failed(req, scope, answers, frontier=known)
+        heads = answers
+        moved = tuple(k for k in scope if k in heads and heads[k].moved_on(view.states[k]))
+        if moved:
+            # Ownership moved since the snapshot: learn the new owners from the store and
+            # ask them, once. What still disagrees afterwards blocks in the rule.
+            fresh = yield ReloadOwners(moved)
+            if isinstance(fresh, IOFailure):
+                return failed(req, scope, fresh, frontier=known)
+            view, again = relearned(view, moved, fresh)
+            if again:
+                more = yield AskOwners(again, view)
+                if isinstance(more, IOFailure):
+                    return failed(req, scope, more, frontier=known)
+                heads = {**heads, **more}
+    return judge_heads(req, scope, view, heads, budget_spent=False)
+
+
+def replan_flow(
+    req: CheckRequest, scope: tuple[str, ...], view: PlanView, verdict: Verdict
+) -> Flow:
+    """Anything but a replan as it is. A replan's plan that supersedes another is blocked when
+    the chain already spent its replan; else the replan gets the current records."""
     if verdict.verdict != REPLAN:
         return verdict
+    known = {"frontier": verdict.frontier, "heads": verdict.heads}
+    if view.plan is not None and view.plan.supersedes:
+        spent = yield from budget_flow(view.plan.supersedes)
+        if isinstance(spent, IOFailure):
+            return failed(req, scope, spent, **known)
+        if spent:
+            return replan_spent(verdict)
     current_ids = tuple(s.current for s in verdict.stale if s.current)
     if not current_ids:
         return verdict
     got = yield LoadRecords(current_ids)
     if isinstance(got, IOFailure):
-        return failed(got, frontier=verdict.frontier, heads=verdict.heads)
+        return failed(req, scope, got, **known)
     records = {s.key: got[s.current] for s in verdict.stale if s.current and s.current in got}
-    return replace(verdict, current_records=records)
+    return verdict.evolve(current_records=records)
+
+
+def budget_flow(plan_id: str) -> Generator[IORequest, Any, bool | IOFailure]:
+    """Walk the `supersedes` chain from `plan_id`: spent if a plan was refused as stale before
+    any gated allow (a plan that acted starts a new budget); a chain too long to walk is
+    spent (fail closed)."""
+    current: str | None = plan_id
+    for _ in range(MAX_SUPERSEDES_CHAIN):
+        if current is None:
+            return False
+        refused = yield Audited(current, BUDGET_REASONS)
+        if isinstance(refused, IOFailure):
+            return refused
+        if refused:
+            return True
+        acted = yield Audited(current, (CURRENT,))
+        if isinstance(acted, IOFailure):
+            return acted
+        if acted:
+            return False
+        got = yield LoadRecords((current,))
+        if isinstance(got, IOFailure):
+            return got
+        if current not in got:
+            return IOFailure(UNKNOWN_RECORD, f"plan {current} of the supersedes chain is unknown")
+        current = got[current].supersedes
+    return True
 
 
 __all__ = [
@@ -198,11 +254,13 @@ __all__ = [
     "AUDIT_UNAVAILABLE",
     "BLOCK",
     "BLOCK_REASONS",
+    "BUDGET_REASONS",
     "CURRENT",
     "HEAD_ROLLBACK",
     "INCOMPLETE_LINEAGE",
     "INTERNAL_ERROR",
     "LINEAGE_TOO_LARGE",
+    "MAX_SUPERSEDES_CHAIN",
     "MISSING_PLAN",
     "OWNER_EPOCH_STALE",
     "OWNER_UNAUTHENTICATED",
@@ -217,7 +275,7 @@ __all__ = [
     "UNKNOWN_PLAN",
     "UNKNOWN_RECORD",
     "AskOwners",
-    "CheckBudget",
+    "Audited",
     "CheckRequest",
     "Flow",
     "HeadAnswer",
@@ -234,15 +292,22 @@ __all__ = [
     "VerdictKind",
     "args_digest",
     "base_verdict",
+    "budget_flow",
     "decide",
     "fail_closed",
+    "failed",
     "frontier_of",
     "gate_flow",
+    "judge_flow",
+    "judge_heads",
     "lineage_problem",
     "owner_problem",
     "owners_of",
     "plan_problem",
     "relearned",
+    "replan_flow",
+    "replan_spent",
     "resolve_call",
     "stale_keys",
+    "view_problem",
 ]

@@ -10,7 +10,9 @@ says so (`signed` is false, `sig` is null).
 The tool reads its token with `current()` (the adapters set it for the duration of the call; the
 MCP proxy also forwards it in `_meta["dev.planfence/fence"]`), then, just before its effect:
 
-- `await verify(token, store)` re-reads the heads and raises `StaleFenceError` when one moved;
+- `await verify(token, store, keyring=ring)` checks that a gate the tool trusts signed it (the
+  keyring's gate keys, or `gates={...}`), re-reads the heads and raises `StaleFenceError` when
+  one moved;
 - `await fenced_write(token, store, batch)` makes a write to the store conditional on the heads
   (atomic: no head can move between the check and the write);
 - `conditions(token)` gives (key, head) pairs for the same conditional write in the tool's own
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
@@ -82,9 +84,21 @@ class TokenSigner(Protocol):
 
 
 class TokenVerifier(Protocol):
-    """Checks agents' signatures (a `PublicKeyring` from `planfence.adapters.owner_service`)."""
+    """Checks agents' signatures (a `PublicKeyring` from `planfence.adapters.owner_service`; its
+    `gates` attribute, when it has one, names the agents whose keys it marks as gate keys)."""
 
     def verify(self, agent: str, typ: str, fields: Mapping[str, Any], sig: str) -> bool: ...
+
+
+def trusted_gates(keyring: TokenVerifier | None, gates: Collection[str] | None) -> frozenset[str]:
+    """The signers a verifier accepts a token from: `gates` when given, else the keyring's gate
+    keys (none for a keyring that marks no gate: it then verifies no token)."""
+    if gates is not None:
+        if isinstance(gates, str):
+            raise TypeError("gates= is a collection of agent ids, not one string")
+        return frozenset(gates)
+    marked = getattr(keyring, "gates", None)
+    return frozenset(marked) if isinstance(marked, (set, frozenset)) else frozenset()
 
 
 class FencedHead(BaseModel):
@@ -208,16 +222,33 @@ def _checked(
     require_signature: bool | None,
     args: Mapping[str, Any] | None,
     tool: str | None = None,
+    gates: Collection[str] | None = None,
 ) -> FenceToken:
     parsed = FenceToken.parse(token)
     if tool is not None and parsed.tool != tool:
         raise MalformedFenceError(f"the token was issued for tool {parsed.tool!r}, not {tool!r}")
-    required = keyring is not None if require_signature is None else require_signature
+    required = (
+        (keyring is not None or gates is not None)
+        if require_signature is None
+        else require_signature
+    )
     if required:
         if parsed.sig is None or parsed.gate is None:
             raise FenceSignatureError("the token is unsigned (the gate has no signing key)")
         if keyring is None:
             raise FenceSignatureError("a signature is required but no keyring was given")
+        trusted = trusted_gates(keyring, gates)
+        if not trusted:
+            raise FenceSignatureError(
+                "no gate is trusted: name the gates (gates={...}) or give a keyring that marks "
+                "gate keys (planfence keys generate --gate); a keyring of agents alone verifies "
+                "no token"
+            )
+        if parsed.gate not in trusted:
+            raise FenceSignatureError(
+                f"the token is signed as {parsed.gate!r}, not by a trusted gate "
+                f"({', '.join(sorted(trusted))})"
+            )
         if not keyring.verify(parsed.gate, FENCE_TYPE, parsed.signed_fields(), parsed.sig):
             raise FenceSignatureError(f"bad signature on the token (signed as {parsed.gate!r})")
     if args is not None and args_digest(args) != parsed.args_digest:
@@ -243,6 +274,7 @@ async def verify(
     store: AsyncStore,
     *,
     keyring: TokenVerifier | None = None,
+    gates: Collection[str] | None = None,
     require_signature: bool | None = None,
     args: Mapping[str, Any] | None = None,
     tool: str | None = None,
@@ -253,19 +285,27 @@ async def verify(
         token: the token (`current()`, or the `_meta` value an MCP tool received).
         store: the store the gate checked against.
         keyring: public keys to check the gate's signature with; required whenever the token
-            crossed a boundary you do not trust (it came in a request).
-        require_signature: default: required when a keyring is given.
+            crossed a boundary you do not trust (it came in a request). Only a gate's signature
+            counts: a key the keyring marks `"role": "gate"`, or an agent named in `gates`.
+        gates: the agents whose tokens this tool trusts (default: the keyring's gate keys). A
+            token signed by anyone else (the executor whose call was gated, another gate) is
+            refused, and so is every token when no gate is trusted.
+        require_signature: default: required when a keyring (or `gates`) is given.
         args: the arguments the tool runs with: they must be those the gate judged.
         tool: the tool's name: the token must have been issued for it.
 
     Returns:
         The parsed token.
 
+    A token stays valid for as long as every head (and epoch) it names is unchanged, whatever
+    its lease: the lease only holds the owners back while the tool runs.
+
     Raises:
         StaleFenceError: a head moved; the effect must not happen.
-        FenceSignatureError, MalformedFenceError.
+        FenceSignatureError: unsigned, not signed by a trusted gate, or a bad signature.
+        MalformedFenceError.
     """
-    parsed = _checked(token, keyring, require_signature, args, tool)
+    parsed = _checked(token, keyring, require_signature, args, tool, gates)
     return _unmoved(parsed, await store.states(parsed.heads))
 
 
@@ -274,12 +314,13 @@ def verify_sync(
     store: Store,
     *,
     keyring: TokenVerifier | None = None,
+    gates: Collection[str] | None = None,
     require_signature: bool | None = None,
     args: Mapping[str, Any] | None = None,
     tool: str | None = None,
 ) -> FenceToken:
     """`verify` for synchronous tools, over a sync `Store`."""
-    parsed = _checked(token, keyring, require_signature, args, tool)
+    parsed = _checked(token, keyring, require_signature, args, tool, gates)
     return _unmoved(parsed, store.states(parsed.heads))
 
 
@@ -295,6 +336,7 @@ async def fenced_write(
     batch: WriteBatch,
     *,
     keyring: TokenVerifier | None = None,
+    gates: Collection[str] | None = None,
     require_signature: bool | None = None,
     args: Mapping[str, Any] | None = None,
     tool: str | None = None,
@@ -306,7 +348,7 @@ async def fenced_write(
         StaleFenceError: a head moved; nothing was written.
         FenceSignatureError, MalformedFenceError, and what `store.write` raises.
     """
-    parsed = _checked(token, keyring, require_signature, args, tool)
+    parsed = _checked(token, keyring, require_signature, args, tool, gates)
     expect = (*batch.expect, *conditions(parsed))
     # The call's own lease holds other writers back, not the call's own effect.
     held = (*batch.held, parsed.lease.id) if parsed.lease is not None else batch.held
@@ -338,6 +380,7 @@ __all__ = [
     "issue",
     "key_epoch",
     "token_epoch",
+    "trusted_gates",
     "verify",
     "verify_sync",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from planfence.plugins.telemetry import gate_span
@@ -24,16 +25,16 @@ from .decision import (
     ALLOW,
     AUDIT_UNAVAILABLE,
     BLOCK,
-    CURRENT,
+    BUDGET_REASONS,
     INTERNAL_ERROR,
+    REPLAN,
     STALE,
-    STALE_AFTER_REPLAN,
     STORE_UNAVAILABLE,
     UNKNOWN_RECORD,
     AskOwners,
-    CheckBudget,
+    Audited,
     CheckRequest,
-    Flow,
+    HeadAnswer,
     IOFailure,
     IORequest,
     LoadPlan,
@@ -42,7 +43,9 @@ from .decision import (
     ReloadOwners,
     Verdict,
     fail_closed,
+    failed,
     gate_flow,
+    replan_flow,
 )
 from .executor import (
     CallFn,
@@ -54,14 +57,18 @@ from .executor import (
 )
 from .heads import HeadSource
 from .policy import Policy
-from .snapshot import Flag, PlanSnapshot, frontier_memo, snapshot, snapshot_and_log
-from .store_heads import ProveOwners, heads_or_proof, proven_heads, untrusted_store
+from .snapshot import Flag, frontier_memo, snapshot, snapshot_and_log, view_of
+from .store_heads import (
+    ProveOwners,
+    heads_or_proof,
+    judged_on_store_heads,
+    proven_heads,
+    untrusted_store,
+)
 from .wire import DecisionDetail
 
 T = TypeVar("T")
 AuditMode = bool | Literal["deferred"]
-BUDGET_REASONS = (STALE, STALE_AFTER_REPLAN)
-MAX_SUPERSEDES_CHAIN = 64
 # A plan superseding a plan that the gate refused as stale gets no second replan.
 REFUSED_AS_STALE = Flag(AUDIT_SOURCE, BUDGET_REASONS)
 
@@ -113,6 +120,11 @@ class Gate(GuardedExecutor):
         # Records are immutable: the frontiers of lineages already walked are remembered (per
         # store), so checking a plan costs one row per parent whatever the lineage's depth.
         self.frontier_memo = frontier_memo(store)
+        # With the store's heads taken on trust, a check needs no I/O between its snapshot and
+        # its verdict, so an audited one reads and writes in one transaction.
+        self._one_transaction = (
+            self.audit and self.deferred is None and heads is None and self.signed_heads is None
+        )
 
     async def check(
         self,
@@ -142,7 +154,7 @@ class Gate(GuardedExecutor):
         req = CheckRequest(tool, args, plan_id, agent or self.agent, replan_spent)
         decision_id: int | None = None
         try:
-            verdict, decision_id = await self._drive(req, start)
+            verdict, decision_id = await self._judged(req, start)
         except Exception as exc:  # fail closed on anything unexpected
             verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
         if self.deferred is not None and verdict.verdict == ALLOW:
@@ -168,7 +180,7 @@ class Gate(GuardedExecutor):
         req = CheckRequest(tool, args, plan_id, agent or self.agent)
         start = time.perf_counter()
         try:
-            verdict, _ = await self._drive(req, start, write=False)
+            verdict, _ = await self._judged(req, start, write=False)
         except Exception as exc:
             verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
         return verdict
@@ -190,83 +202,66 @@ class Gate(GuardedExecutor):
             message=f"decision could not be recorded: {exc}",
         )
 
-    async def _drive(
+    async def _judged(
         self, req: CheckRequest, start: float, *, write: bool = True
     ) -> tuple[Verdict, int | None]:
-        """Run the flow; with audit on, the plan read, the decision and its audit record share
-        one store transaction whenever the decision needs no other I/O (the common case).
-        `write=False`: reads only (`preview`)."""
+        """The check's verdict, and the id of its audit record when it was written with the
+        reads. With audit on and the store's heads taken on trust, the plan's snapshot, the
+        verdict and its audit record share one store transaction (`_judged_in_snapshot`); a
+        replan then reads its budget and records outside it. `write=False`: reads only
+        (`preview`)."""
         flow = gate_flow(req, self.policy, max_records=self.max_records)
         try:
-            request: IORequest | ProveOwners = next(flow)
-            if write and isinstance(request, LoadPlan) and self.audit and self.deferred is None:
-                done = await self._decide_in_snapshot(flow, request, start)
-                if isinstance(done, tuple):
-                    return done
-                request = done
+            request = next(flow)
+            if write and isinstance(request, LoadPlan) and self._one_transaction:
+                verdict, decision_id, view = await self._judged_in_snapshot(req, request, start)
+                if view is None:
+                    return verdict, decision_id
+                flow = replan_flow(req, request.scope, view, verdict)
+                request = next(flow)
             while True:
-                answer = await self._serve(request)
-                if isinstance(answer, PlanView):
-                    request = self._advance(flow, answer)
-                else:
-                    request = flow.send(answer)
+                request = flow.send(await self._read(request))
         except StopIteration as stop:
             return self._stamp(stop.value, start), None
 
-    def _advance(self, flow: Flow, view: PlanView) -> IORequest | ProveOwners:
-        """Send the loaded view; with the store as the head source, its heads come from the same
-        snapshot (no second read), so the owners' question is answered on the spot (unless
-        owners need proving from the feed first)."""
-        request = flow.send(view)
-        if isinstance(request, AskOwners) and self.head_source is None:
-            answer = heads_or_proof(view, request, self.signed_heads)
-            if isinstance(answer, ProveOwners):
-                return answer
-            request = flow.send(answer)
-        return request
+    async def _judged_in_snapshot(
+        self, req: CheckRequest, load: LoadPlan, start: float
+    ) -> tuple[Verdict, int | None, PlanView | None]:
+        """Read the snapshot, judge it and write the verdict's audit record in one transaction;
+        a replan is not written yet (the view comes back for `replan_flow` to finish it)."""
+        logged: Verdict | None = None
 
-    async def _decide_in_snapshot(
-        self, flow: Flow, request: LoadPlan, start: float
-    ) -> tuple[Verdict, int | None] | IORequest | ProveOwners:
-        outcome: dict[str, Any] = {}
-
-        def decide(snap: PlanSnapshot) -> Decision | None:
-            try:
-                outcome["next"] = self._advance(flow, self._view(snap))
+        def audit_record(judged: tuple[PlanView, Verdict]) -> Decision | None:
+            nonlocal logged
+            if judged[1].verdict == REPLAN:
                 return None
-            except StopIteration as stop:
-                outcome["verdict"] = self._stamp(stop.value, start)
-                return self._decision(outcome["verdict"])
+            logged = self._stamp(judged[1], start)
+            return self._decision(logged)
 
         try:
-            _, decision_id = await snapshot_and_log(
+            (view, verdict), decision_id = await snapshot_and_log(
                 self.store,
-                request.plan_id,
-                request.scope,
-                decide,
-                max_records=request.max_records,
+                load.plan_id,
+                load.scope,
+                partial(judged_on_store_heads, req, load.scope, load.max_records),
+                audit_record,
+                max_records=load.max_records,
                 flag=REFUSED_AS_STALE,
                 memo=self.frontier_memo,
-                # Heads from the store, taken on trust: decided as soon as the snapshot is read.
-                short_ok=self.head_source is None and self.signed_heads is None,
             )
         except Exception as exc:
-            if "verdict" in outcome:  # decided, but the audit record did not commit
-                return self._audit_failed(outcome["verdict"], exc), None
-            if "next" in outcome:
-                return outcome["next"]  # type: ignore[no-any-return]
+            if logged is not None:  # judged, but its audit record did not commit
+                return self._audit_failed(logged, exc), None, None
             failure = _read_failure(exc)
             if failure is None:
                 raise
-            try:
-                return flow.send(failure)
-            except StopIteration as stop:  # must not escape a coroutine
-                return self._stamp(stop.value, start), None
-        if "verdict" in outcome:
-            return outcome["verdict"], decision_id
-        return outcome["next"]  # type: ignore[no-any-return]
+            return self._stamp(failed(req, load.scope, failure), start), None, None
+        if logged is not None:
+            return logged, decision_id, None
+        return verdict, None, view
 
-    async def _serve(self, request: IORequest | ProveOwners) -> Any:
+    async def _read(self, request: IORequest) -> Any:
+        """Do the read the flow asks for; a store failure is answered with its `IOFailure`."""
         try:
             if isinstance(request, LoadPlan):
                 snap = await snapshot(
@@ -277,53 +272,43 @@ class Gate(GuardedExecutor):
                     flag=REFUSED_AS_STALE,
                     memo=self.frontier_memo,
                 )
-                return self._view(snap)
-            if isinstance(request, ProveOwners):
-                assert self.signed_heads is not None
-                return await proven_heads(self.store, request, self.signed_heads)
+                return view_of(snap)
             if isinstance(request, AskOwners):
-                assert self.head_source is not None  # else answered from the view (_advance)
-                return await self.head_source.heads(request.owners)
+                return await self._heads(request)
             if isinstance(request, ReloadOwners):
                 return await self.store.states(request.keys)
             if isinstance(request, LoadRecords):
                 return await self.store.get_many(request.ids)
-            if isinstance(request, CheckBudget):
-                return await self._budget_spent(request.plan_id)
+            if isinstance(request, Audited):
+                return await self._audited(request)
         except PlanFenceError as exc:
             failure = _read_failure(exc)
             assert failure is not None
             return failure
         return IOFailure(INTERNAL_ERROR, f"unknown read {type(request).__name__}")
 
-    async def _budget_spent(self, plan_id: str) -> bool:
-        """Walk the `supersedes` chain: spent if a plan was refused as stale before any gated
-        allow; a chain too long to walk is treated as spent (fail closed)."""
-        current: str | None = plan_id
-        for _ in range(MAX_SUPERSEDES_CHAIN):
-            if current is None:
-                return False
-            if await self._audited(current, BUDGET_REASONS):
-                return True
-            if await self._audited(current, (CURRENT,)):
-                return False  # that plan acted: a new refusal starts a new budget
-            current = (await self.store.get(current)).supersedes
-        return True
+    async def _heads(self, ask: AskOwners) -> Mapping[str, HeadAnswer]:
+        """The owners' heads: from the head source, or from the view the check read (with the
+        feed's owner changes first, when owners must be proven)."""
+        if self.head_source is not None:
+            return await self.head_source.heads(ask.owners)
+        assert ask.view is not None
+        answer = heads_or_proof(ask.view, ask, self.signed_heads)
+        if isinstance(answer, ProveOwners):
+            assert self.signed_heads is not None
+            return await proven_heads(self.store, answer, self.signed_heads)
+        return answer
 
-    async def _audited(self, plan_id: str, reasons: tuple[str, ...]) -> bool:
-        """Whether the journal (or this gate's deferred queue) holds a gate decision about
-        `plan_id` with one of `reasons`."""
-        if self.deferred is not None and self.deferred.holds(plan_id, reasons):
+    async def _audited(self, question: Audited) -> bool:
+        """Whether the journal (or this gate's deferred queue) holds a gate decision about the
+        plan with one of the reasons."""
+        if self.deferred is not None and self.deferred.holds(question.plan_id, question.reasons):
             return True
-        labels = {"reason": reasons}
-        found = await self.store.journal(kind=AUDIT_SOURCE, subject=plan_id, labels=labels, limit=1)
+        labels = {"reason": question.reasons}
+        found = await self.store.journal(
+            kind=AUDIT_SOURCE, subject=question.plan_id, labels=labels, limit=1
+        )
         return bool(found)
-
-    @staticmethod
-    def _view(snap: PlanSnapshot) -> PlanView:
-        if snap.root is None:
-            return PlanView(None)
-        return PlanView(snap.root, snap.frontier, snap.states, snap.superseded_flagged)
 
     def _decision(self, v: Verdict) -> Decision:
         return Decision(
@@ -333,7 +318,7 @@ class Gate(GuardedExecutor):
             agent=v.agent,
             tool=v.tool,
             plan=v.plan,
-            payload=DecisionDetail.of(v, self.name).wire(),
+            payload=DecisionDetail.record(v, self.name),
         )
 
     async def aclose(self) -> None:

@@ -3,7 +3,9 @@
 A store nobody trusts names the owner of every key, and a head counts when that owner signed it;
 so a store that lies about the owner could hand a key to any agent of the keyring. Every owner
 change carries a signed claim (key, new owner, new epoch, "from"; see `signing`): epoch 1 signed
-by the agent that assigned the key, each later epoch by the owner of the epoch before. A gate
+by the agent that assigned the key, each later epoch by the owner of the epoch before (a
+transfer) or by a trusted assigner (a reassignment: the fenced takeover of a key whose owner is
+gone). A gate
 accepts a key's (epoch, owner) only when it can follow those claims from an anchor it trusts:
 
 - the anchor is an explicit set of agents trusted to assign owners (`Gate(owner_assigners=...)`),
@@ -136,13 +138,15 @@ class OwnerChains:
     def _link(
         self, key: str, owner: str, epoch: int, by: str | None, sig: str | None, previous: str
     ) -> str:
-        if by != previous:
+        if by is None or (by != previous and by not in self.assigners):
             return (
-                f"epoch {epoch} of {key} ({owner!r}) was handed over by {by!r}, not by the owner "
-                f"of epoch {epoch - 1} ({previous!r})"
+                f"epoch {epoch} of {key} ({owner!r}) was handed over by {by!r}, neither the owner "
+                f"of epoch {epoch - 1} ({previous!r}) nor an agent this gate trusts to assign "
+                "owners"
             )
-        if not owner_signed_by(self.verifier, key, owner, epoch, previous, sig):
-            return f"the transfer of {key} to {owner!r} (epoch {epoch}) is not signed by {by!r}"
+        if not owner_signed_by(self.verifier, key, owner, epoch, by, sig):
+            what = "transfer" if by == previous else "reassignment"
+            return f"the {what} of {key} to {owner!r} (epoch {epoch}) is not signed by {by!r}"
         return ""
 
     def _remember(self, key: str, epoch: int, owner: str) -> None:

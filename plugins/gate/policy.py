@@ -11,6 +11,7 @@ Declared in application code or a TOML policy file, never by generated text:
     [tools.deploy]
     depends_on = ["build/{service}"]
     lease_ms = 2000         # on allow, hold the heads of D(a) until the tool returns (at most 2 s)
+    agents = ["executor"]   # only these agents may call it (others: agent_not_allowed)
 
 Templates are filled from the call's arguments (`{order_id}`, `{customer.id}` for nested values).
 A placeholder fills one key segment; `{path:path}` takes a value with `/` as several segments
@@ -29,7 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import ConfigError
+from planfence.shared_memory import ConfigError, InvalidKeyError, validate_agent
 from planfence.shared_memory.leases import MAX_LEASE_MS
 
 from .templates import (
@@ -72,6 +73,9 @@ class ToolPolicy:
     depends_on: tuple[KeyTemplate, ...] = ()
     ungated: bool = False
     lease_ms: int | None = None
+    agents: frozenset[str] | None = None
+    """The only agents that may call the tool (None: any); others are blocked
+    (`agent_not_allowed`), and so is a call that names no agent."""
 
     def __post_init__(self) -> None:
         if self.ungated == bool(self.depends_on):
@@ -153,6 +157,9 @@ class Policy:
             tools[name] = {"depends_on": [t.text for t in tp.depends_on]}
             if tp.lease_ms is not None:
                 tools[name]["lease_ms"] = tp.lease_ms
+        for name, tp in self.tools.items():
+            if tp.agents is not None:
+                tools[name]["agents"] = sorted(tp.agents)
         return {"tools": tools}
 
     @classmethod
@@ -278,11 +285,11 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
         raise ValueError(f"invalid tool name {name!r}")
     if not isinstance(spec, Mapping):
         raise ValueError("a tool declaration must be a table with depends_on or ungated")
-    unknown = set(spec) - {"depends_on", "ungated", "description", "lease_ms"}
+    unknown = set(spec) - {"depends_on", "ungated", "description", "lease_ms", "agents"}
     if unknown:
         first = sorted(unknown)[0]
         raise _FieldError(
-            f"unknown field {first!r} (expected depends_on, ungated, lease_ms)", first
+            f"unknown field {first!r} (expected depends_on, ungated, lease_ms, agents)", first
         )
     ungated = spec.get("ungated", False)
     if not isinstance(ungated, bool):
@@ -308,7 +315,20 @@ def _tool_policy(name: object, spec: object, source: str) -> ToolPolicy:
             _check_lease_ms(lease_ms, ungated)
         except ValueError as exc:
             raise _FieldError(str(exc), "lease_ms") from None
-    return ToolPolicy(name, tuple(templates), ungated, lease_ms)
+    return ToolPolicy(name, tuple(templates), ungated, lease_ms, _agents(spec.get("agents")))
+
+
+def _agents(value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+        raise _FieldError(
+            'agents must be a non-empty list of agent ids, e.g. ["executor"]', "agents"
+        )
+    try:
+        return frozenset(validate_agent(a) for a in value)
+    except InvalidKeyError as exc:
+        raise _FieldError(f"agents: {exc}", "agents") from None
 
 
 def _check_lease_ms(lease_ms: object, ungated: bool) -> None:

@@ -26,6 +26,7 @@ from planfence.shared_memory import (
 from .policy import Policy, ScopeError
 from .values import value_digests
 from .verdicts import (
+    AGENT_NOT_ALLOWED,
     ALLOW,
     BLOCK,
     BLOCK_REASONS,
@@ -162,6 +163,9 @@ def resolve_call(
     tool = policy.get(req.tool)
     if tool is None:
         return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} has no dependency declaration")
+    if tool.agents is not None and req.agent not in tool.agents:
+        who = ", ".join(sorted(tool.agents))
+        return end(BLOCK, AGENT_NOT_ALLOWED, f"tool {req.tool!r} is for {who}, not {req.agent!r}")
     if tool.ungated:
         return end(ALLOW, UNGATED, "tool is declared ungated")
     try:
@@ -190,11 +194,26 @@ def decide(
     """The PlanFence rule on data already loaded: allow iff, for every x in D(a), F_a(x) == {H(x)}.
 
     Everything that cannot be proven current blocks; a stale plan gets one replan unless the
-    budget along its `supersedes` chain is spent. Pure: no reads, no clock.
+    budget along its `supersedes` chain is spent. Pure: no reads, no clock. (The gate's flow
+    finds the view's problems before it asks owners, and then judges the heads: the same two
+    steps, each once.)
     """
-    problem = plan_problem(req, view) or lineage_problem(view, scope, max_records)
+    problem = view_problem(req, view, scope, max_records)
     if problem is not None:
         return req.verdict(scope=scope, **problem)
+    return judge_heads(req, scope, view, heads, budget_spent=budget_spent)
+
+
+def judge_heads(
+    req: CheckRequest,
+    scope: tuple[str, ...],
+    view: PlanView,
+    heads: Mapping[str, HeadAnswer],
+    *,
+    budget_spent: bool,
+) -> Verdict:
+    """The rule for a view without problems (`view_problem` found none): the owners' answers
+    against the plan's frontier."""
     assert view.frontier is not None
     frontier = frontier_of(view.frontier, scope)
     problem = owner_problem(scope, view.states, heads)
@@ -212,12 +231,23 @@ def decide(
     }
     if not stale:
         return req.verdict(ALLOW, CURRENT, f"{len(scope)} dependencies current", **known)
-    changed = ", ".join(s.key for s in stale)
     if budget_spent or req.replan_spent or view.superseded_refused_stale:
-        message = f"stale again after the one replan: {changed}"
-        return req.verdict(BLOCK, STALE_AFTER_REPLAN, message, **known)
+        return req.verdict(BLOCK, STALE_AFTER_REPLAN, _stale_again(stale), **known)
+    changed = ", ".join(s.key for s in stale)
     message = f"plan was derived from outdated versions of {changed}; replan once"
     return req.verdict(REPLAN, STALE, message, **known)
+
+
+def replan_spent(verdict: Verdict) -> Verdict:
+    """A replan verdict whose plan's `supersedes` chain turns out to have spent the one replan:
+    blocked, as `judge_heads` blocks it when the budget is known spent."""
+    return verdict.evolve(
+        verdict=BLOCK, reason=STALE_AFTER_REPLAN, message=_stale_again(verdict.stale)
+    )
+
+
+def _stale_again(stale: tuple[StaleKey, ...]) -> str:
+    return "stale again after the one replan: " + ", ".join(s.key for s in stale)
 
 
 Problem = dict[str, Any]  # the fields of a blocking verdict: reason, message (and what is known)
@@ -225,6 +255,13 @@ Problem = dict[str, Any]  # the fields of a blocking verdict: reason, message (a
 
 def _block(reason: str, message: str) -> Problem:
     return {"verdict": BLOCK, "reason": reason, "message": message}
+
+
+def view_problem(
+    req: CheckRequest, view: PlanView, scope: tuple[str, ...], max_records: int
+) -> Problem | None:
+    """What in the loaded view blocks before any owner is asked: the plan, or its lineage."""
+    return plan_problem(req, view) or lineage_problem(view, scope, max_records)
 
 
 def plan_problem(req: CheckRequest, view: PlanView) -> Problem | None:

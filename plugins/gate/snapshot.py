@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 from weakref import WeakKeyDictionary
 
 from planfence.shared_memory import (
@@ -33,6 +34,10 @@ from planfence.shared_memory.lineage_memo import FrontierMemo
 from planfence.shared_memory.model import plain
 from planfence.shared_memory.reads import memo_walk_flow, walk_flow
 from planfence.shared_memory.records import validate_record_id
+
+from .rule import PlanView
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -148,27 +153,34 @@ async def snapshot_and_log(
     store: AsyncStore,
     root_id: str,
     scope: Iterable[str],
-    decide: Callable[[PlanSnapshot], Entry | ToEntry | None],
+    judge: Callable[[PlanView], T],
+    entry: Callable[[T], Entry | ToEntry | None],
     *,
     max_records: int = DEFAULT_MAX_RECORDS,
     flag: Flag | None = None,
     memo: FrontierMemo | None = None,
-    short_ok: bool = True,
-) -> tuple[PlanSnapshot, int | None]:
-    """Read a snapshot, let `decide` (pure, fast, no I/O) turn it into a journal entry, and
-    append that entry, in one hop where the backend can (SQLite). Returns the snapshot and the
-    entry's id (None when `decide` returned None). `short_ok`: `decide` returns an entry as soon
-    as the snapshot is read (no further I/O), so a plan whose lineage was walked before may be
-    read and logged in one write transaction."""
+) -> tuple[T, int | None]:
+    """Read a snapshot, `judge` its view (pure, fast, no I/O), and append the journal entry
+    `entry` makes of the judgement (None: nothing), in one store transaction (`transact`), in
+    one hop where the backend can (SQLite). Returns the judgement and the entry's id."""
     keys = _scope(store, root_id, scope)
 
-    def entry_batch(snap: PlanSnapshot) -> WriteBatch | None:
-        entry = decide(snap)
-        return None if entry is None else WriteBatch(decisions=(entry,))
+    def judged() -> ReadFlow[T]:
+        snap = yield from snapshot_flow(root_id, keys, max_records, flag, memo)
+        return judge(view_of(snap))
+
+    def entry_batch(judgement: T) -> WriteBatch | None:
+        made = entry(judgement)
+        return None if made is None else WriteBatch(decisions=(made,))
 
     # A plan checked before reads its own row and the heads (and maybe one journal row).
-    short = short_ok and _walked(memo, root_id, keys)
-    snap, written = await store.transact(
-        snapshot_flow(root_id, keys, max_records, flag, memo), entry_batch, short=short
-    )
-    return snap, (written.entry_ids[0] if written is not None else None)
+    short = _walked(memo, root_id, keys)
+    result, written = await store.transact(judged(), entry_batch, short=short)
+    return result, (written.entry_ids[0] if written is not None else None)
+
+
+def view_of(snap: PlanSnapshot) -> PlanView:
+    """What the rule reads of a snapshot."""
+    if snap.root is None:
+        return PlanView(None)
+    return PlanView(snap.root, snap.frontier, snap.states, snap.superseded_flagged)

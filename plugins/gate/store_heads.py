@@ -30,8 +30,13 @@ from .decision import (
     OWNER_EPOCH_STALE,
     OWNER_UNAUTHENTICATED,
     AskOwners,
+    CheckRequest,
     HeadAnswer,
     PlanView,
+    Verdict,
+    judge_heads,
+    owners_of,
+    view_problem,
 )
 from .owner_chain import OwnerChains
 
@@ -193,6 +198,18 @@ def heads_in(
         for k in keys
         if k in states
     }
+
+
+def judged_on_store_heads(
+    req: CheckRequest, scope: tuple[str, ...], max_records: int, view: PlanView
+) -> tuple[PlanView, Verdict]:
+    """`judge_flow` for a gate that takes the store's heads on trust: they are in the view, so
+    judging needs no read (`Gate` runs it inside the snapshot's transaction)."""
+    problem = view_problem(req, view, scope, max_records)
+    if problem is not None:
+        return view, req.verdict(scope=scope, **problem)
+    heads = heads_in(view, AskOwners(owners_of(scope, view.states)))
+    return view, judge_heads(req, scope, view, heads, budget_spent=False)
 
 
 class StoreHeads:

@@ -38,6 +38,7 @@ class Reason(str, Enum):
     AUDIT_UNAVAILABLE = "audit_unavailable"
     INTERNAL_ERROR = "internal_error"
     LEASE_UNAVAILABLE = "lease_unavailable"
+    AGENT_NOT_ALLOWED = "agent_not_allowed"
 
     def __str__(self) -> str:
         return str.__str__(self)
@@ -66,6 +67,7 @@ STORE_UNAVAILABLE = Reason.STORE_UNAVAILABLE
 AUDIT_UNAVAILABLE = Reason.AUDIT_UNAVAILABLE
 INTERNAL_ERROR = Reason.INTERNAL_ERROR
 LEASE_UNAVAILABLE = Reason.LEASE_UNAVAILABLE
+AGENT_NOT_ALLOWED = Reason.AGENT_NOT_ALLOWED
 
 BLOCK_REASONS = frozenset(
     {
@@ -85,6 +87,7 @@ BLOCK_REASONS = frozenset(
         AUDIT_UNAVAILABLE,
         INTERNAL_ERROR,
         LEASE_UNAVAILABLE,
+        AGENT_NOT_ALLOWED,
     }
 )
 

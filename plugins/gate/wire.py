@@ -141,20 +141,27 @@ class DecisionDetail(_Frozen):
 
     @classmethod
     def of(cls, verdict: Verdict, executor: str) -> DecisionDetail:
-        return cls(
-            message=verdict.message,
-            executor=executor,
-            args_digest=verdict.args_digest,
-            values=dict(verdict.value_digests),
-            scope=verdict.scope,
-            frontier=dict(verdict.frontier),
-            heads=dict(verdict.heads),
-            epochs=dict(verdict.epochs),
-            stale=tuple(
-                StaleEntry(key=s.key, used=s.used, current=s.current) for s in verdict.stale
-            ),
-            latency_ms=verdict.latency_ms,
-        )
+        return cls.model_validate(cls.record(verdict, executor))
+
+    @staticmethod
+    def record(verdict: Verdict, executor: str) -> dict[str, Any]:
+        """`DecisionDetail.of(verdict, executor).wire()`, built directly: the gate writes one
+        on every check, and validating a model of its own making would cost it more than the
+        rest of an allow's work in memory (a test holds the two equal)."""
+        return {
+            "message": verdict.message,
+            "executor": executor,
+            "args_digest": verdict.args_digest,
+            "values": dict(verdict.value_digests),
+            "scope": list(verdict.scope),
+            "frontier": {k: list(ids) for k, ids in verdict.frontier.items()},
+            "heads": dict(verdict.heads),
+            "epochs": dict(verdict.epochs),
+            "stale": [
+                {"key": s.key, "used": list(s.used), "current": s.current} for s in verdict.stale
+            ],
+            "latency_ms": verdict.latency_ms,
+        }
 
     def wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

@@ -33,6 +33,7 @@ from .checks_epochs import EPOCH_CHECKS
 from .checks_journal import JOURNAL_CHECKS
 from .checks_leases import LEASE_CHECKS
 from .checks_lineage import LINEAGE_CHECKS
+from .checks_reassign import REASSIGN_CHECKS
 from .checks_records import RECORD_CHECKS
 from .checks_writes import WRITE_CHECKS
 from .runner import TAMPER, TAMPER_HEADS, Check, Context, StoreFactory, raises, run_check
@@ -44,6 +45,7 @@ CHECKS: tuple[Check, ...] = (
     *LINEAGE_CHECKS,
     *JOURNAL_CHECKS,
     *LEASE_CHECKS,
+    *REASSIGN_CHECKS,
 )
 """Every conformance check, in a stable order."""
 

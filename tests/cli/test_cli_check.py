@@ -91,7 +91,8 @@ def test_check_shows_keys_versions_heads_and_the_verdict(
     assert doc["plan"] == world["plan"]
     assert doc["verdict"]["verdict"] == REPLAN
     assert doc["verdict"]["reason"] == Reason.STALE
-    assert doc["verdict"]["stale"] == ["address/c9"]
+    [stale] = doc["verdict"]["stale"]
+    assert stale == {"key": "address/c9", "used": [world["address/c9"]], "current": world["moved"]}
     assert "address/c9" in doc["verdict"]["message"]
 
     code, text, _ = check(capsys, sqlite_url, policy_file, "--plan", world["plan"])

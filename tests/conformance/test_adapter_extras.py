@@ -12,6 +12,9 @@ CASES = [
     ("planfence.adapters.pydantic_ai", "Planfence", "pydantic_ai", "pydantic-ai"),
     ("planfence.adapters.openai_agents", "Planfence", "agents", "openai-agents"),
     ("planfence.adapters.adk", "PlanfencePlugin", "google.adk", "adk"),
+    ("planfence.adapters.maf", "PlanfenceMiddleware", "agent_framework", "maf"),
+    ("planfence.adapters.a2a", "FencedExecutor", "a2a", "a2a"),
+    ("planfence.adapters.a2a", "PlanfenceInterceptor", "a2a.client", "a2a"),
     ("planfence.adapters.crewai", "Planfence", "crewai", "crewai"),
 ]
 

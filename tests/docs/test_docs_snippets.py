@@ -91,6 +91,8 @@ COVERED = {
     "Add planfence to a PydanticAI agent": "test_pydantic_ai_readme.py",
     "Add planfence to an OpenAI Agents SDK agent": "test_openai_agents_readme.py",
     "Add planfence to a Google ADK agent": "test_adk_readme.py",
+    "Add planfence to a Microsoft Agent Framework agent": "test_maf_readme.py",
+    "Add planfence to agents that talk A2A": "test_a2a.py::test_a2a_readme_snippet_runs",
     "Add planfence to a CrewAI crew": "crewai_fence/test_crewai_hooks.py (in .venv-crewai)",
 }
 RUN_HERE = {

@@ -120,9 +120,9 @@ async def test_fenced_write_commits_only_on_the_tokens_heads(astore: AsyncStore)
 
 async def test_a_signed_token_verifies_only_with_the_gates_key(astore: AsyncStore) -> None:
     plan = await planned(astore)
-    key = SigningKey.generate("gate")
+    key = SigningKey.generate("gate", role="gate")
     ring = PublicKeyring({"keys": [key.public_jwk()]})
-    other = PublicKeyring({"keys": [SigningKey.generate("gate").public_jwk()]})
+    other = PublicKeyring({"keys": [SigningKey.generate("gate", role="gate").public_jwk()]})
     gate = GateMiddleware(astore, POLICY, signing_key=key)
     token = (await gate.judge(ToolCall("ship", {"id": "7"}, plan))).fence
     assert token is not None and token.signed and token.gate == "gate"

@@ -17,6 +17,7 @@ from planfence.plugins.gate import (
     ToolPolicy,
     create_plan,
 )
+from planfence.plugins.gate.decision import Audited
 from planfence.shared_memory import (
     AsyncStore,
     InvalidValueError,
@@ -189,7 +190,7 @@ async def test_an_unreadable_chain_blocks(astore: AsyncStore) -> None:
     await revise(astore, 2)
 
     class Broken(Gate):
-        async def _budget_spent(self, plan_id: str) -> bool:
+        async def _audited(self, question: Audited) -> bool:
             from planfence.shared_memory import StoreUnavailableError
 
             raise StoreUnavailableError("down")

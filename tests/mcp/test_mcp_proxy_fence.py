@@ -18,7 +18,7 @@ ARGS = {"destination": "Lisbon", "trip": "t1"}
 
 
 def gate_key(tmp_path: Path) -> tuple[Path, PublicKeyring]:
-    key = SigningKey.generate("proxy-gate")
+    key = SigningKey.generate("proxy-gate", role="gate")
     path = tmp_path / "gate.jwk"
     key.save(path)
     return path, PublicKeyring({"keys": [key.public_jwk()]})
@@ -42,6 +42,52 @@ async def test_the_upstream_gets_a_signed_token_it_can_verify(world: World, tmp_
     await world.revise({"destination": "Porto"})
     with pytest.raises(fence.StaleFenceError):
         await fence.verify(token, world.store, keyring=keyring, args=ARGS)
+
+
+async def test_the_executor_cannot_mint_a_token_the_upstream_accepts(
+    world: World, tmp_path: Path
+) -> None:
+    """The executor behind the proxy copies the token the upstream received and signs it as
+    itself: the upstream, verifying with every agent's keyring, refuses it; the proxy's own
+    token (signed as the gate) passes; a keyring with no gate named verifies neither."""
+    key_file, gate_ring = gate_key(tmp_path)
+    executor = SigningKey.generate("executor")
+    everyone = PublicKeyring({"keys": [*gate_ring.to_jwks()["keys"], executor.public_jwk()]})
+    no_gate = PublicKeyring(
+        {"keys": [{k: v for k, v in j.items() if k != "role"} for j in everyone.to_jwks()["keys"]]}
+    )
+    async with connect(world.proxy_params("--signing-key", str(key_file))) as client:
+        forged_in = {"dev.planfence/fence": {"gate": "executor", "sig": "x"}}
+        result = await client.call_tool("book", ARGS, meta=plan_meta(world.plan, **forged_in))
+    assert result.is_error is False
+    [booked] = world.effects_log("book")
+    wire = booked["meta"]["dev.planfence/fence"]
+    assert wire["gate"] == "proxy-gate"  # the client's value was dropped, the gate's sent
+    minted = {**wire, "gate": "executor"}
+    minted["sig"] = executor.sign(fence.FENCE_TYPE, {k: v for k, v in minted.items() if k != "sig"})
+    with pytest.raises(fence.FenceSignatureError, match="not by a trusted gate"):
+        await fence.verify(minted, world.store, keyring=everyone, args=ARGS, tool="book")
+    with pytest.raises(fence.FenceSignatureError, match="no gate is trusted"):
+        await fence.verify(minted, world.store, keyring=no_gate, args=ARGS, tool="book")
+    with pytest.raises(fence.FenceSignatureError, match="no gate is trusted"):
+        await fence.verify(wire, world.store, keyring=no_gate, args=ARGS, tool="book")
+    await fence.verify(wire, world.store, keyring=everyone, args=ARGS, tool="book")
+
+
+async def test_the_proxy_signs_only_with_a_gate_key(world: World, tmp_path: Path) -> None:
+    import sys
+
+    import anyio
+
+    plain = tmp_path / "executor.jwk"
+    SigningKey.generate("executor").save(plain)
+    command = [sys.executable, *world.proxy_args("--signing-key", str(plain), upstream=["true"])]
+    with anyio.fail_after(60):
+        done = await anyio.run_process(command, check=False)
+    stderr = done.stderr.decode()
+    assert done.returncode == 1
+    assert stderr.startswith("planfence: error: ") and stderr.count("\n") == 1
+    assert "is not a gate key" in stderr and "--gate" in stderr
 
 
 async def test_a_key_file_that_is_not_a_key_is_one_error_line(world: World, tmp_path: Path) -> None:

@@ -90,3 +90,12 @@ def test_without_node_the_typescript_tests_skip_but_fail_under_ci(
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true"):
         ts_harness.install()
+
+
+def test_the_refusal_body_is_the_gates_wire_model() -> None:
+    from planfence.plugins.gate import RefusalPayload, parse_payload
+
+    body = REFUSAL["structuredContent"]["planfence"]
+    assert parse_payload(body) == RefusalPayload.of(
+        Verdict("block", "missing_plan", "typed", None, message="no plan")
+    )

@@ -51,27 +51,3 @@ async def test_a_check_needing_a_capability_is_skipped_without_it() -> None:
 
     check = tampered_records_raise_integrity_errors
     assert not await run_check(check, lambda limits: ToyStore(limits=limits))
-
-
-class _OlderToy(ToyStore):
-    """A backend written before `_transact` took the `short` hint."""
-
-    calls = 0
-
-    async def _transact(self, flow, decide):  # type: ignore[no-untyped-def,override]
-        type(self).calls += 1
-        return await super()._transact(flow, decide)
-
-
-async def test_a_backend_whose_transact_predates_the_short_hint_still_serves_the_gate() -> None:
-    from planfence.plugins.gate import Gate, Policy, create_plan
-
-    store = _OlderToy()
-    await store.own("order/7", "sales")
-    order = await store.put("order/7", {"n": 0}, author="sales")
-    plan = await create_plan(store, author="planner", parents=[order.id])
-    gate = Gate(store, Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n'))
-    for _ in range(3):  # the first check walks the lineage; the others are short
-        v = await gate.check("ship", {"id": "7"}, plan.id)
-        assert (v.verdict, v.reason) == ("allow", "current"), v.message
-    assert _OlderToy.calls == 3

@@ -13,6 +13,7 @@
 //        "tries" times, 100 ms apart) until its text content contains TEXT.
 // Report:   {"tools": [{"name", "hasOutputSchema"}],
 //            "results": [{"ok": true, "result": CallToolResult} | {"ok": false, "error": {...}}]}
+//           or {"connectError": {"name", "code", "message"}} when connecting failed.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -43,8 +44,15 @@ if (roots) {
   client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots }));
 }
 const timeout = (scenario.timeoutSeconds ?? 60) * 1000;
-await client.connect(transportFor(scenario), { timeout });
 const report = { tools: [], results: [] };
+try {
+  await client.connect(transportFor(scenario), { timeout });
+} catch (err) {
+  // Refused at the door (e.g. 401 from an OAuth resource server): say so, and stop.
+  report.connectError = { name: err.name ?? null, code: err.code ?? null, message: String(err.message ?? err) };
+  process.stdout.write(JSON.stringify(report) + "\n");
+  process.exit(0);
+}
 try {
   const listed = await client.listTools(undefined, { timeout });
   report.tools = listed.tools.map((t) => ({ name: t.name, hasOutputSchema: !!t.outputSchema }));

@@ -1,0 +1,47 @@
+"""planfence for agents that talk A2A (`a2a-sdk` 1.x): the plan travels with the message, and the
+receiving agent checks it against the shared store before it acts.
+
+    executor = FencedExecutor(MyAgentExecutor(), store, policy, agent="airline")      # receiver
+    client = ClientFactory(config).create(card, [PlanfenceInterceptor(stamper, policy)])  # sender
+
+Needs the `a2a` extra; names are imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from planfence.adapters._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .fence import (
+        PLAN,
+        SKILL,
+        FencedExecutor,
+        PlanfenceInterceptor,
+        refusal_task,
+        skill_call,
+        skill_message,
+    )
+
+_EXPORTS = {
+    "FencedExecutor": "fence",
+    "PLAN": "fence",
+    "PlanfenceInterceptor": "fence",
+    "SKILL": "fence",
+    "refusal_task": "fence",
+    "skill_call": "fence",
+    "skill_message": "fence",
+}
+
+__all__ = [
+    "PLAN",
+    "SKILL",
+    "FencedExecutor",
+    "PlanfenceInterceptor",
+    "refusal_task",
+    "skill_call",
+    "skill_message",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,0 +1,120 @@
+"""A fenced takeover as an untrusting gate sees it: a reassignment signed by one of the gate's
+`owner_assigners` continues the key's owner chain (for a gate that remembers the old epoch and
+for a fresh one reading the feed); one signed by anyone else, or unsigned, proves nothing; the
+old owner's answers, signed heads and fencing tokens stop counting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from planfence import fence
+from planfence.adapters.owner_service import PublicKeyring, SigningKey
+from planfence.plugins.gate import Gate, GateMiddleware, HeadAnswer, Policy, ToolCall, create_plan
+from planfence.shared_memory import AsyncStore, ReassignOwner, Record, WriteBatch
+
+KEY = "order/7"
+POLICY_TEXT = '[tools.ship]\ndepends_on = ["order/{id}"]\n'
+POLICY = Policy.from_toml(POLICY_TEXT)
+ARGS = {"id": "7"}
+AGENTS = ("admin", "old", "new", "mallory")
+SIGNING = {a: SigningKey.generate(a) for a in AGENTS}
+RING = PublicKeyring({"keys": [k.public_jwk() for k in SIGNING.values()]})
+
+
+def untrusting(store: AsyncStore) -> Gate:
+    return Gate(store, POLICY, verify_heads=RING, owner_assigners={"admin"})
+
+
+async def put(store: AsyncStore, owner: str, value: object, *parents: str) -> Record:
+    store.signer = SIGNING[owner]
+    try:
+        return await store.put(KEY, value, author=owner, parents=list(parents))
+    finally:
+        store.signer = None
+
+
+async def reassign(store: AsyncStore, to: str, by: str) -> None:
+    await store.write(WriteBatch(ops=(ReassignOwner(KEY, to, by),), signer=SIGNING[by]))
+
+
+async def setup_old_owner(store: AsyncStore) -> Record:
+    store.signer = SIGNING["admin"]
+    try:
+        await store.own(KEY, "old", by="admin")
+    finally:
+        store.signer = None
+    return await put(store, "old", {"n": 1})
+
+
+async def plan_on(store: AsyncStore, record: Record) -> str:
+    return (await create_plan(store, author="planner", parents=[record.id])).id
+
+
+async def test_an_assigners_reassignment_is_proven_and_fences_the_old_owner(
+    astore: AsyncStore,
+) -> None:
+    r1 = await setup_old_owner(astore)
+    remembering = untrusting(astore)
+    old_plan = await plan_on(astore, r1)
+    assert (await remembering.check("ship", ARGS, old_plan)).allowed  # epoch 1 remembered
+    gated = GateMiddleware(astore, POLICY_TEXT, signing_key=SigningKey.generate("g", role="gate"))
+    old_token = (await gated.judge(ToolCall("ship", ARGS, old_plan))).fence
+    assert old_token is not None
+    await reassign(astore, "new", by="admin")
+    # Right after the takeover the head is unsigned (it was the old owner's): blocked.
+    v = await remembering.check("ship", ARGS, old_plan)
+    assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
+    r2 = await put(astore, "new", {"n": 2}, r1.id)
+    plan = await plan_on(astore, r2)
+    for gate in (remembering, untrusting(astore)):  # one from the remembered epoch, one fresh
+        v = await gate.check("ship", ARGS, plan)
+        assert (v.verdict, v.epochs) == ("allow", {KEY: 2}), v.message
+    # The old owner is fenced: its token no longer verifies, its plan is stale.
+    with pytest.raises(fence.StaleFenceError):
+        await fence.verify(old_token, astore)
+    assert (await untrusting(astore).check("ship", ARGS, old_plan)).verdict != "allow"
+
+
+async def test_a_reassignment_not_signed_by_a_trusted_assigner_proves_nothing(
+    astore: AsyncStore,
+) -> None:
+    r1 = await setup_old_owner(astore)
+    remembering = untrusting(astore)
+    assert (await remembering.check("ship", ARGS, await plan_on(astore, r1))).allowed
+    await reassign(astore, "mallory", by="mallory")  # signed, by an agent no gate trusts
+    r2 = await put(astore, "mallory", {"n": 2}, r1.id)
+    plan = await plan_on(astore, r2)
+    for gate in (remembering, untrusting(astore)):
+        v = await gate.check("ship", ARGS, plan)
+        assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
+        assert "nor an agent this gate trusts to assign owners" in v.message
+    # Named as the assigner without its signature: refused too.
+    await reassign(astore, "new", by="mallory")
+    await astore.write(WriteBatch(ops=(ReassignOwner(KEY, "new", "admin"),)))  # unsigned
+    r3 = await put(astore, "new", {"n": 3}, r2.id)
+    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r3))
+    assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
+
+
+class Answers:
+    """Owner answers from a fixed (stale) view: what a frozen old owner says when it wakes."""
+
+    def __init__(self, said: Mapping[str, HeadAnswer]) -> None:
+        self.said = said
+
+    async def heads(self, owners: Mapping[str, tuple[str, ...]]) -> Mapping[str, HeadAnswer]:
+        return {k: self.said[k] for keys in owners.values() for k in keys}
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_an_old_epoch_answer_blocks_after_a_reassignment(astore: AsyncStore) -> None:
+    r1 = await setup_old_owner(astore)
+    plan = await plan_on(astore, r1)
+    await reassign(astore, "new", by="admin")
+    stale = Gate(astore, POLICY, heads=Answers({KEY: HeadAnswer(r1.id, epoch=1)}), audit=False)
+    v = await stale.check("ship", ARGS, plan)
+    assert (v.verdict, v.reason) == ("block", "owner_epoch_stale")

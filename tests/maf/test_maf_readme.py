@@ -1,0 +1,161 @@
+"""The README's Microsoft Agent Framework snippet runs as written (with a scripted chat client
+built on the framework's own client layers), and refusals reach the model the framework's way:
+a replan as the tool's result, a block as `MiddlewareTermination` ending the run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_framework import Agent, ChatResponse, Content, Message
+
+from planfence.adapters.conformance.harnesses.maf import ScriptedClient
+from planfence.adapters.maf import PlanfenceMiddleware
+from planfence.plugins.gate import Policy, parse_payload
+from planfence.shared_memory import open_store
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+REQ = "trip/42/requirements"
+Answer = Callable[[Sequence[Message], Mapping[str, Any]], Message]
+
+
+def snippets(heading: str) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"### {heading}\n")
+    end = text.find("\n### ", start + 1)
+    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
+
+
+class Client(ScriptedClient):
+    """A chat client that answers with `answer(messages, options)` and keeps what it saw."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(script=None)  # type: ignore[arg-type]
+        self.reply = answer
+        self.seen: list[tuple[list[Message], str]] = []
+
+    async def _answer(self, messages: Sequence[Message], options: Mapping[str, Any]) -> Any:
+        self.seen.append((list(messages), str(options.get("instructions") or "")))
+        return ChatResponse(messages=[self.reply(messages, options)])
+
+
+def book(destination: str, n: int = 0) -> Message:
+    args = json.dumps({"destination": destination})
+    call = Content.from_function_call(call_id=f"c{n}", name="book_flight", arguments=args)
+    return Message(role="assistant", contents=[call])
+
+
+def results(messages: Sequence[Message]) -> list[Content]:
+    return [c for m in messages for c in m.contents if c.type == "function_result"]
+
+
+def text_of(result: Content) -> str:
+    return str(result.result)
+
+
+def test_maf_readme_snippet_runs(capsys: Any) -> None:
+    def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
+        if messages[-1].role == "tool":
+            return Message(role="assistant", contents=["Booked."])
+        return book("Lisbon")
+
+    client = Client(answer)
+    [code] = snippets("Add planfence to a Microsoft Agent Framework agent")
+    namespace: dict[str, Any] = {"__name__": "readme", "client": client}
+    exec(compile(code, str(README), "exec"), namespace)
+    store = namespace["store"]
+    try:
+        assert capsys.readouterr().out.strip() == "Booked."
+        [allow] = store.decisions(source="gate")
+        assert (allow.verdict, allow.reason) == ("allow", "current")
+        plan = store.get(allow.subject)
+        assert plan.parents == (store.head(REQ),)  # the plan cites exactly what was shown
+        assert '{"destination":"Lisbon"}' in client.seen[0][1]  # shown in the instructions
+    finally:
+        store.close()
+
+
+def fenced(answer: Answer, booked: list[str]) -> tuple[Any, Agent, Client]:
+    store = open_store("memory://")
+    store.own(REQ, "customer")
+    store.put(REQ, {"destination": "Lisbon"}, author="customer")
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        booked.append(destination)
+        return f"booked a flight to {destination}"
+
+    policy = Policy().declare("book_flight", depends_on=[REQ])
+    fence = PlanfenceMiddleware(store, policy, keys=[REQ], agent="booker")
+    client = Client(answer)
+    agent = Agent(client, tools=[book_flight], context_providers=[fence], middleware=[fence])
+    return store, agent, client
+
+
+def test_a_replan_is_the_tools_result_and_a_second_refusal_ends_the_run() -> None:
+    booked: list[str] = []
+    moves = iter(["Porto", "Madrid"])
+
+    def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
+        store.put(REQ, {"destination": next(moves)}, author="customer")  # while it thinks
+        return book("Lisbon" if len(messages) == 1 else "Porto", len(messages))
+
+    store, agent, client = fenced(answer, booked)
+    try:
+        response = asyncio.run(agent.run("Book the flight for trip 42."))
+        assert booked == []
+        replan, block = results(response.messages)
+        assert f"{REQ} changed" in text_of(replan) and "Porto" in text_of(replan)
+        assert "stale_after_replan" in text_of(block)
+        # The block ended the run: the model was asked twice, never after the block.
+        assert len(client.seen) == 2
+        [item] = block.items or []
+        payload = parse_payload(item.additional_properties["planfence"])
+        assert (payload.verdict, payload.reason) == ("block", "stale_after_replan")
+        verdicts = [d.verdict for d in store.decisions(source="gate")]
+        assert sorted(verdicts) == ["block", "replan"]
+    finally:
+        store.close()
+
+
+def test_each_run_starts_its_own_plan_chain() -> None:
+    booked: list[str] = []
+
+    def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
+        if messages[-1].role == "tool":
+            return Message(role="assistant", contents=["Booked."])
+        return book("Lisbon")
+
+    store, agent, _ = fenced(answer, booked)
+    try:
+        for _ in range(2):
+            asyncio.run(agent.run("Book the flight for trip 42."))
+        assert booked == ["Lisbon", "Lisbon"]
+        plans = [store.get(d.subject) for d in store.decisions(source="gate")]
+        assert len({p.id for p in plans}) == 2  # one plan per run, both allowed
+    finally:
+        store.close()
+
+
+def test_parallel_calls_of_one_answer_act_under_one_plan() -> None:
+    booked: list[str] = []
+
+    def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
+        if messages[-1].role == "tool":
+            return Message(role="assistant", contents=["Booked."])
+        calls = [book("Lisbon", n).contents[0] for n in range(3)]
+        return Message(role="assistant", contents=calls)
+
+    store, agent, _ = fenced(answer, booked)
+    try:
+        asyncio.run(agent.run("Book the flight for trip 42."))
+        assert booked == ["Lisbon"] * 3
+        decisions = store.decisions(source="gate")
+        assert [d.verdict for d in decisions] == ["allow"] * 3
+        assert len({d.subject for d in decisions}) == 1  # one plan cited by all three
+    finally:
+        store.close()
