@@ -32,6 +32,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "adk": ("google",),
     "maf": ("agent_framework",),
     "a2a": ("a2a",),
+    "crewai": ("crewai", "crewai_core"),
 }
 
 

@@ -31,6 +31,7 @@ HARNESSES: dict[str, str] = {
     "adk": "planfence.adapters.conformance.harnesses.adk:ADKHarness",
     "maf": "planfence.adapters.conformance.harnesses.maf:MAFHarness",
     "a2a": "planfence.adapters.conformance.harnesses.a2a:A2AHarness",
+    "crewai": "planfence.adapters.conformance.harnesses.crewai:CrewAIHarness",
 }
 """Adapter name -> its harness class, as "module:Class". Add a line for a new adapter."""
 

@@ -15,6 +15,7 @@ CASES = [
     ("planfence.adapters.maf", "PlanfenceMiddleware", "agent_framework", "maf"),
     ("planfence.adapters.a2a", "FencedExecutor", "a2a", "a2a"),
     ("planfence.adapters.a2a", "PlanfenceInterceptor", "a2a.client", "a2a"),
+    ("planfence.adapters.crewai", "Planfence", "crewai", "crewai"),
 ]
 
 PROGRAM = """

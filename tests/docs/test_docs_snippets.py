@@ -93,6 +93,7 @@ COVERED = {
     "Add planfence to a Google ADK agent": "test_adk_readme.py",
     "Add planfence to a Microsoft Agent Framework agent": "test_maf_readme.py",
     "Add planfence to agents that talk A2A": "test_a2a.py::test_a2a_readme_snippet_runs",
+    "Add planfence to a CrewAI crew": "crewai_fence/test_crewai_hooks.py (in .venv-crewai)",
 }
 RUN_HERE = {
     "Fencing tokens and head leases",
@@ -289,6 +290,16 @@ SHELL_COVERED.update(
             "test_conformance.py::test_every_adapter_passes_every_case[adk]"
         ),
         # tests/mcp/test_mcp_policy_init.py runs `policy init` against real servers.
+        # .ci/run runs the CrewAI section's two commands as written, after the main tests.
+        **dict.fromkeys(
+            (
+                "python3 -m venv .venv-crewai && .venv-crewai/bin/pip install -q -e '.[crewai]' "
+                "pytest pytest-asyncio hypothesis",
+                ".venv-crewai/bin/python -m pytest tests/crewai_fence && .venv-crewai/bin/python "
+                "-m planfence.adapters.conformance --adapter crewai",
+            ),
+            ".ci/run (the CrewAI step)",
+        ),
         "planfence policy init --from-upstream -- mcp-server-git --repository .": (
             "test_mcp_policy_init.py::test_mcp_server_git"
         ),

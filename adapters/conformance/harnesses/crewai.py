@@ -1,0 +1,86 @@
+"""CrewAI harness: a one-agent `Crew` whose model is a `BaseLLM` subclass that asks the script
+what to do on every call (returning native tool calls), with the `Planfence` hooks installed.
+
+CrewAI opens no OpenTelemetry span of its own around a tool (its telemetry records a "Tool Usage"
+span on a private provider after the call), so case (h) checks that the gate's span is inside
+the span the crew was run in."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from planfence.plugins.gate import CheckerFactory
+from planfence.shared_memory.extras import extra_imports
+
+from ..harness import Run
+from ..world import AGENT, KEY, TASK, Script, World
+
+os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # no reports to CrewAI's collector
+
+
+def scripted_llm(script: Script, loop: asyncio.AbstractEventLoop) -> Any:
+    """A CrewAI model (a `BaseLLM` subclass) whose every answer comes from the script: a native
+    tool call, or text. CrewAI is imported here, so the suite lists the row without it."""
+    from crewai.llms.base_llm import BaseLLM
+
+    class ScriptedLLM(BaseLLM):  # type: ignore[misc]
+        def supports_function_calling(self) -> bool:
+            return True
+
+        def get_context_window_size(self) -> int:
+            return 100_000
+
+        def call(self, messages: Any, tools: Any = None, *args: Any, **kwargs: Any) -> Any:
+            shown = [
+                m["content"]
+                for m in messages
+                if m.get("role") in ("system", "user") and isinstance(m.get("content"), str)
+            ]
+            last = messages[-1] if messages else {}
+            result = last.get("content") if last.get("role") == "tool" else None
+            if result is not None:
+                self.told.append(str(result))
+            # The model runs on CrewAI's worker thread; the script and the store on the suite's.
+            step = asyncio.run_coroutine_threadsafe(script.next(shown, result), loop).result()
+            if step is None:
+                return Script.FINAL
+            function = {"name": step.tool, "arguments": json.dumps(step.args)}
+            return [{"id": f"call-{script.calls}", "type": "function", "function": function}]
+
+    llm = ScriptedLLM(model="scripted")
+    llm.told = []
+    return llm
+
+
+class CrewAIHarness:
+    name: ClassVar[str] = "crewai"
+    extra: ClassVar[str] = "crewai"
+    modules: ClassVar[Sequence[str]] = ("crewai",)
+    tool_span: ClassVar[str | None] = None
+
+    async def run(
+        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+    ) -> Run:
+        with extra_imports("crewai", "the CrewAI conformance harness"):
+            from crewai import Agent, Crew, Task
+            from crewai.tools import tool
+
+            from planfence.adapters.crewai import Planfence
+
+        llm = scripted_llm(script, asyncio.get_running_loop())
+        tools = [tool(name)(fn) for name, fn in world.tools().items()]
+        booker = Agent(role=AGENT, goal="Book trips", backstory="Books.", llm=llm, tools=tools)
+        task = Task(description=TASK, expected_output="the booking", agent=booker)
+        fence = Planfence(
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
+        )
+        fence.install()
+        try:
+            await Crew(agents=[booker], tasks=[task]).kickoff_async()
+        finally:
+            await fence.aclose()
+        return Run(llm.told)
