@@ -49,6 +49,9 @@ class Timed(GuardedExecutor):
     def __init__(self, inner: GuardedExecutor) -> None:
         self.inner = inner
         self.name = inner.name
+        # `run` guards the call over the same store and policy the wrapped executor checks.
+        self.store = inner.store
+        self.policy = inner.policy
         self.spent = 0.0
 
     async def check(
