@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -96,7 +98,8 @@ class FencedExecutor(AgentExecutor):
         agent: who acts, for the audit log.
         skill: the skill a message that names none calls (a one-skill agent); else such a
             message is refused.
-        checker, middleware: as for `GateMiddleware`.
+        checker, middleware, audit: as for `GateMiddleware` (`audit`: how allows are
+            recorded, `deferred` by default).
     """
 
     def __init__(
@@ -109,10 +112,11 @@ class FencedExecutor(AgentExecutor):
         skill: str | None = None,
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self.inner, self.skill = inner, skill
         self.gate = GateMiddleware(
-            store, policy, checker=checker, agent=agent, middleware=middleware
+            store, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -138,6 +142,10 @@ class FencedExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await self.inner.cancel(context, event_queue)
+
+    async def aclose(self) -> None:
+        """Write the allows the deferred audit has queued; call it when the server stops."""
+        await self.gate.aclose()
 
 
 class PlanfenceInterceptor(ClientCallInterceptor):

@@ -17,6 +17,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -58,6 +60,7 @@ class PlanfencePlugin(BasePlugin):
         agent: plans are stored under `plans/<agent>` and audited as it.
         checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -69,12 +72,13 @@ class PlanfencePlugin(BasePlugin):
         agent: str = "agent",
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__(name="planfence")
         self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
         self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware
+            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
         self.keys, self.agent, self.header = list(keys), agent, header
         self._runs: dict[str, _Invocation] = {}

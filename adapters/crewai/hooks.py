@@ -26,6 +26,8 @@ from typing import Any
 
 from planfence.fence import bound
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -77,6 +79,7 @@ class Planfence:
         roles: the CrewAI agent roles fenced (default: `agent`).
         checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -90,11 +93,12 @@ class Planfence:
         roles: Iterable[str] | None = None,
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
         self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware
+            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
         self.keys, self.prefixes = list(keys), list(prefixes)
         self.agent, self.header = agent, header

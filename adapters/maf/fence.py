@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -66,6 +68,7 @@ class PlanfenceMiddleware(FunctionMiddleware, ContextProvider):
         checker: for experiments, a checker factory (or its "module:name" path) judging calls
             instead of the gate; default the gate.
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
         header: the first line of the records in the instructions.
     """
 
@@ -79,16 +82,21 @@ class PlanfenceMiddleware(FunctionMiddleware, ContextProvider):
         agent: str = "agent",
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         ContextProvider.__init__(self, SOURCE)
         bridge = StoreBridge(store)
         self.gate = GateMiddleware(
-            bridge, policy, checker=checker, agent=agent, middleware=middleware
+            bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
         self.stamper = PlanStamper(bridge, agent)
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self._stamping = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        """Write the allows the deferred audit has queued (before reading the audit log)."""
+        await self.gate.aclose()
 
     async def before_run(
         self,

@@ -22,7 +22,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
     Allowed,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Judgement,
@@ -63,6 +65,7 @@ class Planfence:
         agent: plans are stored under `plans/<agent>` and audited as it.
         checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -74,11 +77,12 @@ class Planfence:
         agent: str = "agent",
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
         self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware
+            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
         self.keys, self.agent, self.header = list(keys), agent, header
         self.stamper = PlanStamper(self.bridge, agent)

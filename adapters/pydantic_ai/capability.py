@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from planfence.plugins.gate import (
+    DEFAULT_AUDIT,
+    AuditMode,
     CheckerFactory,
     GateMiddleware,
     Middleware,
@@ -52,6 +54,7 @@ class Planfence(AbstractCapability[Any]):
         agent: plans are stored under `plans/<agent>` and audited as it.
         checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -64,11 +67,12 @@ class Planfence(AbstractCapability[Any]):
         agent: str = "agent",
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
         self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware
+            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
         )
         self.keys, self.prefixes = list(keys), list(prefixes)
         self.agent, self.header = agent, header

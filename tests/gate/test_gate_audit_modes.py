@@ -60,4 +60,28 @@ def test_every_way_to_build_a_gate_takes_the_setting_with_the_same_default(
     found["FencedWorkbench"] = built_by(bench.gate, store.aio).audit_mode
     loaded = autogen.FencedWorkbench.load_component(bench.dump_component())  # kept in its config
     found["FencedWorkbench, loaded"] = loaded.audit
+    found.update(_framework_adapters(store, kw))
     assert found == dict.fromkeys(found, expected)
+
+
+def _framework_adapters(store: Store, kw: dict[str, Any]) -> dict[str, Any]:
+    """The audit mode each framework adapter gives its gate, for the frameworks installed here
+    (ADK and CrewAI install in venvs of their own)."""
+    import importlib
+
+    found: dict[str, Any] = {}
+    for module, name, build in (
+        ("planfence.adapters.pydantic_ai", "Planfence", lambda c: c(store, POLICY, **kw)),
+        ("planfence.adapters.openai_agents", "Planfence", lambda c: c(store, POLICY, **kw)),
+        ("planfence.adapters.adk", "PlanfencePlugin", lambda c: c(store, POLICY, **kw)),
+        ("planfence.adapters.crewai", "Planfence", lambda c: c(store, POLICY, **kw)),
+        ("planfence.adapters.maf", "PlanfenceMiddleware", lambda c: c(store, POLICY, **kw)),
+        ("planfence.adapters.a2a", "FencedExecutor", lambda c: c(None, store, POLICY, **kw)),
+    ):
+        try:
+            cls = getattr(importlib.import_module(module), name)
+            adapter = build(cls)
+        except ImportError:  # the framework is not installed in this venv
+            continue
+        found[f"{module.rsplit('.', 1)[1]}.{name}"] = built_by(adapter.gate, store.aio).audit_mode
+    return found
