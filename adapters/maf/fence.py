@@ -98,6 +98,10 @@ class PlanfenceMiddleware(FunctionMiddleware, ContextProvider):
         """Write the allows the deferred audit has queued (before reading the audit log)."""
         await self.gate.aclose()
 
+    def close(self) -> None:
+        """`aclose` from sync code (after `asyncio.run(agent.run(...))`)."""
+        self.gate.bridge.run(self.gate.aclose)
+
     async def before_run(
         self,
         *,

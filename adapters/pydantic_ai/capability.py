@@ -135,3 +135,7 @@ class Planfence(AbstractCapability[Any]):
     async def aclose(self) -> None:
         """Close the gate (a deferred audit writes its queue)."""
         await self.gate.aclose()
+
+    def close(self) -> None:
+        """`aclose` from sync code (after `run_sync`)."""
+        self.bridge.run(self.gate.aclose)

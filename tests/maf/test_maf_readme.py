@@ -96,6 +96,14 @@ def fenced(answer: Answer, booked: list[str]) -> tuple[Any, Agent, Client]:
     return store, agent, client
 
 
+def audited(store: Any, agent: Agent) -> list[Any]:
+    """The gate's journal once the fence wrote the allows its deferred audit queued."""
+    for fence in agent.context_providers:
+        if isinstance(fence, PlanfenceMiddleware):
+            fence.close()
+    return store.decisions(source="gate")
+
+
 def test_a_replan_is_the_tools_result_and_a_second_refusal_ends_the_run() -> None:
     booked: list[str] = []
     moves = iter(["Porto", "Madrid"])
@@ -116,7 +124,7 @@ def test_a_replan_is_the_tools_result_and_a_second_refusal_ends_the_run() -> Non
         [item] = block.items or []
         payload = parse_payload(item.additional_properties["planfence"])
         assert (payload.verdict, payload.reason) == ("block", "stale_after_replan")
-        verdicts = [d.verdict for d in store.decisions(source="gate")]
+        verdicts = [d.verdict for d in audited(store, agent)]
         assert sorted(verdicts) == ["block", "replan"]
     finally:
         store.close()
@@ -135,7 +143,7 @@ def test_each_run_starts_its_own_plan_chain() -> None:
         for _ in range(2):
             asyncio.run(agent.run("Book the flight for trip 42."))
         assert booked == ["Lisbon", "Lisbon"]
-        plans = [store.get(d.subject) for d in store.decisions(source="gate")]
+        plans = [store.get(d.subject) for d in audited(store, agent)]
         assert len({p.id for p in plans}) == 2  # one plan per run, both allowed
     finally:
         store.close()
@@ -154,7 +162,7 @@ def test_parallel_calls_of_one_answer_act_under_one_plan() -> None:
     try:
         asyncio.run(agent.run("Book the flight for trip 42."))
         assert booked == ["Lisbon"] * 3
-        decisions = store.decisions(source="gate")
+        decisions = audited(store, agent)
         assert [d.verdict for d in decisions] == ["allow"] * 3
         assert len({d.subject for d in decisions}) == 1  # one plan cited by all three
     finally:

@@ -96,6 +96,7 @@ def test_a_stale_plan_is_a_model_retry_and_the_retry_books_the_new_value() -> No
         [retry] = [p for p in seen if isinstance(p, ToolReturnPart) and p.retry is not None]
         assert retry.retry.cause == "model_retry"
         assert f"{REQ} changed" in str(retry.content) and "Porto" in str(retry.content)
+        fence.close()  # the deferred audit writes the allow it queued
         verdicts = sorted(d.verdict for d in store.decisions(source="gate"))
         assert verdicts == ["allow", "replan"]
     finally:
