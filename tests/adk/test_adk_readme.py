@@ -93,6 +93,7 @@ def test_a_stale_plan_is_answered_by_the_refusal_and_the_replan_books() -> None:
     runner = InMemoryRunner(app=App(name="trips", root_agent=agent, plugins=[fence]))
     try:
         asyncio.run(runner.run_debug("Book the flight.", quiet=True))
+        asyncio.run(runner.close())  # the plugin's gate writes the allow it queued
         assert booked == ["Porto"]
         verdicts = [d.verdict for d in reversed(store.decisions(source="gate"))]
         assert verdicts == ["replan", "allow"]
