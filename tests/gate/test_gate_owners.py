@@ -278,10 +278,14 @@ def state_at(ch: Change) -> KeyState:
 
 
 def genuine_through(steps: list[Step], assigners: frozenset[str]) -> int:
-    """The reference: the last epoch whose whole chain of claims is genuine."""
+    """The reference: the last epoch whose whole chain of claims is genuine. A claim is signed by
+    the agent it names as giver; that giver is an assigner for the first owner, and after that the
+    previous owner (a transfer) or an assigner (a reassignment, the fenced takeover)."""
     previous = None
     for epoch, (owner, from_, signer) in enumerate(steps, start=1):
-        ok = signer == from_ and (from_ in assigners if previous is None else from_ == previous)
+        ok = signer == from_ and (
+            from_ in assigners if previous is None else from_ in {previous, *assigners}
+        )
         if not ok:
             return epoch - 1
         previous = owner
