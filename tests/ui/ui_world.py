@@ -54,6 +54,7 @@ def stale_then_replan(store: Store) -> World:
     )
     second = gate.check("ship_order", ARGS, plan2.id, agent="shipper")
     assert second.verdict == "allow", second
+    gate.close()  # the deferred audit writes the allow the pages show
     return World(plan1.id, plan2.id, order.id, order2.id, address.id)
 
 
@@ -115,7 +116,8 @@ def busy(url: str) -> Busy:
 
     memory = asyncio.run(curate())
     with open_store(url) as store:
-        gate = SyncGate(store, POLICY)
-        for n in range(REFUSALS):
-            assert gate.check("ship_order", {**ARGS, "order_id": str(n)}, None).verdict == "block"
+        with SyncGate(store, POLICY) as gate:
+            for n in range(REFUSALS):
+                verdict = gate.check("ship_order", {**ARGS, "order_id": str(n)}, None).verdict
+                assert verdict == "block"
     return Busy(world, notes, memory)
