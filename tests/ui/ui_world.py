@@ -115,9 +115,8 @@ def busy(url: str) -> Busy:
             await store.aclose()
 
     memory = asyncio.run(curate())
-    with open_store(url) as store:
-        with SyncGate(store, POLICY) as gate:
-            for n in range(REFUSALS):
-                verdict = gate.check("ship_order", {**ARGS, "order_id": str(n)}, None).verdict
-                assert verdict == "block"
+    with open_store(url) as store, SyncGate(store, POLICY) as gate:
+        for n in range(REFUSALS):
+            verdict = gate.check("ship_order", {**ARGS, "order_id": str(n)}, None).verdict
+            assert verdict == "block"
     return Busy(world, notes, memory)
