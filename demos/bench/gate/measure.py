@@ -70,19 +70,21 @@ async def _measure(
         bare_s.append(time.perf_counter() - t0)
 
     warmup = max(2, iterations // 10)
-    for i in range(warmup + iterations):
-        if i % 2:
-            await one_check()
-            await one_read()
-        else:
-            await one_read()
-            await one_check()
-        if i == warmup - 1:
-            for samples in (allow_s, durable_s, deferred_s, quiet_s, bare_s):
-                samples.clear()
-    for g, _ in gates:  # write the queued allows (the head source is the caller's to close)
-        if getattr(g, "deferred", None) is not None:
-            await g.deferred.aclose()  # type: ignore[union-attr]
+    try:
+        for i in range(warmup + iterations):
+            if i % 2:
+                await one_check()
+                await one_read()
+            else:
+                await one_read()
+                await one_check()
+            if i == warmup - 1:
+                for samples in (allow_s, durable_s, deferred_s, quiet_s, bare_s):
+                    samples.clear()
+    finally:  # write the queued allows, Ctrl-C included (the head source is the caller's)
+        for g, _ in gates:
+            if getattr(g, "deferred", None) is not None:
+                await g.deferred.aclose()  # type: ignore[union-attr]
     allow_p50 = percentile(allow_s, 50) * 1000
     durable_p50 = percentile(durable_s, 50) * 1000
     deferred_p50 = percentile(deferred_s, 50) * 1000
