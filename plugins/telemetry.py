@@ -13,6 +13,7 @@ the global ones (as OpenTelemetry instrumentors take `tracer_provider=`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
@@ -21,9 +22,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 try:
     from opentelemetry import metrics as otel_metrics
     from opentelemetry import trace as otel_trace
+    from opentelemetry.metrics import _internal as otel_metrics_globals
 except ImportError:  # the otel extra is not installed: every hook is a no-op
     otel_metrics = None  # type: ignore[assignment]
     otel_trace = None  # type: ignore[assignment]
+    otel_metrics_globals = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from planfence.plugins.gate.decision import Verdict
@@ -51,6 +54,19 @@ class _Nothing:
 
 
 NOTHING = _Nothing()
+
+
+class _Untraced:
+    """The context of a decision with nothing to report to: reused, it costs two calls."""
+
+    def __enter__(self) -> Recorder:
+        return NOTHING
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+UNTRACED = _Untraced()
 _chosen: dict[str, Any] = {"tracer": None, "meter": None}
 
 
@@ -65,6 +81,30 @@ def _tracer_provider() -> Any:
 
 def _meter_provider() -> Any:
     return _chosen["meter"] or otel_metrics.get_meter_provider()
+
+
+# Providers named by environment variables, which the API's getters load on first use.
+_ENV_PROVIDERS = frozenset(
+    v for v in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER") if v in os.environ
+)
+
+
+def _quiet() -> bool:
+    """Nothing to report to: no tracer and no meter provider. Asked on every check, so it first
+    looks at the API's global providers themselves (set once, by `set_*_provider`): the public
+    getters look up the environment on each call, which costs more than a repeated check's
+    verdict."""
+    if otel_trace is None:
+        return True
+    if (
+        _chosen["tracer"] is None
+        and _chosen["meter"] is None
+        and not _ENV_PROVIDERS
+        and getattr(otel_trace, "_TRACER_PROVIDER", False) is None
+        and getattr(otel_metrics_globals, "_METER_PROVIDER", False) is None
+    ):
+        return True
+    return not _tracing() and not _metering()
 
 
 def _tracing() -> bool:
@@ -161,6 +201,8 @@ def _traced(name: str, attributes: Mapping[str, Any]) -> Iterator[Recorder]:
 
 def gate_span(tool: str, agent: str | None) -> Any:
     """A context manager around one gate decision; report it with `.gate(verdict, seconds)`."""
+    if _quiet():
+        return UNTRACED  # the common case, on every check: no generator, no attributes
     attrs = {"gen_ai.tool.name": tool, "gen_ai.operation.name": "planfence.check"}
     if agent:
         attrs["gen_ai.agent.name"] = agent

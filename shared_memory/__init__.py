@@ -71,6 +71,7 @@ from .records import (
     StoreLimits,
     canonical_json,
     is_record_id,
+    valid_keys,
     validate_agent,
     validate_key,
 )
@@ -173,6 +174,7 @@ __all__ = [
     "sign_head",
     "sign_owner",
     "sqlite_on_loop",
+    "valid_keys",
     "validate_agent",
     "validate_key",
     "walk_frontier",

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, TypeAlias
 
 from .errors import (
@@ -116,6 +117,20 @@ def validate_key(key: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:
             "use segments of letters, digits and _.-:@+= separated by '/'"
         )
     return key
+
+
+def valid_keys(keys: Iterable[object], limits: StoreLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
+    """The keys, each validated, sorted and without repeats; raises `InvalidKeyError`. A tuple
+    of strings seen before costs a lookup: readers ask for the same few key sets again and
+    again (a gate, on every check), and the answer depends on nothing else."""
+    if type(keys) is tuple and all(type(k) is str for k in keys):
+        return _valid_tuple(keys, limits)
+    return tuple(sorted({validate_key(k, limits) for k in keys}))
+
+
+@lru_cache(maxsize=1024)
+def _valid_tuple(keys: tuple[str, ...], limits: StoreLimits) -> tuple[str, ...]:
+    return tuple(sorted({validate_key(k, limits) for k in keys}))
 
 
 def validate_agent(agent: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:

@@ -52,6 +52,7 @@ from .records import (
     KIND_FACT,
     Record,
     utc_now,
+    valid_keys,
     validate_agent,
     validate_key,
     validate_record_id,
@@ -341,7 +342,7 @@ class AsyncStore(StoreCore):
 
     async def states(self, keys: Iterable[str]) -> dict[str, KeyState]:
         """Owner and head of each key that has an owner (others are absent)."""
-        wanted = tuple(sorted({validate_key(k, self.limits) for k in keys}))
+        wanted = valid_keys(keys if type(keys) is tuple else tuple(keys), self.limits)
         if not wanted:
             return {}
         [found] = await self._answer([GetKeys(wanted)])

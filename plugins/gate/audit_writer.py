@@ -28,11 +28,12 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from datetime import datetime, timezone
+from typing import Literal, Protocol
 
 from planfence.shared_memory import AsyncStore, Entry, StoreError, WriteBatch
-from planfence.shared_memory.records import utc_now
 
 from .audit import Decision
 
@@ -64,6 +65,27 @@ class AuditBacklogError(StoreError):
     """The deferred audit cannot take another record: its last write failed, or it is full."""
 
 
+class Queued(Protocol):
+    """What the deferred audit queues: a decision, or a verdict turned into one when written."""
+
+    @property
+    def plan(self) -> str | None: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+def _decision_of(item: Queued, at: str) -> Decision:
+    assert isinstance(item, Decision)
+    return item if item.at else replace(item, at=at)
+
+
+def stamp(wall: float) -> str:
+    """The journal's time text of a wall-clock instant (as `utc_now` writes it)."""
+    moment = datetime.fromtimestamp(wall, timezone.utc).replace(tzinfo=None)
+    return moment.isoformat(timespec="microseconds") + "Z"
+
+
 class DeferredAudit:
     """Queues gate decisions and appends them to `store`'s journal in batches.
 
@@ -76,12 +98,16 @@ class DeferredAudit:
         self,
         store: AsyncStore,
         *,
+        decision: Callable[[Queued, str], Decision] = _decision_of,
         max_batch: int = 256,
         max_delay: float = 0.05,
         max_pending: int = 10_000,
         max_wait: float | None = None,
     ) -> None:
         self.store = store
+        self.decision = decision
+        """Turns a queued item and the time it was queued into its `Decision`, when written (a
+        gate queues its verdicts: an allow on the call path costs a list append)."""
         self.max_batch = max_batch
         self.max_delay = max_delay
         self.max_pending = max_pending
@@ -89,14 +115,14 @@ class DeferredAudit:
         """Seconds the oldest queued record may wait before allows block (a write that hangs)."""
         self.written = 0
         self.failure: str | None = None
-        self._pending: list[tuple[float, Decision]] = []
+        self._pending: list[tuple[float, float, Queued]] = []  # (monotonic, wall clock, item)
         self._uncertain: str | None = None  # id of the batch whose write failed
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._closed = False
 
-    def append(self, decision: Decision) -> None:
+    def append(self, decision: Queued) -> None:
         """Queue one decision; raise `AuditBacklogError` when it cannot be kept."""
         if self._closed:
             raise AuditBacklogError("the gate's deferred audit is closed")
@@ -109,7 +135,7 @@ class DeferredAudit:
             waited = now - self._pending[0][0]
             raise AuditBacklogError(f"the oldest audit record has waited {waited:.1f} s")
         # Stamped now: the journal's time of a deferred allow is when it was decided, not written.
-        self._pending.append((now, decision if decision.at else replace(decision, at=utc_now())))
+        self._pending.append((now, time.time(), decision))
         self._ensure_writer()
         if len(self._pending) >= self.max_batch and self._wake is not None:
             self._wake.set()
@@ -134,7 +160,7 @@ class DeferredAudit:
     def holds(self, plan: str, reasons: tuple[str, ...]) -> bool:
         """Whether a queued decision is about `plan` with one of `reasons` (a check's budget
         walk must see the allows this gate has not written yet)."""
-        return any(d.plan == plan and d.reason in reasons for _, d in self._pending)
+        return any(d.plan == plan and d.reason in reasons for _, _, d in self._pending)
 
     async def _run(self) -> None:
         wake = self._wake
@@ -156,11 +182,13 @@ class DeferredAudit:
         async with self._write_lock():
             if not self._pending:
                 return True
-            batch = [d for _, d in self._pending[: self.max_batch]]
+            batch = self._pending[: self.max_batch]
             batch_id = self._uncertain or uuid.uuid4().hex
             try:
                 if self._uncertain is None or not await self._landed(batch_id):
-                    entries = tuple(labelled(d, batch_id) for d in batch)
+                    entries = tuple(
+                        labelled(self.decision(d, stamp(wall)), batch_id) for _, wall, d in batch
+                    )
                     self._uncertain = batch_id
                     await self.store.write(WriteBatch(decisions=entries))
             except Exception as exc:  # kept and looked up before a retry; allows block meanwhile

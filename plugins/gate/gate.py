@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 from planfence.plugins.telemetry import gate_span
 from planfence.shared_memory import (
     AsyncStore,
+    GetKeys,
+    GetRecords,
     HeadVerifier,
     IntegrityError,
     PlanFenceError,
@@ -57,6 +59,7 @@ from .executor import (
 )
 from .heads import HeadSource
 from .policy import Policy
+from .repeats import Repeats
 from .snapshot import Flag, frontier_memo, snapshot, snapshot_and_log, view_of
 from .store_heads import (
     ProveOwners,
@@ -116,11 +119,23 @@ class Gate(GuardedExecutor):
         self.head_source = heads
         self.max_records = max_records
         self.audit = self.audit_mode != "off"
-        self.deferred = DeferredAudit(store) if self.audit_mode == "deferred" else None
+        self.deferred = (
+            DeferredAudit(store, decision=self._queued_decision)
+            if self.audit_mode == "deferred"
+            else None
+        )
         self.agent = agent
         # Records are immutable: the frontiers of lineages already walked are remembered (per
         # store), so checking a plan costs one row per parent whatever the lineage's depth.
         self.frontier_memo = frontier_memo(store)
+        # With the store's heads taken on trust, an allow rests on nothing the store does not
+        # hold: a repeated call whose keys have not moved repeats it (durable audit writes
+        # each allow with its reads, in one transaction, instead).
+        self.repeats = (
+            Repeats()
+            if heads is None and self.signed_heads is None and self.audit_mode != "durable"
+            else None
+        )
         # With the store's heads taken on trust, a check needs no I/O between its snapshot and
         # its verdict, so an audited one reads and writes in one transaction.
         self._one_transaction = (
@@ -155,12 +170,18 @@ class Gate(GuardedExecutor):
         req = CheckRequest(tool, args, plan_id, agent or self.agent, replan_spent)
         decision_id: int | None = None
         try:
-            verdict, decision_id = await self._judged(req, start)
+            verdict = await self._repeated(req, start)
+            if verdict is None:
+                verdict, decision_id = await self._judged(req, start)
+                if self.repeats is not None and verdict.verdict == ALLOW:
+                    call = self.repeats.call(req)
+                    if call is not None:
+                        self.repeats.remember(call, self.policy.get(tool), verdict)
         except Exception as exc:  # fail closed on anything unexpected
             verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
         if self.deferred is not None and verdict.verdict == ALLOW:
             try:
-                self.deferred.append(self._decision(verdict))
+                self.deferred.append(verdict)
             except Exception as exc:
                 return self._audit_failed(verdict, exc)
             return verdict
@@ -172,6 +193,28 @@ class Gate(GuardedExecutor):
             except Exception as exc:
                 return self._audit_failed(verdict, exc)
         return verdict if decision_id is None else verdict.evolve(decision_id=decision_id)
+
+    async def _repeated(self, req: CheckRequest, start: float) -> Verdict | None:
+        """The allow this call was given before, when the plan is still in the store and every
+        key of D(a) has the head and owner epoch it was given on (see `repeats`); None: check
+        it the full way."""
+        if self.repeats is None:
+            return None
+        call = self.repeats.call(req)
+        allowed = None if call is None else self.repeats.get(call, self.policy.get(req.tool))
+        if allowed is None:
+            return None
+        assert call is not None
+        try:
+            plans, states = await self.store.read(
+                [GetRecords((call[1],)), GetKeys(allowed.verdict.scope)]
+            )
+        except PlanFenceError:
+            plans, states = {}, {}  # the full way says what failed
+        if call[1] in plans and allowed.holds(states):
+            return self._stamp(allowed.verdict, start)
+        self.repeats.forget(call)
+        return None
 
     async def preview(
         self, tool: str, args: Mapping[str, Any], plan_id: Any, *, agent: str | None = None
@@ -311,7 +354,12 @@ class Gate(GuardedExecutor):
         )
         return bool(found)
 
-    def _decision(self, v: Verdict) -> Decision:
+    def _queued_decision(self, queued: object, at: str) -> Decision:
+        """The audit record of an allow the deferred audit queued, stamped when it was decided."""
+        assert isinstance(queued, Verdict)
+        return self._decision(queued, at)
+
+    def _decision(self, v: Verdict, at: str = "") -> Decision:
         return Decision(
             source=AUDIT_SOURCE,
             verdict=v.verdict,
@@ -320,6 +368,7 @@ class Gate(GuardedExecutor):
             tool=v.tool,
             plan=v.plan,
             payload=DecisionDetail.record(v, self.name),
+            at=at,
         )
 
     async def flush(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TypeVar
 from weakref import WeakKeyDictionary
 
@@ -24,10 +23,9 @@ from planfence.shared_memory import (
     QueryJournal,
     ReadFlow,
     Record,
-    StoreLimits,
     ToEntry,
     WriteBatch,
-    validate_key,
+    valid_keys,
 )
 from planfence.shared_memory.lineage import DEFAULT_MAX_RECORDS
 from planfence.shared_memory.lineage_memo import FrontierMemo
@@ -120,17 +118,7 @@ def _walked(memo: FrontierMemo | None, root_id: str, keys: tuple[str, ...]) -> b
 
 def _scope(store: AsyncStore, root_id: str, scope: Iterable[str]) -> tuple[str, ...]:
     validate_record_id(root_id)
-    keys = tuple(scope)
-    if all(type(k) is str for k in keys):
-        return _valid_scope(keys, store.limits)
-    return tuple(sorted({validate_key(k, store.limits) for k in keys}))  # raises: not a key
-
-
-@lru_cache(maxsize=1024)
-def _valid_scope(scope: tuple[str, ...], limits: StoreLimits) -> tuple[str, ...]:
-    """The keys of `scope`, checked against `limits`, sorted, once each. Remembered: a gate asks
-    for the same few scopes on every check, and the answer depends on nothing else."""
-    return tuple(sorted({validate_key(k, limits) for k in scope}))
+    return valid_keys(tuple(scope), store.limits)  # raises: not a key
 
 
 async def snapshot(

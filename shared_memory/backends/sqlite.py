@@ -70,6 +70,13 @@ _UPSERT_KEY = upsert_key_sql("keys", "?")
 _INSERT_CHANGE = insert_change_sql("changes", "?")
 _FEW_KEYS = 16
 _KEYS_IN = [f"SELECT {KEY_COLS} FROM keys WHERE key IN ({','.join('?' * n)})" for n in range(17)]
+# A record and the states of a few keys in one statement (a snapshot by itself): what a gate's
+# check reads first, its plan and the heads of D(a). The first column tells the rows apart.
+_RECORD_AND_KEYS = [
+    f"SELECT 1, {RECORD_COLS} FROM records WHERE id = ? "
+    f"UNION ALL SELECT 0, {KEY_COLS} FROM keys WHERE key IN ({','.join('?' * n)})"
+    for n in range(_FEW_KEYS + 1)
+]
 __all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_from_url"]
 
 
@@ -213,6 +220,8 @@ class SQLiteStore(AsyncStore):
         def read(conn: sqlite3.Connection) -> list[Any]:
             if len(ops) == 1:  # one statement is a snapshot by itself
                 return self._answer_ops(conn, ops)
+            if _record_and_keys(ops):
+                return _read_record_and_keys(conn, ops)
             return self._snapshot_reads(conn, lambda: self._answer_ops(conn, ops))
 
         # A lineage walk may read thousands of rows: never on the loop.
@@ -424,6 +433,27 @@ class SQLiteStore(AsyncStore):
             conn.execute(_UPSERT_KEY, key_row(state))
 
         await self._run(lambda conn: self._in_tx(conn, tamper))  # waits for the lock
+
+
+def _record_and_keys(ops: Sequence[ReadOp]) -> bool:
+    """`ops` are one record and a few keys (`_RECORD_AND_KEYS` answers them)."""
+    if len(ops) != 2 or type(ops[0]) is not GetRecords or type(ops[1]) is not GetKeys:
+        return False
+    return len(ops[0].ids) == 1 and 0 < len(ops[1].keys) <= _FEW_KEYS
+
+
+def _read_record_and_keys(conn: sqlite3.Connection, ops: Sequence[ReadOp]) -> list[Any]:
+    record, keys = ops
+    assert isinstance(record, GetRecords) and isinstance(keys, GetKeys)
+    rows = conn.execute(_RECORD_AND_KEYS[len(keys.keys)], (*record.ids, *keys.keys))
+    records: list[StoredFields] = []
+    states: list[KeyState] = []
+    for is_record, *row in rows:
+        if is_record:
+            records.append(_stored(row))
+        else:
+            states.append(KeyState(*row))
+    return [records, states]
 
 
 def _stored(row: Sequence[Any]) -> StoredFields:

@@ -170,6 +170,8 @@ async def test_a_lineage_walk_runs_on_the_thread_and_a_check_seen_before_on_the_
             gate.audit = audit
             gate.frontier_memo._entries.clear()
             gate.frontier_memo._built.clear()
+            if gate.repeats is not None:
+                gate.repeats.clear()
             assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"
             assert ran[0] is False  # the walk
             ran.clear()

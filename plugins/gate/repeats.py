@@ -1,0 +1,81 @@
+"""A repeated check: the allow a gate gave before, when nothing it rested on has moved.
+
+The rule is pure, and an allow rests on nothing but the call (the tool's declaration, the
+arguments, the agent), the plan (an immutable record), the plan's frontier over D(a) (immutable:
+records never change) and, for each key of D(a), the head and owner epoch the store holds. A gate
+that takes its heads from the store (its default) remembers each allow it gave; a call that
+repeats one is read again, as one read of D(a)'s states, and when every head and epoch is the
+one the allow was given on, it is the same allow: no snapshot, no walk, no second rule. Anything
+else (a head or an epoch moved, a key lost its owner, the read failed) goes the full way, and
+the allow is forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from planfence.shared_memory import KeyState
+
+from .policy import ToolPolicy
+from .rule import CheckRequest
+from .verdicts import ALLOW, CURRENT, Verdict
+
+Call = tuple[str, str, str | None, str]
+"""(tool, plan, agent, arguments' digest)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """An allow, and the declaration of the tool it was given for."""
+
+    tool: ToolPolicy
+    verdict: Verdict
+
+    def holds(self, states: Mapping[str, KeyState]) -> bool:
+        """Every key of D(a) still has the head and owner epoch the allow was given on."""
+        heads, epochs = self.verdict.heads, self.verdict.epochs
+        for key in self.verdict.scope:
+            state = states.get(key)
+            if state is None or state.head != heads[key] or state.epoch != epochs[key]:
+                return False
+        return True
+
+
+class Repeats:
+    """The allows a gate gave, by call; at most `size` (the oldest is forgotten first)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._allowed: dict[Call, Allowed] = {}
+
+    @staticmethod
+    def call(req: CheckRequest) -> Call | None:
+        """The call's key, or None for a call no allow can repeat (no plan reference)."""
+        if type(req.plan_id) is not str:
+            return None
+        return (req.tool, req.plan_id, req.agent, req.args_digest)
+
+    def get(self, call: Call, tool: ToolPolicy | None) -> Allowed | None:
+        """The allow `call` was given under the tool's current declaration `tool`."""
+        found = self._allowed.get(call)
+        if found is None or found.tool is not tool:
+            return None
+        return found
+
+    def remember(self, call: Call, tool: ToolPolicy | None, verdict: Verdict) -> None:
+        """Keep `verdict` if it is an allow of current dependencies (not an ungated tool's)."""
+        if tool is None or verdict.verdict != ALLOW or verdict.reason != CURRENT:
+            return
+        if len(self._allowed) >= self.size and call not in self._allowed:
+            del self._allowed[next(iter(self._allowed))]
+        self._allowed[call] = Allowed(tool, verdict.evolve(latency_ms=0.0, decision_id=None))
+
+    def forget(self, call: Call) -> None:
+        self._allowed.pop(call, None)
+
+    def clear(self) -> None:
+        self._allowed.clear()
+
+    def __len__(self) -> int:
+        return len(self._allowed)
