@@ -153,6 +153,17 @@ class DeferredAudit:
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._run())
 
+    def overdue(self) -> bool:
+        """The oldest queued record has waited twice `max_delay`: the writer has not had the
+        loop, as under a caller whose every await finishes without suspending (a store on the
+        loop) and that never yields it."""
+        return bool(self._pending) and time.monotonic() - self._pending[0][0] > 2 * self.max_delay
+
+    async def catch_up(self) -> None:
+        """Write one batch now, from the caller, as the writer would (see `overdue`); a write
+        that fails is kept for a retry, and the next allow blocks, as with the writer's."""
+        await self._write_some()
+
     @property
     def pending(self) -> int:
         return len(self._pending)

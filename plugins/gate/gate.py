@@ -182,6 +182,8 @@ class Gate(GuardedExecutor):
         if self.deferred is not None and verdict.verdict == ALLOW:
             try:
                 self.deferred.append(verdict)
+                if self.deferred.overdue():
+                    await self.deferred.catch_up()
             except Exception as exc:
                 return self._audit_failed(verdict, exc)
             return verdict

@@ -209,3 +209,29 @@ def test_audit_takes_true_false_or_deferred() -> None:
     store = create_async_store("memory://")
     with pytest.raises(ValueError, match="deferred"):
         Gate(store, POLICY, audit="later")  # type: ignore[arg-type]
+
+
+async def test_a_caller_that_never_yields_the_loop_still_gets_its_allows_written(
+    tmp_path: Any,
+) -> None:
+    # On a SQLite store on the loop, a check never suspends: a tight loop of checks would starve
+    # the writer task, and after `max_wait` every allow would block. The gate writes the overdue
+    # batch itself instead.
+    store = create_async_store(f"sqlite:///{tmp_path / 's.db'}?io=loop")
+    try:
+        plan = await seed(store)
+        gate = Gate(store, POLICY, audit="deferred")
+        assert gate.deferred is not None
+        gate.deferred.max_delay, gate.deferred.max_wait = 0.01, 0.5
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 1.0
+        verdicts = []
+        while loop.time() < until:
+            verdicts.append(await gate.check("ship", ARGS, plan.id))
+        assert {(v.verdict, v.reason, v.message) for v in verdicts if not v.allowed} == set()
+        assert gate.deferred.written > 0  # written while the checks ran, not only at close
+        await gate.aclose()
+        entries = await store.journal(kind=AUDIT_SOURCE, limit=len(verdicts) + 1)
+        assert len(entries) == len(verdicts)
+    finally:
+        await store.aclose()
