@@ -15,10 +15,11 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planfence.shared_memory import KeyState
+from planfence.shared_memory import KeyState, is_record_id
 
-from .policy import Policy
+from .policy import Policy, ScopeError
 from .rule import (
+    CHECK_HINT,
     CheckRequest,
     HeadAnswer,
     PlanView,
@@ -32,11 +33,11 @@ from .rule import (
     owner_problem,
     plan_problem,
     replan_spent,
-    resolve_call,
     stale_keys,
     view_problem,
 )
 from .verdicts import (
+    AGENT_NOT_ALLOWED,
     ALLOW,
     AUDIT_UNAVAILABLE,
     BLOCK,
@@ -149,6 +150,40 @@ def relearned(
     return replace(view, states=states), owners_of(changed, states)
 
 
+def resolve_call(
+    req: CheckRequest, policy: Policy, base: Verdict | None = None
+) -> Verdict | tuple[str, ...]:
+    """The checks that need no reads, shared by the gate and the baselines: the tool's
+    declaration, its scope D(a) for these arguments, and the plan reference's form. Returns the
+    scope, or the verdict that ends the check (built from `base` when given)."""
+
+    def end(kind: VerdictKind, reason: str, message: str, scope: tuple[str, ...] = ()) -> Verdict:
+        if base is None:
+            return req.verdict(kind, reason, message, scope)
+        return replace(base, verdict=kind, reason=reason, message=message, scope=scope)
+
+    tool = policy.get(req.tool)
+    if tool is None:
+        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} has no dependency declaration")
+    if tool.agents is not None and req.agent not in tool.agents:
+        who = ", ".join(sorted(tool.agents))
+        return end(BLOCK, AGENT_NOT_ALLOWED, f"tool {req.tool!r} is for {who}, not {req.agent!r}")
+    if tool.ungated:
+        return end(ALLOW, UNGATED, "tool is declared ungated")
+    try:
+        scope = tool.scope(req.args)
+    except ScopeError as exc:
+        return end(BLOCK, SCOPE_UNRESOLVED, f"{exc} ({CHECK_HINT})")
+    if not scope:  # a gated tool that depends on nothing cannot be proven current
+        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} declares no dependencies")
+    if req.plan_id is None or req.plan_id == "":
+        return end(BLOCK, MISSING_PLAN, "the call carries no plan reference", scope)
+    if not is_record_id(req.plan_id):
+        message = f"malformed plan reference {str(req.plan_id)[:80]!r}"
+        return end(BLOCK, UNKNOWN_PLAN, message, scope)
+    return scope
+
+
 def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -> Flow:
     """Load what the rule needs (yielding each read), judge, and hand a replan its records."""
     pre = resolve_call(req, policy)
@@ -168,15 +203,17 @@ def failed(req: CheckRequest, scope: tuple[str, ...], io: IOFailure, **known: An
 
 
 def judge_flow(req: CheckRequest, scope: tuple[str, ...], view: PlanView, max_records: int) -> Flow:
-    """The view's problems, else the owners' heads (asked once; again, once, of the keys whose
-    owner moved since the view was read) judged by the rule."""
-    problem = view_problem(req, view, scope, max_records)
-    if problem is not None:
-        return req.verdict(scope=scope, **problem)
+    """The owners' heads (asked once; again, once, of the keys whose owner moved since the view
+    was read), then the rule, once. Owners are asked only about a view that has a plan, its
+    frontier and an owner for each key of D(a); the rule says what blocks any other."""
     heads: Mapping[str, HeadAnswer] = {}
     owners = owners_of(scope, view.states)
-    if owners and all(k in view.states for k in scope):
-        assert view.frontier is not None  # else a problem
+    if (
+        view.plan is not None
+        and view.frontier is not None
+        and len(owners)
+        and all(k in view.states for k in scope)
+    ):
         known = frontier_of(view.frontier, scope)
         answers = yield AskOwners(owners, view)
         if isinstance(answers, IOFailure):
@@ -195,7 +232,7 @@ def judge_flow(req: CheckRequest, scope: tuple[str, ...], view: PlanView, max_re
                 if isinstance(more, IOFailure):
                     return failed(req, scope, more, frontier=known)
                 heads = {**heads, **more}
-    return judge_heads(req, scope, view, heads, budget_spent=False)
+    return decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
 
 
 def replan_flow(

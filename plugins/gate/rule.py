@@ -2,16 +2,16 @@
 
 Valid(a)  <=>  for every x in D(a): F_a(x) == {H(x)}
 
-`resolve_call` holds the checks that need no reads (the tool's declaration, its scope D(a), the
-plan reference's form); `decide` judges a loaded `PlanView` against the owners' heads. Neither
-reads, writes or looks at a clock. Whatever cannot be proven current is blocked.
+`decide` judges a loaded `PlanView` against the owners' heads, once per check: it neither reads,
+writes nor looks at a clock. Whatever cannot be proven current is blocked. (The checks that need
+no reads, the tool's declaration and scope, are the flow's first step: `decision.resolve_call`.)
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from planfence.shared_memory import (
@@ -20,13 +20,10 @@ from planfence.shared_memory import (
     KeyState,
     Record,
     canonical_json,
-    is_record_id,
 )
 
-from .policy import Policy, ScopeError
 from .values import value_digests
 from .verdicts import (
-    AGENT_NOT_ALLOWED,
     ALLOW,
     BLOCK,
     BLOCK_REASONS,
@@ -34,15 +31,11 @@ from .verdicts import (
     INCOMPLETE_LINEAGE,
     INTERNAL_ERROR,
     LINEAGE_TOO_LARGE,
-    MISSING_PLAN,
     OWNER_EPOCH_STALE,
     OWNER_UNREACHABLE,
     REPLAN,
-    SCOPE_UNRESOLVED,
     STALE,
     STALE_AFTER_REPLAN,
-    UNDECLARED_TOOL,
-    UNGATED,
     UNKNOWN_PLAN,
     UNKNOWN_RECORD,
     StaleKey,
@@ -153,40 +146,6 @@ def base_verdict(req: CheckRequest) -> Verdict:
     return req.verdict(BLOCK, INTERNAL_ERROR)
 
 
-def resolve_call(
-    req: CheckRequest, policy: Policy, base: Verdict | None = None
-) -> Verdict | tuple[str, ...]:
-    """The checks that need no reads, shared by the gate and the baselines: the tool's
-    declaration, its scope D(a) for these arguments, and the plan reference's form. Returns the
-    scope, or the verdict that ends the check (built from `base` when given)."""
-
-    def end(kind: VerdictKind, reason: str, message: str, scope: tuple[str, ...] = ()) -> Verdict:
-        if base is None:
-            return req.verdict(kind, reason, message, scope)
-        return replace(base, verdict=kind, reason=reason, message=message, scope=scope)
-
-    tool = policy.get(req.tool)
-    if tool is None:
-        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} has no dependency declaration")
-    if tool.agents is not None and req.agent not in tool.agents:
-        who = ", ".join(sorted(tool.agents))
-        return end(BLOCK, AGENT_NOT_ALLOWED, f"tool {req.tool!r} is for {who}, not {req.agent!r}")
-    if tool.ungated:
-        return end(ALLOW, UNGATED, "tool is declared ungated")
-    try:
-        scope = tool.scope(req.args)
-    except ScopeError as exc:
-        return end(BLOCK, SCOPE_UNRESOLVED, f"{exc} ({CHECK_HINT})")
-    if not scope:  # a gated tool that depends on nothing cannot be proven current
-        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} declares no dependencies")
-    if req.plan_id is None or req.plan_id == "":
-        return end(BLOCK, MISSING_PLAN, "the call carries no plan reference", scope)
-    if not is_record_id(req.plan_id):
-        message = f"malformed plan reference {str(req.plan_id)[:80]!r}"
-        return end(BLOCK, UNKNOWN_PLAN, message, scope)
-    return scope
-
-
 def decide(
     req: CheckRequest,
     scope: tuple[str, ...],
@@ -199,9 +158,7 @@ def decide(
     """The PlanFence rule on data already loaded: allow iff, for every x in D(a), F_a(x) == {H(x)}.
 
     Everything that cannot be proven current blocks; a stale plan gets one replan unless the
-    budget along its `supersedes` chain is spent. Pure: no reads, no clock. (The gate's flow
-    finds the view's problems before it asks owners, and then judges the heads: the same two
-    steps, each once.)
+    budget along its `supersedes` chain is spent. Pure: no reads, no clock.
     """
     problem = view_problem(req, view, scope, max_records)
     if problem is not None:

@@ -34,9 +34,8 @@ from .decision import (
     HeadAnswer,
     PlanView,
     Verdict,
-    judge_heads,
+    decide,
     owners_of,
-    view_problem,
 )
 from .owner_chain import OwnerChains
 
@@ -205,11 +204,8 @@ def judged_on_store_heads(
 ) -> tuple[PlanView, Verdict]:
     """`judge_flow` for a gate that takes the store's heads on trust: they are in the view, so
     judging needs no read (`Gate` runs it inside the snapshot's transaction)."""
-    problem = view_problem(req, view, scope, max_records)
-    if problem is not None:
-        return view, req.verdict(scope=scope, **problem)
     heads = heads_in(view, AskOwners(owners_of(scope, view.states)))
-    return view, judge_heads(req, scope, view, heads, budget_spent=False)
+    return view, decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
 
 
 class StoreHeads:
