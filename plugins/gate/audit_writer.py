@@ -160,9 +160,10 @@ class DeferredAudit:
         return bool(self._pending) and time.monotonic() - self._pending[0][0] > 2 * self.max_delay
 
     async def catch_up(self) -> None:
-        """Write one batch now, from the caller, as the writer would (see `overdue`); a write
-        that fails is kept for a retry, and the next allow blocks, as with the writer's."""
-        await self._write_some()
+        """Write what is queued now, from the caller, as the writer would (see `overdue`); a
+        write that fails is kept for a retry, and the next allow blocks, as with the writer's."""
+        while self._pending and await self._write_some():
+            pass
 
     @property
     def pending(self) -> int:
