@@ -114,11 +114,13 @@ class StoreCore:
         return [self._decode(op, next(answers)) if type(op) in known else None for op in ops]
 
     def _decode(self, op: ReadOp, raw: Any) -> Any:
-        if isinstance(op, GetRecords | Lineage):
-            with self._verified_lock:
-                return {row[0]: self._verified.load(*row) for row in raw}
-        if isinstance(op, GetKeys):
+        kind = type(op)
+        if kind is GetKeys:
             return {s.key: s for s in raw}
+        if kind is GetRecords or kind is Lineage:
+            with self._verified_lock:
+                load = self._verified.load
+                return {row[0]: load(*row) for row in raw}
         return raw
 
     def _answer_sync(

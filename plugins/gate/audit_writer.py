@@ -122,23 +122,28 @@ class DeferredAudit:
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._closed = False
 
-    def append(self, decision: Queued) -> None:
-        """Queue one decision; raise `AuditBacklogError` when it cannot be kept."""
+    def append(self, decision: Queued) -> bool:
+        """Queue one decision; raise `AuditBacklogError` when it cannot be kept. True when the
+        oldest queued record has waited twice `max_delay`: the writer has not had the loop, as
+        under a caller whose every await finishes without suspending (a store on the loop) and
+        that never yields it; the caller should then `catch_up`."""
         if self._closed:
             raise AuditBacklogError("the gate's deferred audit is closed")
         if self.failure is not None:
             raise AuditBacklogError(f"deferred audit records are not being written: {self.failure}")
-        if len(self._pending) >= self.max_pending:
-            raise AuditBacklogError(f"{len(self._pending)} audit records are waiting to be written")
+        pending = self._pending
+        if len(pending) >= self.max_pending:
+            raise AuditBacklogError(f"{len(pending)} audit records are waiting to be written")
         now = time.monotonic()
-        if self._pending and now - self._pending[0][0] > self.max_wait:
-            waited = now - self._pending[0][0]
+        waited = now - pending[0][0] if pending else 0.0
+        if waited > self.max_wait:
             raise AuditBacklogError(f"the oldest audit record has waited {waited:.1f} s")
         # Stamped now: the journal's time of a deferred allow is when it was decided, not written.
-        self._pending.append((now, time.time(), decision))
+        pending.append((now, time.time(), decision))
         self._ensure_writer()
-        if len(self._pending) >= self.max_batch and self._wake is not None:
+        if len(pending) >= self.max_batch and self._wake is not None:
             self._wake.set()
+        return waited > 2 * self.max_delay
 
     def _ensure_writer(self) -> None:
         """A writer task on the running loop: a gate may outlive a loop (`asyncio.run` per call),
@@ -153,14 +158,8 @@ class DeferredAudit:
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._run())
 
-    def overdue(self) -> bool:
-        """The oldest queued record has waited twice `max_delay`: the writer has not had the
-        loop, as under a caller whose every await finishes without suspending (a store on the
-        loop) and that never yields it."""
-        return bool(self._pending) and time.monotonic() - self._pending[0][0] > 2 * self.max_delay
-
     async def catch_up(self) -> None:
-        """Write what is queued now, from the caller, as the writer would (see `overdue`); a
+        """Write what is queued now, from the caller, as the writer would (see `append`); a
         write that fails is kept for a retry, and the next allow blocks, as with the writer's."""
         while self._pending and await self._write_some():
             pass

@@ -13,8 +13,6 @@ from typing import Any, TypeVar
 from planfence.plugins.telemetry import gate_span
 from planfence.shared_memory import (
     AsyncStore,
-    GetKeys,
-    GetRecords,
     HeadVerifier,
     IntegrityError,
     PlanFenceError,
@@ -59,7 +57,7 @@ from .executor import (
 )
 from .heads import HeadSource
 from .policy import Policy
-from .repeats import Repeats
+from .repeats import Call, Repeats
 from .snapshot import Flag, frontier_memo, snapshot, snapshot_and_log, view_of
 from .store_heads import (
     ProveOwners,
@@ -167,22 +165,22 @@ class Gate(GuardedExecutor):
         replan_spent: bool,
         start: float,
     ) -> Verdict:
-        req = CheckRequest(tool, args, plan_id, agent or self.agent, replan_spent)
+        agent = agent or self.agent
         decision_id: int | None = None
         try:
-            verdict = await self._repeated(req, start)
+            call = None if self.repeats is None else Repeats.call(tool, args, plan_id, agent)
+            verdict = None if call is None else await self._repeated(call, start)
             if verdict is None:
+                req = CheckRequest(tool, args, plan_id, agent, replan_spent)
                 verdict, decision_id = await self._judged(req, start)
-                if self.repeats is not None and verdict.verdict == ALLOW:
-                    call = self.repeats.call(req)
-                    if call is not None:
-                        self.repeats.remember(call, self.policy.get(tool), verdict)
+                if call is not None and verdict.verdict == ALLOW:
+                    assert self.repeats is not None
+                    self.repeats.remember(call, self.policy.get(tool), verdict)
         except Exception as exc:  # fail closed on anything unexpected
-            verdict = self._stamp(fail_closed(tool, plan_id, req.agent, exc), start)
+            verdict = self._stamp(fail_closed(tool, plan_id, agent, exc), start)
         if self.deferred is not None and verdict.verdict == ALLOW:
             try:
-                self.deferred.append(verdict)
-                if self.deferred.overdue():
+                if self.deferred.append(verdict):  # overdue: the writer has not had the loop
                     await self.deferred.catch_up()
             except Exception as exc:
                 return self._audit_failed(verdict, exc)
@@ -196,21 +194,16 @@ class Gate(GuardedExecutor):
                 return self._audit_failed(verdict, exc)
         return verdict if decision_id is None else verdict.evolve(decision_id=decision_id)
 
-    async def _repeated(self, req: CheckRequest, start: float) -> Verdict | None:
+    async def _repeated(self, call: Call, start: float) -> Verdict | None:
         """The allow this call was given before, when the plan is still in the store and every
         key of D(a) has the head and owner epoch it was given on (see `repeats`); None: check
         it the full way."""
-        if self.repeats is None:
-            return None
-        call = self.repeats.call(req)
-        allowed = None if call is None else self.repeats.get(call, self.policy.get(req.tool))
+        assert self.repeats is not None
+        allowed = self.repeats.get(call, self.policy.get(call[0]))
         if allowed is None:
             return None
-        assert call is not None
         try:
-            plans, states = await self.store.read(
-                [GetRecords((call[1],)), GetKeys(allowed.verdict.scope)]
-            )
+            plans, states = await self.store.read(allowed.reads)
         except PlanFenceError:
             plans, states = {}, {}  # the full way says what failed
         if call[1] in plans and allowed.holds(states):

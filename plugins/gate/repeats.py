@@ -13,12 +13,13 @@ the allow is forgotten.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from planfence.shared_memory import KeyState
+from planfence.shared_memory import GetKeys, GetRecords, KeyState
 
 from .policy import ToolPolicy
-from .rule import CheckRequest
+from .rule import args_digest
 from .verdicts import ALLOW, CURRENT, Verdict
 
 Call = tuple[str, str, str | None, str]
@@ -27,10 +28,17 @@ Call = tuple[str, str, str | None, str]
 
 @dataclass(frozen=True, slots=True)
 class Allowed:
-    """An allow, and the declaration of the tool it was given for."""
+    """An allow, the declaration of the tool it was given for, and the reads that repeat it (the
+    plan's row and the states of D(a), in one batch)."""
 
     tool: ToolPolicy
     verdict: Verdict
+    reads: tuple[GetRecords, GetKeys] = field(init=False)
+
+    def __post_init__(self) -> None:
+        assert self.verdict.plan is not None
+        reads = (GetRecords((self.verdict.plan,)), GetKeys(self.verdict.scope))
+        object.__setattr__(self, "reads", reads)
 
     def holds(self, states: Mapping[str, KeyState]) -> bool:
         """Every key of D(a) still has the head and owner epoch the allow was given on."""
@@ -50,11 +58,11 @@ class Repeats:
         self._allowed: dict[Call, Allowed] = {}
 
     @staticmethod
-    def call(req: CheckRequest) -> Call | None:
+    def call(tool: str, args: Mapping[str, Any], plan_id: object, agent: str | None) -> Call | None:
         """The call's key, or None for a call no allow can repeat (no plan reference)."""
-        if type(req.plan_id) is not str:
+        if type(plan_id) is not str:
             return None
-        return (req.tool, req.plan_id, req.agent, req.args_digest)
+        return (tool, plan_id, agent, args_digest(args))
 
     def get(self, call: Call, tool: ToolPolicy | None) -> Allowed | None:
         """The allow `call` was given under the tool's current declaration `tool`."""
