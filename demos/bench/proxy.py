@@ -3,8 +3,9 @@
 One trivial echo tool, called over stdio (a) directly, (b) through `planfence proxy` with the gate
 on (a real plan checked against the benchmark's own store, every decision audited), (c) through
 the proxy as an ungated tool, and on the same server with the gate inside it as server middleware
-(`PlanFenceGate`, gate on): (d) as shipped, every decision on record before the tool runs, and
-(e) with `audit="deferred"`, allows recorded in batches just after, and (f) through FastMCP's
+(`PlanFenceGate`, gate on): (d) as shipped (the default audit: allows recorded in batches just
+after), and (e) with `audit="durable"`, every decision on record before the tool runs, and (f)
+through FastMCP's
 stdio proxy (`fastmcp.server.create_proxy`), the closest peer, when fastmcp is installed. Each
 gated server has its own throwaway store, seeded alike. The clients are open at once and called in
 turn, so drift on a shared machine hits all alike. Then cold start: launch to the first
@@ -54,10 +55,10 @@ ungated = true
 """
 REPEAT, QUICK_REPEAT = 300, 20
 WARMUP, QUICK_WARMUP = 30, 3
-PATHS = ("direct", "proxied", "ungated", "inprocess", "inprocess_deferred")
+PATHS = ("direct", "proxied", "ungated", "inprocess", "inprocess_durable")
 PEER = "fastmcp"  # FastMCP's proxy on the same upstream, when fastmcp is installed
 COLD_STARTS, QUICK_COLD_STARTS = 3, 1
-GATED_SERVERS = ("proxy", "in-server", "in-server, deferred audit")
+GATED_SERVERS = ("proxy", "in-server", "in-server, durable audit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,8 +118,8 @@ def _show(r: Mapping[str, Any]) -> None:
     print(f"in-server gate  p50 {r['inprocess_p50_ms']:.3f} ms")
     print(f"ratio in-server gate/direct at p50: {r['inprocess_ratio_p50']:.2f}x")
     print(
-        f"in-server gate, deferred audit p50 {r['inprocess_deferred_p50_ms']:.3f} ms "
-        f"({r['inprocess_deferred_ratio_p50']:.2f}x direct)"
+        f"in-server gate, durable audit p50 {r['inprocess_durable_p50_ms']:.3f} ms "
+        f"({r['inprocess_durable_ratio_p50']:.2f}x direct)"
     )
     cold = r.get("cold_start_ms") or {}
     if cold:
@@ -154,8 +155,8 @@ def _summary(samples: Mapping[str, list[float]]) -> dict[str, Any]:
         "ratio_p50": round(pct("proxied", 50) / pct("direct", 50), 3),
         "inprocess_p50_ms": pct("inprocess", 50),
         "inprocess_ratio_p50": round(pct("inprocess", 50) / pct("direct", 50), 3),
-        "inprocess_deferred_p50_ms": pct("inprocess_deferred", 50),
-        "inprocess_deferred_ratio_p50": round(pct("inprocess_deferred", 50) / pct("direct", 50), 3),
+        "inprocess_durable_p50_ms": pct("inprocess_durable", 50),
+        "inprocess_durable_ratio_p50": round(pct("inprocess_durable", 50) / pct("direct", 50), 3),
         "calls": calls,
     }
 
@@ -200,7 +201,7 @@ async def _measure(
 
                 return Client(stdio_client(params, errlog=log), cache=None)
 
-            at_proxy, in_server, deferring = (t.url for t in targets)
+            at_proxy, in_server, durably = (t.url for t in targets)
 
             env = dict(os.environ)
             upstream = [sys.executable, "-m", "planfence.demos.bench.proxy"]
@@ -212,11 +213,9 @@ async def _measure(
             )
             gated = [*upstream, "--gate", str(policy), in_server]
             in_server_gated = StdioServerParameters(command=gated[0], args=gated[1:], env=env)
-            deferred = [*upstream, "--gate-deferred", str(policy), deferring]
-            in_server_deferred = StdioServerParameters(
-                command=deferred[0], args=deferred[1:], env=env
-            )
-            meta_proxy, meta_in_server, meta_deferred = (
+            durable = [*upstream, "--gate-durable", str(policy), durably]
+            in_server_durable = StdioServerParameters(command=durable[0], args=durable[1:], env=env)
+            meta_proxy, meta_in_server, meta_durable = (
                 cast("RequestParamsMeta", {"dev.planfence/plan": plan}) for plan in plans
             )
             peer = [*upstream, "--fastmcp-proxy"]
@@ -225,7 +224,7 @@ async def _measure(
                 client(direct) as d,
                 client(proxied) as p,
                 client(in_server_gated) as g,
-                client(in_server_deferred) as gd,
+                client(in_server_durable) as gd,
                 AsyncExitStack() as optional,
             ):
                 paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
@@ -237,8 +236,8 @@ async def _measure(
                     "inprocess": lambda i: g.call_tool(
                         "echo", {"key": "k", "text": str(i)}, meta=meta_in_server
                     ),
-                    "inprocess_deferred": lambda i: gd.call_tool(
-                        "echo", {"key": "k", "text": str(i)}, meta=meta_deferred
+                    "inprocess_durable": lambda i: gd.call_tool(
+                        "echo", {"key": "k", "text": str(i)}, meta=meta_durable
                     ),
                 }
                 if with_peer:
@@ -296,18 +295,18 @@ async def _cold_start(client: Callable[[Any], Any], params: Any, runs: int) -> f
 
 def serve_upstream(argv: list[str]) -> None:
     """The trivial upstream: two echo tools, one the policy gates and one it exempts; with
-    `--gate POLICY STORE`, the gate runs inside it as server middleware (`--gate-deferred`: with
-    the deferred audit)."""
+    `--gate POLICY STORE`, the gate runs inside it as server middleware in its default audit mode
+    (`--gate-durable`: with the durable audit)."""
     from mcp.server.mcpserver import MCPServer
 
     if argv[:1] == ["--fastmcp-proxy"]:
         _serve_fastmcp_proxy()
         return
-    if argv[:1] in (["--gate"], ["--gate-deferred"]):
+    if argv[:1] in (["--gate"], ["--gate-durable"]):
         from planfence.adapters.mcp import PlanFenceGate
-        from planfence.plugins.gate import AuditMode
+        from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode
 
-        audit: AuditMode = "deferred" if argv[0] == "--gate-deferred" else "durable"
+        audit: AuditMode = "durable" if argv[0] == "--gate-durable" else DEFAULT_AUDIT
         gate = PlanFenceGate(argv[2], argv[1], audit=audit)
         # The lifespan closes the gate when the server stops: the queued allows are written.
         server = MCPServer("planfence-bench-echo", lifespan=gate.lifespan)

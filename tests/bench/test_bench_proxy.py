@@ -35,8 +35,8 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
         "ratio_p50",
         "inprocess_p50_ms",
         "inprocess_ratio_p50",
-        "inprocess_deferred_p50_ms",
-        "inprocess_deferred_ratio_p50",
+        "inprocess_durable_p50_ms",
+        "inprocess_durable_ratio_p50",
         "fastmcp_p50_ms",
         "fastmcp_p99_ms",
     }
