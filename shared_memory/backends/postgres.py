@@ -285,6 +285,10 @@ class PostgresStore(AsyncStore):
     # ---- primitives
 
     async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        if _record_and_keys(ops):  # a gate's check: its plan and the heads of D(a)
+            return _record_and_key_rows(
+                await self._fetch(_RECORD_AND_KEYS, _record_and_keys_args(ops))
+            )
         plans = [self._read_sql(op) for op in ops]
         if len(plans) == 1:  # one statement is a snapshot by itself
             sql, args, parse = plans[0]
@@ -465,3 +469,36 @@ class PostgresStore(AsyncStore):
             except psycopg.OperationalError:
                 self._listener = None  # the next call reconnects; the reader re-reads anyway
                 await asyncio.sleep(min(self.poll_interval, timeout))
+
+
+# A record and the states of some keys in one statement (a snapshot by itself, one round trip
+# with no pipeline to open): the record's columns, then the key's, on one row per key (the
+# record's columns repeated; a record or keys not found leave their columns NULL).
+_RECORD_AND_KEYS = (
+    "SELECT "
+    + ", ".join(f"r.{c}" for c in RECORD_COLS.split(", "))
+    + ", "
+    + ", ".join(f"k.{c}" for c in KEY_COLS.split(", "))
+    + " FROM (SELECT 1) AS one LEFT JOIN pf_records r ON r.id = %s"
+    + " LEFT JOIN pf_keys k ON k.key = ANY(%s)"
+)
+_RECORD_WIDTH = len(RECORD_COLS.split(", "))
+
+
+def _record_and_keys(ops: Sequence[ReadOp]) -> bool:
+    if len(ops) != 2 or type(ops[0]) is not GetRecords or type(ops[1]) is not GetKeys:
+        return False
+    return len(ops[0].ids) == 1
+
+
+def _record_and_keys_args(ops: Sequence[ReadOp]) -> tuple[Any, ...]:
+    record, keys = ops
+    assert isinstance(record, GetRecords) and isinstance(keys, GetKeys)
+    return (record.ids[0], list(keys.keys))
+
+
+def _record_and_key_rows(rows: list[Any]) -> list[Any]:
+    n = _RECORD_WIDTH
+    records = _stored_rows([rows[0][:n]]) if rows and rows[0][0] is not None else []
+    states = _key_states([r[n:] for r in rows if r[n] is not None])
+    return [records, states]
