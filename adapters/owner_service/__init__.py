@@ -4,7 +4,7 @@ Keys (one Ed25519 key pair per agent; the keyring holds only public keys):
 
     planfence keys generate --agent planner --out keys/     # keys/planner.<id>.jwk + keyring.jwks
 
-Server (one per owner agent; reads heads from the shared store):
+Server (one per owner agent; reads heads from the shared store; needs the `http` extra):
 
     planfence serve-owner --agent planner --store sqlite:///team.db --port 8701 \
         --keyring keys/keyring.jwks --signing-key keys/planner.<id>.jwk
@@ -35,11 +35,19 @@ private network). Whoever holds the keyring can verify but not forge. Shared-sec
 them, every verifier can also forge.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from planfence.adapters._lazy import lazy_exports
+
 from .client import HttpOwnerHeads
 from .keyring import KEYRING_ENV, Keyring, KeyringError, load_keyring, parse_keyring
 from .keys import PublicKeyring, SigningKey, add_public_key
-from .server import NonceCache, create_app
 from .wire import ErrorBody, HeadsAnswer, HeadsRequest, signed_answer, signed_request, verify
+
+if TYPE_CHECKING:
+    from .server import NonceCache, create_app
 
 __all__ = [
     "KEYRING_ENV",
@@ -60,3 +68,9 @@ __all__ = [
     "signed_request",
     "verify",
 ]
+
+# The server needs the `http` extra (Starlette): imported on first use, so the client, the keys
+# and `planfence keys` work without it.
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"NonceCache": "server", "create_app": "server"}, globals()
+)

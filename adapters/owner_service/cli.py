@@ -17,7 +17,7 @@ from planfence.adapters.cli.serving import serve_app
 
 from .keyring import HMAC_DEPRECATED, Keyring, load_keyring
 from .keys import SigningKey
-from .server import DEFAULT_MAX_SKEW_S, create_app
+from .wire import DEFAULT_MAX_SKEW_S
 
 SIGNING_KEY_ENV = "PLANFENCE_SIGNING_KEY"
 
@@ -72,6 +72,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .server import create_app  # needs the `http` extra: imported when serving
+
     url = store_url(args)
     require_existing_store(url)  # a mistyped path must not become a new, empty store
     keyring = load_keyring(args.keyring)

@@ -21,10 +21,18 @@ from planfence.plugins.gate.decision import (
 from planfence.shared_memory import AsyncStore, validate_agent
 
 from .keys import SigningKey, own_signer
-from .wire import ErrorBody, HeadsAnswer, Verifier, new_nonce, now_ms, signed_request, verify
+from .wire import (
+    DEFAULT_MAX_SKEW_S,
+    ErrorBody,
+    HeadsAnswer,
+    Verifier,
+    new_nonce,
+    now_ms,
+    signed_request,
+    verify,
+)
 
 DEFAULT_TIMEOUT_S = 2.0
-DEFAULT_MAX_SKEW_S = 30.0
 MAX_ANSWER_BYTES = 4 << 20
 
 

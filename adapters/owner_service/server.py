@@ -12,10 +12,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import ValidationError
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from planfence.shared_memory import (
     AsyncStore,
@@ -25,11 +21,25 @@ from planfence.shared_memory import (
     validate_agent,
     validate_key,
 )
+from planfence.shared_memory.extras import extra_imports
 
 from .keys import SigningKey, own_signer
-from .wire import ErrorBody, HeadsRequest, Verifier, now_ms, signed_answer, verify
+from .wire import (
+    DEFAULT_MAX_SKEW_S,
+    ErrorBody,
+    HeadsRequest,
+    Verifier,
+    now_ms,
+    signed_answer,
+    verify,
+)
 
-DEFAULT_MAX_SKEW_S = 30.0
+with extra_imports("http", "the owner service"):
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
 MAX_BODY_BYTES = 1 << 20
 
 

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from planfence.shared_memory import canonical_json
 
 MAX_KEYS = 4096
+DEFAULT_MAX_SKEW_S = 30.0
+"""How far apart (seconds) a message's timestamp and the reader's clock may be, by default."""
 REQUEST_TYPE = "planfence-heads-request/1"
 ANSWER_TYPE = "planfence-heads-answer/2"  # /2: answers carry owner epochs
 REQUEST_PURPOSE = REQUEST_TYPE.encode() + b"\n"

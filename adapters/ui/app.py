@@ -10,17 +10,10 @@ import json
 from collections import deque
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
-
 from planfence.plugins.gate.audit import Decision
 from planfence.plugins.gate.graph import PlanGraph, load_plan_graph
+from planfence.plugins.janus.kinds import KIND_CANDIDATE
 from planfence.plugins.janus.memory import render_memory
-from planfence.plugins.janus.store_hook import KIND_CANDIDATE
 from planfence.shared_memory import (
     AmbiguousIdError,
     Change,
@@ -30,8 +23,17 @@ from planfence.shared_memory import (
     Store,
     UnknownRecordError,
 )
+from planfence.shared_memory.extras import extra_imports
 
 from . import pages
+
+with extra_imports("http", "the UI (planfence ui)"):
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Route
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 FILTERS = ("tool", "verdict", "agent", "plan", "source")

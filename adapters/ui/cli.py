@@ -16,8 +16,6 @@ from planfence.adapters.cli.serving import serve_app
 from planfence.shared_memory import open_store
 from planfence.shared_memory.urls import redact_url
 
-from .app import LOOPBACK_HOSTS, create_app
-
 DEFAULT_PORT = 8765
 
 
@@ -46,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .app import LOOPBACK_HOSTS, create_app  # needs the `http` extra: imported when serving
+
     store = open_store(store_url(args), create=False)  # a mistyped path is an error, not a store
     if args.host not in LOOPBACK_HOSTS:
         print(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from planfence.adapters.cli.common import guarded
+from planfence.adapters.cli.common import Handler, guarded
+from planfence.shared_memory import MissingExtraError
 
 # Each module provides HELP, add_arguments(parser) and run(args) -> int.
 BENCHES: dict[str, str] = {
@@ -34,6 +35,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             if exc.name == module_name:
                 continue
             raise
+        except MissingExtraError as exc:
+            _needs_extra(bsub, name, exc)
+            continue
         p = bsub.add_parser(name, help=module.HELP)
         module.add_arguments(p)
         p.set_defaults(handler=guarded(module.run))
+
+
+def _needs_extra(
+    bsub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, exc: MissingExtraError
+) -> None:
+    """A benchmark whose extra is missing: listed with its pip hint, and run with any arguments
+    (`--help` too) it fails with that one error line instead of a usage error."""
+    p = bsub.add_parser(
+        name, help=f"needs the '{exc.extra}' extra", prefix_chars="\x01", add_help=False
+    )
+    p.add_argument("args", nargs="*", help=argparse.SUPPRESS)
+    p.set_defaults(handler=guarded(_raise(exc)))
+
+
+def _raise(exc: MissingExtraError) -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        raise exc
+
+    return run

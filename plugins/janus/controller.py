@@ -14,9 +14,8 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
-
 from planfence.plugins.telemetry import janus_span
+from planfence.shared_memory.extras import extra_imports
 
 from .config import JanusConfig
 from .decision import Plan, Verdict, accept, finish_step, plan_step
@@ -28,6 +27,9 @@ from .memory import Memory, Render, render_memory
 from .state import Counters, JanusState
 from .tasks import Feedback, Task
 from .updaters.base import MemoryUpdater
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 T = TypeVar("T")
 

@@ -22,12 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from planfence.shared_memory.extras import extra_imports
 
 from .evalset import CoverageFn, assemble, build_coverage, refill_boundary, sample
 from .state import JanusState
 from .tasks import Task
 from .trigger import TriggerInfo, decide_trigger, momentum_update, step_draw
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 VectorsOf = Callable[[Sequence[str]], np.ndarray]
 """Embeddings (one row per id) of seen tasks."""

@@ -20,11 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from planfence.shared_memory.extras import extra_imports
 
 from .linetokens import LineTokenizer
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 

@@ -7,9 +7,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
+from planfence.shared_memory.extras import extra_imports
 
 from .kmeans import kmeans, representatives
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+from planfence.shared_memory.extras import extra_imports
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 
 @dataclass(frozen=True)

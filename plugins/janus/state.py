@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from planfence.shared_memory.extras import extra_imports
 
 from .config import JanusConfig
 from .errors import JanusStateError
 from .tasks import Task
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 STATE_VERSION = 1
 

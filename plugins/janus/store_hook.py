@@ -27,13 +27,10 @@ from planfence.shared_memory import (
 from .controller import JanusController
 from .decision import Verdict
 from .errors import JanusConflictError
+from .kinds import DECISION_SOURCE, KIND_CANDIDATE, KIND_STATE
 from .memory import Memory
 from .state import JanusState
 from .tasks import Task
-
-KIND_CANDIDATE = "janus-candidate"
-KIND_STATE = "janus-state"
-DECISION_SOURCE = "janus"
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from planfence.shared_memory.extras import extra_imports
 
 from .config import JanusConfig
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 Vector = np.ndarray
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,50 @@ def test_py_typed_everywhere() -> None:
     for top in TOP_LEVEL:
         assert (ROOT / top / "py.typed").exists(), top
     assert (ROOT / "shared_memory" / "backends" / "py.typed").exists()
+
+
+def _extras() -> dict[str, list[str]]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras: dict[str, list[str]] = data["project"]["optional-dependencies"]
+    return extras
+
+
+def _names(requirements: list[str]) -> set[str]:
+    """Distribution names, with `planfence[a,b]` expanded into what those extras list."""
+    extras = _extras()
+    found: set[str] = set()
+    for req in requirements:
+        name = re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0].lower()
+        if name == "planfence":
+            inner = req[req.index("[") + 1 : req.index("]")]
+            for extra in inner.split(","):
+                found |= _names(extras[extra.strip()])
+        else:
+            found.add(name)
+    return found
+
+
+def test_the_base_install_is_small() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    core = {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0] for r in data["project"]["dependencies"]}
+    assert core == {"pydantic", "httpx", "cryptography", "tomli"}
+
+
+def test_extras_carry_numpy_starlette_uvicorn_and_rich() -> None:
+    assert _names(_extras()["janus"]) == {"numpy"}
+    assert _names(_extras()["http"]) == {"starlette", "uvicorn"}
+    assert {"starlette", "uvicorn"} <= _names(_extras()["mcp"])
+    assert "numpy" in _names(_extras()["embeddings"])
+    assert {"numpy", "starlette", "uvicorn", "rich", "matplotlib"} <= _names(_extras()["bench"])
+    # `all` still installs everything it did when these four were core dependencies.
+    assert {
+        "numpy", "starlette", "uvicorn", "rich", "psycopg", "autogen-agentchat", "langgraph",
+        "mcp", "pyjwt", "matplotlib", "opentelemetry-api", "wordllama", "pydantic-ai-slim",
+        "openai-agents", "agent-framework-core", "a2a-sdk", "agent-coherence",
+    } <= _names(_extras()["all"])  # fmt: skip
+
+
+def test_every_extra_a_hint_names_is_declared() -> None:
+    from planfence.shared_memory.extras import EXTRA_MODULES
+
+    assert set(EXTRA_MODULES) <= set(_extras())

@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from starlette.applications import Starlette
+
+from planfence.shared_memory.extras import extra_imports
+
+with extra_imports("bench", "a benchmark's HTTP service"):
+    from starlette.applications import Starlette
 
 OWNER_ENV = "PLANFENCE_BENCH_OWNER"
 STORE_URL_ENV = "PLANFENCE_BENCH_STORE"
@@ -159,7 +163,8 @@ def wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    import uvicorn
+    with extra_imports("bench", "a benchmark's HTTP service"):
+        import uvicorn
 
     parser = argparse.ArgumentParser(prog="planfence-bench-service")
     parser.add_argument("--fd", type=int, required=True, help="listening socket to serve on")

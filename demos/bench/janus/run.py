@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import numpy as np
-
 from planfence.plugins.janus import (
     CachedEncoder,
     CoverageMemo,
@@ -29,8 +27,12 @@ from planfence.plugins.janus import (
     Task,
     WordLlamaEncoder,
 )
+from planfence.shared_memory.extras import extra_imports
 
 from .stream import Cheatsheet, Stream, StreamConfig
+
+with extra_imports("janus", "planfence bench janus"):
+    import numpy as np
 
 STRATEGIES = (
     "plain",

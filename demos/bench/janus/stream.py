@@ -86,11 +86,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-import numpy as np
-
 from planfence.plugins.janus import Task
+from planfence.shared_memory.extras import extra_imports
 
 from .family import BIAS, KINDS, LEADS, PEOPLE, SPECIFIC, WRONG
+
+with extra_imports("janus", "planfence bench janus"):
+    import numpy as np
 
 RuleKind = Literal["good", "wrong", "specific", "bias"]
 HARM_MODES = ("overwrite", "specific", "drift")

@@ -48,7 +48,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
+from planfence.shared_memory.extras import extra_imports
+
+with extra_imports("bench", "the synthetic network trace"):
+    import numpy as np
+
 
 MTU_BITS = 1500 * 8
 SYNTHETIC_SEED = 6

@@ -14,19 +14,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from planfence.adapters.owner_service import KeyringError, PublicKeyring, load_keyring
 from planfence.demos.baselines import EagerReplica
 from planfence.demos.pushes import RECORD_MISMATCH, PushCheck, PushedHead, PushRefused
 from planfence.plugins.gate.decision import HEAD_ROLLBACK
 from planfence.shared_memory import HeadVerifier, PlanFenceError, canonical_json
+from planfence.shared_memory.extras import extra_imports
 
 from ..harness import together
 from ..harness.wire import request_size, response_head_size
+
+with extra_imports("bench", "planfence bench replay"):
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
 
 REPLICA_ENV = "PLANFENCE_REPLAY_REPLICA"
 HTTP_TIMEOUT_S = 30.0

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from planfence.shared_memory.extras import extra_imports
 
 from ..harness import print_context
+
+with extra_imports("bench", "planfence bench window"):
+    from rich.console import Console
+    from rich.table import Table
 
 TITLES = {"gate": "gate only", "fence": "gate + fencing", "lease": "gate + lease"}
 

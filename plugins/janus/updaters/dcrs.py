@@ -11,13 +11,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
+from planfence.shared_memory.extras import extra_imports
 
 from ..encoders import CachedEncoder, Encoder, HashingEncoder
 from ..errors import UpdaterOutputError
 from ..llm import ChatClient, Message
 from ..memory import Memory
 from ..tasks import Feedback, Task
+
+with extra_imports("janus", "the Janus controller"):
+    import numpy as np
 
 CURATOR_SYSTEM = """You maintain a cheatsheet: short, reusable notes that help solve future \
 tasks of the same kinds (strategies, formulas, checks, pitfalls). You will see the current \
