@@ -16,7 +16,6 @@ otherwise.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -47,7 +46,7 @@ from planfence.demos.baselines import freshness_checker
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 
-from .support import STORE_HELP, demo_store
+from .support import demo_store, team_demo_args, team_demo_parser
 
 REQ = "trip/42/requirements"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])
@@ -210,14 +209,8 @@ async def _play(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--stale-again", action="store_true", help="the customer changes twice")
-    parser.add_argument("--baseline", action="store_true", help="freshness-only executor")
-    parser.add_argument("--scripted", action="store_true", help="ignore PLANFENCE_LLM_*")
-    parser.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
-    args = parser.parse_args(argv)
-    if args.store is not None and not args.store.strip():
-        parser.error("--store is empty: give a store URL, or leave the option out")
+    parser = team_demo_parser(__doc__, baseline="freshness-only executor")
+    args = team_demo_args(parser, argv)
     try:
         result = asyncio.run(
             run(

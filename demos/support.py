@@ -7,10 +7,11 @@ which store it used.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,27 @@ STORE_HELP = (
     "store URL to run the demo in, which keeps its records (default: a temporary SQLite file, "
     "removed when the demo ends; never $PLANFENCE_STORE)"
 )
+
+
+def team_demo_parser(doc: str | None, *, baseline: str) -> argparse.ArgumentParser:
+    """The command line of a framework team demo: --stale-again, --baseline (`baseline` says what
+    runs instead of the gate), --scripted and --store; the demo adds its own switches."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--stale-again", action="store_true", help="the customer changes twice")
+    parser.add_argument("--baseline", action="store_true", help=baseline)
+    parser.add_argument("--scripted", action="store_true", help="ignore PLANFENCE_LLM_*")
+    parser.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
+    return parser
+
+
+def team_demo_args(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """`argv` parsed; an empty --store is a usage error, as for every command."""
+    args = parser.parse_args(argv)
+    if args.store is not None and not args.store.strip():
+        parser.error("--store is empty: give a store URL, or leave the option out")
+    return args
 
 
 @dataclass(frozen=True)

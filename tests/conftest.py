@@ -11,8 +11,10 @@ failure.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -119,3 +121,29 @@ def audit(request: pytest.FixtureRequest) -> str:
     """Each audit mode a gate records allows in (`durable`, then the default `deferred`): the
     fault-injection tests run in both, and must show a block in each."""
     return str(request.param)
+
+
+@pytest.fixture
+def closes_run_sync_loop() -> Iterator[None]:
+    """For tests that call a framework's `run_sync` (PydanticAI's `Agent.run_sync`, the OpenAI
+    Agents SDK's `Runner.run_sync`): it leaves the event loop it made as the thread's current
+    loop, never closed. Close it after the test, as `asyncio.run` closes its own; left open, it
+    is garbage collected during some later test, whose teardown then reports the unclosed loop
+    and its sockets."""
+    yield
+    with warnings.catch_warnings():
+        # Asking for the current loop when none is set is deprecated on newer Pythons.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        policy = asyncio.get_event_loop_policy()
+        try:
+            loop = policy.get_event_loop()
+        except RuntimeError:  # no current loop: nothing was left open
+            return
+        policy.set_event_loop(None)
+    if loop.is_closed():
+        return
+    try:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()

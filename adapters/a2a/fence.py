@@ -34,6 +34,8 @@ from planfence.plugins.gate import (
 from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
+from .._fenced import Fenced
+
 with extra_imports("a2a", "planfence.adapters.a2a"):
     from a2a.client.interceptors import AfterArgs, BeforeArgs, ClientCallInterceptor
     from a2a.helpers import get_data_parts, new_data_part, new_message, new_text_part
@@ -88,7 +90,7 @@ def refusal_task(refused: Refused, task_id: str, context_id: str) -> Task:
     return Task(id=task_id, context_id=context_id, status=TaskStatus(state=state, message=status))
 
 
-class FencedExecutor(AgentExecutor):
+class FencedExecutor(Fenced, AgentExecutor):
     """The receiving agent's executor behind the gate.
 
     Args:
@@ -115,9 +117,7 @@ class FencedExecutor(AgentExecutor):
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self.inner, self.skill = inner, skill
-        self.gate = GateMiddleware(
-            store, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
-        )
+        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         with _sender_trace(context.message):
@@ -142,10 +142,6 @@ class FencedExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await self.inner.cancel(context, event_queue)
-
-    async def aclose(self) -> None:
-        """Write the allows the deferred audit has queued; call it when the server stops."""
-        await self.gate.aclose()
 
 
 class PlanfenceInterceptor(ClientCallInterceptor):

@@ -20,7 +20,6 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
     CheckerFactory,
-    GateMiddleware,
     Judgement,
     Middleware,
     PlanStamper,
@@ -32,6 +31,7 @@ from planfence.plugins.gate.fence import bound
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
+from .._fenced import Fenced
 from .._records import DEFAULT_HEADER, records_text
 
 with extra_imports("adk", "planfence.adapters.adk"):
@@ -44,13 +44,13 @@ with extra_imports("adk", "planfence.adapters.adk"):
 
 
 class _Invocation:
-    def __init__(self, bridge: StoreBridge, agent: str) -> None:
-        self.stamper = PlanStamper(bridge, agent)
+    def __init__(self, stamper: PlanStamper) -> None:
+        self.stamper = stamper
         self.shown: list[Record] = []
         self.plan: str | None = None
 
 
-class PlanfencePlugin(BasePlugin):
+class PlanfencePlugin(Fenced, BasePlugin):
     """Shows the records, stamps plans from them, and gates every tool of every agent.
 
     Args:
@@ -76,18 +76,15 @@ class PlanfencePlugin(BasePlugin):
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__(name="planfence")
-        self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
-        self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
-        )
-        self.keys, self.agent, self.header = list(keys), agent, header
+        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.keys, self.header = list(keys), header
         self._runs: dict[str, _Invocation] = {}
         self._running: dict[str, tuple[Judgement, AbstractContextManager[Any]]] = {}
 
     def _run(self, invocation_id: str) -> _Invocation:
         found = self._runs.get(invocation_id)
         if found is None:
-            found = self._runs[invocation_id] = _Invocation(self.bridge, self.agent)
+            found = self._runs[invocation_id] = _Invocation(self.new_stamper())
         return found
 
     async def after_run_callback(self, *, invocation_context: Any) -> None:
@@ -157,7 +154,7 @@ class PlanfencePlugin(BasePlugin):
         return None
 
     async def close(self) -> None:
-        await self.gate.aclose()
+        await self.aclose()
 
 
 def _call_id(tool_context: ToolContext) -> str:

@@ -37,22 +37,40 @@ from .common import (
     positive_int,
 )
 
+CHECK_FLAG, INIT_FLAG = "--tools-from-upstream", "--from-upstream"
 
-def _add_options(p: argparse.ArgumentParser) -> None:
+
+def _add_upstream(p: argparse.ArgumentParser, flag: str, listed: str, url_help: str) -> None:
+    """How a command names the upstream whose tools it lists: `flag` (the MCP server whose
+    command follows --) or --upstream-url, and how long the listing may take."""
     p.add_argument(
-        "--tools-from-upstream",
-        action="store_true",
-        help="start the MCP server given after -- and compare its tools with the policy",
+        flag, action="store_true", help=f"start the MCP server given after -- and {listed}"
     )
-    p.add_argument(
-        "--upstream-url", default=None, metavar="URL", help="compare with a streamable-HTTP server"
-    )
+    p.add_argument("--upstream-url", default=None, metavar="URL", help=url_help)
     p.add_argument(
         "--timeout",
         type=float,
         default=30.0,
         metavar="SECONDS",
         help="give up on the upstream after this long",
+    )
+
+
+def _add_upstream_command(p: argparse.ArgumentParser, flag: str) -> None:
+    p.add_argument(
+        "upstream",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD [ARGS...]",
+        help=f"the upstream server's command line (with {flag})",
+    )
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    _add_upstream(
+        p,
+        CHECK_FLAG,
+        "compare its tools with the policy",
+        "compare with a streamable-HTTP server",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -68,12 +86,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("file", metavar="FILE", help="the TOML policy")
     _add_options(p)
-    p.add_argument(
-        "upstream",
-        nargs=argparse.REMAINDER,
-        metavar="-- CMD [ARGS...]",
-        help="the upstream server's command line (with --tools-from-upstream)",
-    )
+    _add_upstream_command(p, CHECK_FLAG)
     p.set_defaults(handler=guarded(_check))
 
     init = psub.add_parser(
@@ -89,14 +102,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         usage="planfence policy init [--file FILE] [--force] [--json] "
         "(--from-upstream -- CMD [ARGS...] | --upstream-url URL)",
     )
-    init.add_argument(
-        "--from-upstream",
-        action="store_true",
-        help="start the MCP server given after -- and list its tools",
-    )
-    init.add_argument(
-        "--upstream-url", default=None, metavar="URL", help="list a streamable-HTTP server's tools"
-    )
+    _add_upstream(init, INIT_FLAG, "list its tools", "list a streamable-HTTP server's tools")
     init.add_argument(
         "--file",
         default="policy.toml",
@@ -104,20 +110,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="where to write the policy (default: policy.toml; '-': standard output)",
     )
     init.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    init.add_argument(
-        "--timeout",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="give up on the upstream after this long",
-    )
     init.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
-    init.add_argument(
-        "upstream",
-        nargs=argparse.REMAINDER,
-        metavar="-- CMD [ARGS...]",
-        help="the upstream server's command line (with --from-upstream)",
-    )
+    _add_upstream_command(init, INIT_FLAG)
     init.set_defaults(handler=guarded(_init))
 
     lint = psub.add_parser(
@@ -160,39 +154,33 @@ def _split_rest(args: argparse.Namespace) -> list[str]:
     return command
 
 
-def _upstream_tools(args: argparse.Namespace, command: list[str]) -> list[str] | None:
-    if command and not args.tools_from_upstream:
-        raise UsageError(f"unexpected arguments {' '.join(command)!r}: add --tools-from-upstream")
-    if args.tools_from_upstream and not command:
-        raise UsageError("--tools-from-upstream needs the server's command after --")
+def _upstream_target(args: argparse.Namespace, command: list[str], flag: str) -> Any:
+    """The upstream the command line names: the server command after -- (with `flag`), or
+    --upstream-url; None when it names neither."""
+    started = getattr(args, flag.removeprefix("--").replace("-", "_"))
+    if command and not started:
+        raise UsageError(f"unexpected arguments {' '.join(command)!r}: add {flag}")
+    if started and not command:
+        raise UsageError(f"{flag} needs the server's command after --")
     if command and args.upstream_url:
-        raise UsageError("give either -- CMD [ARGS...] or --upstream-url, not both")
-    if not command and not args.upstream_url:
-        return None
-    with extra_imports("mcp", "policy check --tools-from-upstream"):
-        import anyio
-
-        from planfence.adapters.mcp.listing import list_tool_names
+        raise UsageError(f"give either {flag} -- CMD [ARGS...] or --upstream-url URL, not both")
+    if not command:
+        return args.upstream_url or None
+    with extra_imports("mcp", _hint(args, flag)):
         from planfence.adapters.mcp.upstream import stdio_upstream
-    target: Any = args.upstream_url or stdio_upstream(command)
-
-    async def listing() -> list[str]:
-        with anyio.fail_after(args.timeout):
-            return await list_tool_names(target)
-
-    try:
-        return anyio.run(listing)
-    except TimeoutError:
-        raise ConfigError(f"the upstream listed no tools within {args.timeout:g} s") from None
-    except Exception as exc:
-        raise ConfigError(
-            f"cannot list the upstream's tools: {exc or type(exc).__name__}"
-        ) from None
+    return stdio_upstream(command)
 
 
-def _listing(target: Any, timeout: float) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def _hint(args: argparse.Namespace, flag: str) -> str:
+    """What needs the `mcp` extra, for its install hint."""
+    return f"policy {args.policy_cmd} {flag}"
+
+
+def _listing(
+    target: Any, timeout: float, hint: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The upstream's identity and tools, in wire form."""
-    with extra_imports("mcp", "policy init --from-upstream"):
+    with extra_imports("mcp", hint):
         import anyio
 
         from planfence.adapters.mcp.listing import list_tools
@@ -236,12 +224,9 @@ def _init(args: argparse.Namespace) -> int:
     command = list(args.upstream or [])
     if command and command[0] == "--":
         command = command[1:]
-    if command and not args.from_upstream:
-        raise UsageError(f"unexpected arguments {' '.join(command)!r}: add --from-upstream")
-    if args.from_upstream and not command:
-        raise UsageError("--from-upstream needs the server's command after --")
-    if bool(command) == bool(args.upstream_url):
-        raise UsageError("give either --from-upstream -- CMD [ARGS...] or --upstream-url URL")
+    target = _upstream_target(args, command, INIT_FLAG)
+    if target is None:
+        raise UsageError(f"give either {INIT_FLAG} -- CMD [ARGS...] or --upstream-url URL")
     to_stdout = args.file == "-"
     path = Path(args.file)
     if not to_stdout:
@@ -249,11 +234,9 @@ def _init(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path} exists: give --force to overwrite it")
         if not path.parent.is_dir():
             raise ConfigError(f"cannot write {path}: no folder {path.parent}")
-    with extra_imports("mcp", "policy init --from-upstream"):
+    with extra_imports("mcp", _hint(args, INIT_FLAG)):
         from planfence.adapters.mcp.scaffold import scaffold_policy
-        from planfence.adapters.mcp.upstream import stdio_upstream
-    target: Any = args.upstream_url or stdio_upstream(command)
-    server, tools = _listing(target, args.timeout)
+    server, tools = _listing(target, args.timeout, _hint(args, INIT_FLAG))
     try:
         text = scaffold_policy(server, tools)
     except ValueError as exc:
@@ -298,8 +281,10 @@ def _check(args: argparse.Namespace) -> int:
     for n in ungated:
         lines.append(f"  {n}: ungated")
     code = 0
-    upstream = _upstream_tools(args, command)
-    if upstream is not None:
+    target = _upstream_target(args, command, CHECK_FLAG)
+    if target is not None:
+        _, tools_listed = _listing(target, args.timeout, _hint(args, CHECK_FLAG))
+        upstream = [t["name"] for t in tools_listed]
         uncovered = policy.uncovered_tools(upstream)
         stray = policy.unused_tools(upstream)
         data.update(upstream_tools=upstream, uncovered=uncovered, stray=stray)

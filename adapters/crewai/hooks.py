@@ -29,7 +29,6 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
     CheckerFactory,
-    GateMiddleware,
     Judgement,
     Middleware,
     PlanStamper,
@@ -41,6 +40,7 @@ from planfence.plugins.gate.verdicts import fail_closed
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
+from .._fenced import Fenced
 from .._records import DEFAULT_HEADER, records_text
 
 with extra_imports("crewai", "planfence.adapters.crewai"):
@@ -67,7 +67,7 @@ class _Open:
     stack: ExitStack = field(default_factory=ExitStack)
 
 
-class Planfence:
+class Planfence(Fenced):
     """Shows the records, stamps plans from them, and gates every tool call of the fenced agents.
 
     Args:
@@ -96,12 +96,8 @@ class Planfence:
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
-        self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
-        )
-        self.keys, self.prefixes = list(keys), list(prefixes)
-        self.agent, self.header = agent, header
+        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self.roles = frozenset([agent] if roles is None else roles)
         self._seen: dict[int, _Seen] = {}
         self._lock = threading.Lock()
@@ -149,7 +145,7 @@ class Planfence:
         with self._lock:
             seen = self._seen.get(id(crew_agent))
             if seen is None:
-                seen = self._seen[id(crew_agent)] = _Seen(PlanStamper(self.bridge, self.agent))
+                seen = self._seen[id(crew_agent)] = _Seen(self.new_stamper())
             return seen
 
     # ---- read side: the records before every model call, the plan from what was shown

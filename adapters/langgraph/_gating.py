@@ -13,7 +13,6 @@ from planfence.plugins.gate import (
     REPLANNING,
     AuditMode,
     CheckerFactory,
-    GateMiddleware,
     Judgement,
     Middleware,
     PlanStamper,
@@ -25,7 +24,7 @@ from planfence.plugins.gate import (
     fold_step,
     merge_reads,
 )
-from planfence.shared_memory import AsyncStore, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
@@ -33,6 +32,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command
 
+from .._fenced import Fenced
 from .store import ReadLog, track_reads
 
 ToolAnswer = ToolMessage | Command[Any]
@@ -46,12 +46,11 @@ def tool_call(request: ToolCallRequest, agent: str | None) -> ToolCall:
     return ToolCall(call["name"], args, state.get("planfence_plan"), agent)
 
 
-class ToolGating:
+class ToolGating(Fenced):
     """The seam for a LangGraph class: `gate` judges tool calls, `stamper` stamps plans, over one
     store. Its `wrap_tool_call` / `awrap_tool_call` gate each call: the answer carries the
     verdict and what the tool read, and a refused call never runs."""
 
-    gate: GateMiddleware
     stamper: PlanStamper
     policy: Policy
 
@@ -65,11 +64,8 @@ class ToolGating:
         middleware: Iterable[Middleware],
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
-        bridge = StoreBridge(store)
-        self.gate = GateMiddleware(
-            bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
-        )
-        self.stamper = PlanStamper(bridge, author)
+        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.stamper = PlanStamper(self.bridge, author)
         self.policy = self.gate.policy
 
     async def aflush(self) -> None:
@@ -77,14 +73,11 @@ class ToolGating:
         await self.gate.flush()
 
     def flush(self) -> None:
-        self.gate.bridge.run(self.aflush)
-
-    async def aclose(self) -> None:
-        """Close the gate: a deferred audit writes what it queued (call it when done)."""
-        await self.gate.aclose()
+        self.bridge.run(self.aflush)
 
     def close(self) -> None:
-        self.gate.bridge.run(self.aclose)
+        """`aclose` from sync code."""
+        self.bridge.run(self.aclose)
 
     def _tool_reads(self, log: ReadLog) -> ReadSet:
         """What the tool read, from the stores whose reads plans cite."""

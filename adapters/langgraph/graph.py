@@ -84,7 +84,6 @@ class GraphFence(ToolGating):
         )
         self.planner = planner
         self.proceed = proceed
-        self.agent = agent
 
     NEW_REQUEST: Mapping[str, Any] = {
         "planfence_plan": None,

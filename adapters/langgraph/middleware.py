@@ -109,7 +109,6 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         self.keys = list(keys)
         self.prefixes = list(prefixes)
         self.reads = reads
-        self.agent = agent
         self.header = header
         self.tools = []
 

@@ -25,10 +25,8 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
     CheckerFactory,
-    GateMiddleware,
     Judgement,
     Middleware,
-    PlanStamper,
     Policy,
     Refused,
     ToolCall,
@@ -36,7 +34,7 @@ from planfence.plugins.gate import (
     reads_of,
     refreshed,
 )
-from planfence.shared_memory import AsyncStore, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("maf", "planfence.adapters.maf"):
@@ -51,12 +49,13 @@ with extra_imports("maf", "planfence.adapters.maf"):
         SupportsAgentRun,
     )
 
+from .._fenced import Fenced
 from .._records import DEFAULT_HEADER, records_text
 
 SOURCE = "planfence"
 
 
-class PlanfenceMiddleware(FunctionMiddleware, ContextProvider):
+class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
     """Shows the records (context provider) and gates every tool call (function middleware).
 
     Args:
@@ -86,21 +85,14 @@ class PlanfenceMiddleware(FunctionMiddleware, ContextProvider):
         header: str = DEFAULT_HEADER,
     ) -> None:
         ContextProvider.__init__(self, SOURCE)
-        bridge = StoreBridge(store)
-        self.gate = GateMiddleware(
-            bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
-        )
-        self.stamper = PlanStamper(bridge, agent)
+        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.stamper = self.new_stamper()
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self._stamping = asyncio.Lock()
 
-    async def aclose(self) -> None:
-        """Write the allows the deferred audit has queued (before reading the audit log)."""
-        await self.gate.aclose()
-
     def close(self) -> None:
         """`aclose` from sync code (after `asyncio.run(agent.run(...))`)."""
-        self.gate.bridge.run(self.gate.aclose)
+        self.bridge.run(self.gate.aclose)
 
     async def before_run(
         self,

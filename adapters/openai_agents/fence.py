@@ -26,10 +26,8 @@ from planfence.plugins.gate import (
     Allowed,
     AuditMode,
     CheckerFactory,
-    GateMiddleware,
     Judgement,
     Middleware,
-    PlanStamper,
     Policy,
     Refused,
     ToolCall,
@@ -38,6 +36,7 @@ from planfence.plugins.gate.fence import bound
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
+from .._fenced import Fenced
 from .._records import DEFAULT_HEADER, records_text
 
 with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
@@ -55,7 +54,7 @@ with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
 _JUDGED: ContextVar[Judgement | None] = ContextVar("planfence_openai_agents", default=None)
 
 
-class Planfence:
+class Planfence(Fenced):
     """Shows the records, stamps plans from them, and gates every fenced tool.
 
     Args:
@@ -80,12 +79,9 @@ class Planfence:
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
-        self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
-        )
-        self.keys, self.agent, self.header = list(keys), agent, header
-        self.stamper = PlanStamper(self.bridge, agent)
+        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.keys, self.header = list(keys), header
+        self.stamper = self.new_stamper()
         self.guardrail = tool_input_guardrail(name="planfence")(self._judge)
         self._run: object = None
         self._shown: list[Record] | None = None  # shown on this turn, not yet planned from
@@ -141,10 +137,6 @@ class Planfence:
         if judged.replan:
             return ToolGuardrailFunctionOutput.reject_content(judged.message)
         return ToolGuardrailFunctionOutput.raise_exception(judged.payload.wire())
-
-    async def aclose(self) -> None:
-        """Close the gate (a deferred audit writes its queue)."""
-        await self.gate.aclose()
 
     def close(self) -> None:
         """`aclose` from sync code (after `run_sync`)."""

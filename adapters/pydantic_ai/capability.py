@@ -21,9 +21,7 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
     CheckerFactory,
-    GateMiddleware,
     Middleware,
-    PlanStamper,
     Policy,
     Refused,
     ToolCall,
@@ -31,6 +29,7 @@ from planfence.plugins.gate import (
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
+from .._fenced import Fenced
 from .._records import DEFAULT_HEADER, records_text
 
 with extra_imports("pydantic-ai", "planfence.adapters.pydantic_ai"):
@@ -43,7 +42,7 @@ with extra_imports("pydantic-ai", "planfence.adapters.pydantic_ai"):
     from pydantic_ai.tools import ToolDefinition
 
 
-class Planfence(AbstractCapability[Any]):
+class Planfence(Fenced, AbstractCapability[Any]):
     """Shows the records, stamps plans from them, and gates every tool call.
 
     Args:
@@ -70,13 +69,9 @@ class Planfence(AbstractCapability[Any]):
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self.bridge = store if isinstance(store, StoreBridge) else StoreBridge(store)
-        self.gate = GateMiddleware(
-            self.bridge, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
-        )
-        self.keys, self.prefixes = list(keys), list(prefixes)
-        self.agent, self.header = agent, header
-        self.stamper = PlanStamper(self.bridge, agent)
+        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
+        self.stamper = self.new_stamper()
         self.shown: list[Record] = []
         self.plan: str | None = None
 
@@ -84,7 +79,7 @@ class Planfence(AbstractCapability[Any]):
         """A run of its own: its own plan chain and records shown, the same gate."""
         run = object.__new__(type(self))
         run.__dict__.update(self.__dict__)
-        run.stamper = PlanStamper(self.bridge, self.agent)
+        run.stamper = run.new_stamper()
         run.shown, run.plan = [], None
         return run
 
@@ -131,10 +126,6 @@ class Planfence(AbstractCapability[Any]):
         if judged.replan:
             raise ModelRetry(judged.message)
         raise SkipToolExecution(judged.payload.wire())
-
-    async def aclose(self) -> None:
-        """Close the gate (a deferred audit writes its queue)."""
-        await self.gate.aclose()
 
     def close(self) -> None:
         """`aclose` from sync code (after `run_sync`)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -33,8 +32,6 @@ from planfence.shared_memory import (
 )
 
 from .harness import (
-    BENCH_PG_ENV,
-    DEFAULT_PG_URL,
     BenchStore,
     Progress,
     add_bench_store,
@@ -43,6 +40,7 @@ from .harness import (
     add_warmup,
     bench_store,
     check_store,
+    extra_postgres,
     new_results,
     pick,
     print_context,
@@ -64,9 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_quick(p, f"{QUICK_REPEAT} timed calls per row")
     add_repeat(p, REPEAT, QUICK_REPEAT, "timed calls per row")
     add_warmup(p, WARMUP, QUICK_WARMUP)
-    add_bench_store(
-        p, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
-    )
+    add_bench_store(p, postgres_too=True)
     add_output(p)
 
 
@@ -195,9 +191,8 @@ def run(args: argparse.Namespace) -> int:
     warmup = pick(args.warmup, args.quick, WARMUP, QUICK_WARMUP)
     check_store(args.store, shared=False)
     explicit = args.store is not None
-    urls: list[str | None] = [args.store]
-    if not explicit:
-        urls.append(os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL)
+    extra_pg = extra_postgres(args.store)
+    urls = [args.store] if extra_pg is None else [args.store, extra_pg]
     results = new_results(repeat=repeat, warmup=warmup, stores=[], notes=[], rows=[])
 
     def measure() -> None:

@@ -3,7 +3,6 @@ block ends the run the SDK's way, with the refusal's wire payload."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
@@ -32,17 +31,15 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 REQ = "trip/42/requirements"
 
 
+# `Runner.run_sync` leaves its event loop open as the thread's current loop.
+pytestmark = pytest.mark.usefixtures("closes_run_sync_loop")
+
+
 @pytest.fixture(autouse=True)
 def no_trace_export() -> Any:
     set_tracing_disabled(True)  # the SDK would export traces to its platform
     yield
     set_tracing_disabled(False)
-    # `Runner.run_sync` leaves the event loop it made as the thread's default: close it here, or
-    # it is collected unclosed in a later test.
-    policy = asyncio.get_event_loop_policy()
-    loop = policy.get_event_loop()
-    loop.close()
-    policy.set_event_loop(None)
 
 
 def snippets(heading: str) -> list[str]:

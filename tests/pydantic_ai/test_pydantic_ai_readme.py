@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -21,6 +22,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from planfence.adapters.pydantic_ai import Planfence
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import open_store
+
+# `Agent.run_sync` leaves its event loop open as the thread's current loop.
+pytestmark = pytest.mark.usefixtures("closes_run_sync_loop")
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 REQ = "trip/42/requirements"

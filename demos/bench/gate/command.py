@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import secrets
 import tempfile
 from contextlib import AsyncExitStack
@@ -13,19 +12,18 @@ from typing import Any
 
 from planfence.adapters.cli.common import add_output
 from planfence.adapters.owner_service import Keyring
-from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store, sqlite_on_loop
+from planfence.shared_memory import open_async_store, sqlite_on_loop
 
 from ..harness import (
-    BENCH_PG_ENV,
-    DEFAULT_PG_URL,
     Progress,
     add_bench_store,
     add_quick,
     add_repeat,
-    bench_store,
     check_store,
+    extra_postgres,
     new_results,
     open_bench_store,
+    open_extra_postgres,
     pick,
     run_bench,
 )
@@ -46,9 +44,7 @@ TRAFFIC_REPEAT, QUICK_TRAFFIC_REPEAT = 10, 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_quick(parser, f"{QUICK_REPEAT} timed checks per row")
     add_repeat(parser, REPEAT, QUICK_REPEAT, "timed checks per latency row")
-    add_bench_store(
-        parser, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
-    )
+    add_bench_store(parser, postgres_too=True)
     add_output(parser)
 
 
@@ -56,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     repeat = pick(args.repeat, args.quick, REPEAT, QUICK_REPEAT)
     traffic_repeat = QUICK_TRAFFIC_REPEAT if args.quick else TRAFFIC_REPEAT
     main_url = args.store
-    extra_pg = None if args.store is not None else os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
+    extra_pg = extra_postgres(args.store)
     check_store(main_url, shared=True)
     results = new_results(
         repeat=repeat,
@@ -74,24 +70,6 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(_bench(results, repeat, traffic_repeat, main_url, extra_pg))
 
     return run_bench(args, results, measure, print_tables)
-
-
-async def _extra_postgres(
-    url: str, results: dict[str, Any], stack: AsyncExitStack
-) -> AsyncStore | None:
-    """The default run's PostgreSQL store in a throwaway schema (removed when `stack` closes),
-    or None and a note when no server answers."""
-    target = bench_store(url, shared=False)
-    stack.callback(target.cleanup)
-    try:
-        store = await asyncio.wait_for(open_async_store(target.url), 15)
-    except (PlanFenceError, OSError, asyncio.TimeoutError) as exc:
-        why = f"{type(exc).__name__}: {exc}".strip()
-        results["notes"].append(f"PostgreSQL rows skipped, no server at {url} ({why})")
-        return None
-    stack.push_async_callback(store.aclose)
-    results["stores"].append(target.describe())
-    return store
 
 
 async def _bench(
@@ -112,7 +90,7 @@ async def _bench(
         policy, cases = await seed_latency(store)
         policy, traffic_cases = await seed_traffic(store, policy)
         directory = stack.enter_context(owner_services(target.url, keyring_text, logs))
-        pg = None if extra_pg is None else await _extra_postgres(extra_pg, results, stack)
+        pg = None if extra_pg is None else await open_extra_postgres(extra_pg, results, stack)
         sources = 2 + (pg is not None)
         otel_cases = [c for c in cases if c.deps == 4]
         # The same SQLite file with its calls on the event loop, as the MCP servers open it.

@@ -27,7 +27,15 @@ Modules: `options` (the shared flags and counts), `stores` (the throwaway store)
 from planfence.demos.support import Progress
 
 from .children import ctrl_c_spares_children
-from .options import add_bench_store, add_quick, add_repeat, add_warmup, non_negative_float, pick
+from .options import (
+    add_bench_store,
+    add_quick,
+    add_repeat,
+    add_warmup,
+    non_negative_float,
+    pick,
+    positive_float,
+)
 from .output import new_results, print_context, run_bench
 from .stats import percentile, rotate, summary_ms
 from .stores import (
@@ -36,7 +44,9 @@ from .stores import (
     BenchStore,
     bench_store,
     check_store,
+    extra_postgres,
     open_bench_store,
+    open_extra_postgres,
 )
 from .tasks import together
 
@@ -52,11 +62,14 @@ __all__ = [
     "bench_store",
     "check_store",
     "ctrl_c_spares_children",
+    "extra_postgres",
     "new_results",
     "non_negative_float",
     "open_bench_store",
+    "open_extra_postgres",
     "percentile",
     "pick",
+    "positive_float",
     "print_context",
     "rotate",
     "run_bench",

@@ -7,6 +7,8 @@ import math
 
 from planfence.adapters.cli.common import non_negative_int, positive_int
 
+from .stores import BENCH_PG_ENV, DEFAULT_PG_URL
+
 
 def add_quick(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {what}")
@@ -40,23 +42,40 @@ def pick(value: int | None, quick: bool, default: int, quick_default: int) -> in
     return quick_default if quick else default
 
 
-def add_bench_store(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+def add_bench_store(parser: argparse.ArgumentParser, *, postgres_too: bool = False) -> None:
+    """`--store URL`; `postgres_too`: without it, the benchmark also measures PostgreSQL (see
+    `stores.extra_postgres`)."""
+    default = "a temporary SQLite file"
+    if postgres_too:
+        default += f", and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
     parser.add_argument(
         "--store",
         default=None,
         metavar="URL",
         help="backend and place to benchmark (sqlite:///path.db or postgresql://...): the "
         "benchmark works in a throwaway file or schema there and removes it afterwards "
-        f"(default: {default or 'a temporary SQLite file'}; never the default store)",
+        f"(default: {default}; never the default store)",
     )
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
 def non_negative_float(text: str) -> float:
     """argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text)
     if not value >= 0.0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _number(text)
+    if not 0.0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
     return value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from planfence.adapters.cli.common import UsageError
-from planfence.shared_memory import AsyncStore, open_async_store, redact_url
+from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store, redact_url
 
 BENCH_PG_ENV = "PLANFENCE_BENCH_POSTGRES_URL"
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -126,3 +128,27 @@ async def open_bench_store(
     store = await open_async_store(target.url)
     stack.push_async_callback(store.aclose)
     return target, store
+
+
+def extra_postgres(url: str | None) -> str | None:
+    """The PostgreSQL server a run without `--store URL` measures too ($PLANFENCE_BENCH_POSTGRES_URL
+    or the local default); None when `--store` names the one store to measure."""
+    return None if url is not None else os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
+
+
+async def open_extra_postgres(
+    url: str, results: dict[str, Any], stack: AsyncExitStack
+) -> AsyncStore | None:
+    """That server's store in a throwaway schema (removed when `stack` closes), named in
+    `results["stores"]`; or None and a note in `results["notes"]` when no server answers."""
+    target = bench_store(url, shared=False)
+    stack.callback(target.cleanup)
+    try:
+        store = await asyncio.wait_for(open_async_store(target.url), 15)
+    except (PlanFenceError, OSError, asyncio.TimeoutError) as exc:
+        why = f"{type(exc).__name__}: {exc}".strip()
+        results["notes"].append(f"PostgreSQL rows skipped, no server at {url} ({why})")
+        return None
+    stack.push_async_callback(store.aclose)
+    results["stores"].append(target.describe())
+    return store

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from contextlib import AsyncExitStack
 from typing import Any
 
 from planfence.adapters.cli.common import add_output
-from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 
 from ..harness import (
-    BENCH_PG_ENV,
-    DEFAULT_PG_URL,
     Progress,
     add_bench_store,
     add_quick,
     add_repeat,
-    bench_store,
     check_store,
+    extra_postgres,
     new_results,
     open_bench_store,
+    open_extra_postgres,
     pick,
+    positive_float,
     run_bench,
 )
 from .axes import deps_axis, process_axis, size_axis, slope
@@ -47,29 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_repeat(parser, REPEAT, QUICK_REPEAT, "timed checks per row")
     parser.add_argument(
         "--seconds",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="S",
         help=f"how long each process count runs (default {SECONDS:g}, --quick {QUICK_SECONDS:g})",
     )
-    add_bench_store(
-        parser, f"a temporary SQLite file, and PostgreSQL at ${BENCH_PG_ENV} or {DEFAULT_PG_URL}"
-    )
+    add_bench_store(parser, postgres_too=True)
     parser.add_argument(
         "--plot", metavar="FILE", help="also save a figure (needs planfence[bench])"
     )
     add_output(parser)
-
-
-def _positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = args.seconds if args.seconds is not None else QUICK_SECONDS if args.quick else SECONDS
     sizes = QUICK_SIZES if args.quick else SIZES
     check_store(args.store, shared=True)
-    extra_pg = None if args.store is not None else os.environ.get(BENCH_PG_ENV) or DEFAULT_PG_URL
+    extra_pg = extra_postgres(args.store)
     results = new_results(
         repeat=repeat, seconds=seconds, stores=[], notes=[], size=[], deps=[], processes=[]
     )
@@ -103,7 +88,7 @@ async def _bench(
 ) -> None:
     async with AsyncExitStack() as stack:
         target, store = await open_bench_store(stack, main_url, results)
-        pg = None if extra_pg is None else await _extra_postgres(extra_pg, results, stack)
+        pg = None if extra_pg is None else await open_extra_postgres(extra_pg, results, stack)
         shared = (target.backend != "memory") + (pg is not None)
         steps = len(sizes) + len(DEPS) + len(PROCESSES) * shared
         progress = stack.enter_context(Progress("bench scale", steps))
@@ -127,20 +112,3 @@ async def _bench(
 def _slope_us(rows: list[dict[str, Any]]) -> float | None:
     found = slope(rows, "deps", "check_p50_ms")
     return round(found * 1000, 2) if found is not None else None
-
-
-async def _extra_postgres(
-    url: str, results: dict[str, Any], stack: AsyncExitStack
-) -> AsyncStore | None:
-    """A throwaway PostgreSQL schema for the process axis, or None and a note."""
-    target = bench_store(url, shared=False)
-    stack.callback(target.cleanup)
-    try:
-        store = await asyncio.wait_for(open_async_store(target.url), 15)
-    except (PlanFenceError, OSError, asyncio.TimeoutError) as exc:
-        why = f"{type(exc).__name__}: {exc}".strip()
-        results["notes"].append(f"PostgreSQL rows skipped, no server at {url} ({why})")
-        return None
-    stack.push_async_callback(store.aclose)
-    results["stores"].append(target.describe())
-    return store
