@@ -188,9 +188,9 @@ class AsyncStore(StoreCore):
         parents: Iterable[str] = (),
         kind: str = KIND_FACT,
         supersedes: str | None = None,
-        decisions: Iterable[Entry | ToEntry] = (),
+        entries: Iterable[Entry | ToEntry] = (),
     ) -> Record:
-        """Store a derived record (a plan, a candidate) without touching any head; `decisions`
+        """Store a derived record (a plan, a candidate) without touching any head; `entries`
         are journal entries written with it.
 
         Raises:
@@ -205,7 +205,7 @@ class AsyncStore(StoreCore):
             supersedes=supersedes,
             limits=self.limits,
         )
-        await self._write(WriteBatch(records=(record,), decisions=self._bounded(decisions)))
+        await self._write(WriteBatch(records=(record,), entries=self._bounded(entries)))
         return record
 
     async def advance(
@@ -215,11 +215,12 @@ class AsyncStore(StoreCore):
         *,
         by: str,
         expected_head: str | None,
-        decisions: Iterable[Entry | ToEntry] = (),
+        entries: Iterable[Entry | ToEntry] = (),
         wait: bool = True,
     ) -> Change:
-        """Point `key`'s head at an already stored version of it (compare-and-set, owner only);
-        waits for the key's leases to end, as `put` does."""
+        """Point `key`'s head at an already stored version of it (compare-and-set, owner only),
+        with the journal `entries` written in the same write; waits for the key's leases to end,
+        as `put` does."""
         validate_key(key, self.limits)
         validate_record_id(record_id)
         validate_agent(by, self.limits)
@@ -227,7 +228,7 @@ class AsyncStore(StoreCore):
             validate_record_id(expected_head)
         batch = WriteBatch(
             ops=(AdvanceHead(key, record_id, expected_head, by),),
-            decisions=self._bounded(decisions),
+            entries=self._bounded(entries),
         )
         return (await write_waiting(self._write, self._signed(batch), wait)).changes[0]
 
@@ -411,7 +412,7 @@ class AsyncStore(StoreCore):
     async def log(self, entry: Entry | ToEntry) -> int:
         """Append one entry to the journal; return its id. Strings and detail are cut to the
         store's audit bounds (`StoreLimits.max_audit_field_bytes`)."""
-        batch = WriteBatch(decisions=self._bounded([entry]))
+        batch = WriteBatch(entries=self._bounded([entry]))
         return (await self._write(batch)).entry_ids[0]
 
     async def journal(

@@ -162,7 +162,7 @@ class DeferredAudit:
                 if self._uncertain is None or not await self._landed(batch_id):
                     entries = tuple(labelled(d, batch_id) for d in batch)
                     self._uncertain = batch_id
-                    await self.store.write(WriteBatch(decisions=entries))
+                    await self.store.write(WriteBatch(entries=entries))
             except Exception as exc:  # kept and looked up before a retry; allows block meanwhile
                 self.failure = f"{type(exc).__name__}: {exc}"
                 return False

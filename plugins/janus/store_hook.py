@@ -150,7 +150,7 @@ class JanusStoreHook:
             ops.insert(0, AdvanceHead(self.key, record.id, head, self.owner))
         try:
             await self.store.write(
-                WriteBatch(records=(record, state), ops=tuple(ops), decisions=(decision,))
+                WriteBatch(records=(record, state), ops=tuple(ops), entries=(decision,))
             )
         except HeadConflictError as exc:
             self.controller.state = before

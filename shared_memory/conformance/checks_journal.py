@@ -135,10 +135,10 @@ async def journal_entries_ride_with_a_write(store: AsyncStore, ctx: Context) -> 
     await store.own(REQ, "planner")
     r1 = await store.put(REQ, 1, author="planner")
     cand = await store.add(
-        REQ, 2, author="updater", parents=[r1.id], decisions=[Entry("janus", "proposed")]
+        REQ, 2, author="updater", parents=[r1.id], entries=[Entry("janus", "proposed")]
     )
     await store.advance(
-        REQ, cand.id, by="planner", expected_head=r1.id, decisions=[Entry("janus", "deploy")]
+        REQ, cand.id, by="planner", expected_head=r1.id, entries=[Entry("janus", "deploy")]
     )
     assert [e.verdict for e in await store.journal(kind="janus")] == ["deploy", "proposed"]
 
@@ -168,7 +168,7 @@ async def transact_reads_then_writes_what_was_decided(store: AsyncStore, ctx: Co
 
         def decide(head: str | None, seen: list[str | None] = seen) -> WriteBatch:
             seen.append(head)
-            return WriteBatch(decisions=(Entry("t", "one", head), Entry("t", "two", head)))
+            return WriteBatch(entries=(Entry("t", "one", head), Entry("t", "two", head)))
 
         head, written = await store.transact(heads_flow(), decide, short=short)
         assert head == rec.id and seen == [rec.id]
@@ -180,7 +180,7 @@ async def transact_reads_then_writes_what_was_decided(store: AsyncStore, ctx: Co
         before = await store.journal(limit=1000)
         stale = WriteBatch(
             ops=(AdvanceHead(REQ, rec.id, expected="f" * 64, by="planner"),),
-            decisions=(Entry("t", "refused"),),
+            entries=(Entry("t", "refused"),),
         )
 
         def refused(head: str | None, batch: WriteBatch = stale) -> WriteBatch:

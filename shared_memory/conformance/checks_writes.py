@@ -137,13 +137,13 @@ async def failed_cas_writes_nothing(store: AsyncStore, ctx: Context) -> None:
         (r1.id, "executor", NotOwnerError),
     ):
         batch = WriteBatch(
-            records=(rec,), ops=(AdvanceHead(REQ, rec.id, expected, by),), decisions=(entry,)
+            records=(rec,), ops=(AdvanceHead(REQ, rec.id, expected, by),), entries=(entry,)
         )
         with raises(error):
             await store.write(batch)
         await nothing_written(store, [rec.id], seq)
     with raises(HeadConflictError):
-        await store.advance(REQ, r1.id, by="planner", expected_head=None, decisions=[entry])
+        await store.advance(REQ, r1.id, by="planner", expected_head=None, entries=[entry])
     await nothing_written(store, [rec.id], seq)
     assert await store.head(REQ) == r1.id
 
@@ -227,7 +227,7 @@ async def add_with_unknown_reference_writes_nothing(store: AsyncStore, ctx: Cont
     cases: list[dict[str, Any]] = [{"parents": [r1.id, MISSING]}, {"supersedes": MISSING}]
     for kwargs in cases:
         with raises(UnknownRecordError) as err:
-            await store.add(PLAN, "p", author="planner", decisions=[entry], **kwargs)
+            await store.add(PLAN, "p", author="planner", entries=[entry], **kwargs)
         assert err.value.ids == (MISSING,)
         assert await store.changes(seq) == []
         assert await store.journal() == []

@@ -281,7 +281,7 @@ async def test_a_fenced_write_refuses_a_transfer_and_passes_the_calls_own_lease(
     await astore.transfer(ORDER, "billing", by="sales")
     seq = await astore.last_seq()
     with pytest.raises(fence.StaleFenceError):
-        await fence.fenced_write(token, astore, WriteBatch(decisions=()))
+        await fence.fenced_write(token, astore, WriteBatch(entries=()))
     assert await astore.changes(seq) == []
 
 

@@ -59,7 +59,7 @@ async def test_every_way_into_the_log_is_bounded(astore: AsyncStore) -> None:
         payload={"message": "m" * HUGE, "nested": {"args": ["v" * HUGE] * 3}, "k" * HUGE: 1},
     )
     await astore.log(huge)
-    rec = await astore.add("notes/1", {"n": 1}, author="a", decisions=[huge])
+    rec = await astore.add("notes/1", {"n": 1}, author="a", entries=[huge])
     assert rec.key == "notes/1"
     logged = await astore.decisions(source="proxy")
     assert len(logged) == 2
