@@ -437,30 +437,5 @@ class AsyncStore(StoreCore):
         [found] = await self._answer([QueryJournal(query)])
         return list(found)
 
-    async def decisions(
-        self,
-        *,
-        source: str | None = None,
-        tool: str | None = None,
-        verdict: str | None = None,
-        agent: str | None = None,
-        plan: str | None = None,
-        reasons: Iterable[str] = (),
-        limit: int = 100,
-        before_id: int | None = None,
-    ) -> list[Entry]:
-        """The journal under the decision log's names: `source` is the entry kind, `plan` its
-        subject, `tool`, `agent` and `reasons` (any one of them) its labels. Newest first;
-        `before_id`: only entries older than that one (the next page)."""
-        labels = {"tool": tool, "agent": agent, "reason": tuple(reasons)}
-        return await self.journal(
-            kind=source,
-            subject=plan,
-            verdict=verdict,
-            labels=labels,
-            limit=limit,
-            before_id=before_id,
-        )
-
     def now(self) -> str:
         return utc_now()

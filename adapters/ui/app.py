@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from planfence.plugins.gate.audit import Decision
+from planfence.plugins.gate.decision_log import find_decisions_sync
 from planfence.plugins.gate.graph import PlanGraph, load_plan_graph
 from planfence.plugins.janus.memory import render_memory
 from planfence.plugins.janus.store_hook import KIND_CANDIDATE
@@ -63,7 +63,7 @@ def decisions(store: Store, **filters: Any) -> list[dict[str, Any]]:
     `before_id`: the page after the entry with that id)."""
     if filters.get("source") in ("all", ""):
         filters["source"] = None
-    return [Decision.from_entry(e).to_dict() for e in store.decisions(**filters)]
+    return [d.to_dict() for d in find_decisions_sync(store, **filters)]
 
 
 def decisions_page(store: Store, **filters: Any) -> tuple[list[dict[str, Any]], int | None]:

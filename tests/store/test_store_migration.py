@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from planfence.plugins.gate import Decision
+from planfence.plugins.gate import Decision, find_decisions
 from planfence.shared_memory import StoreUnavailableError, open_async_store
 from planfence.shared_memory.backends import sqlite as sqlite_backend
 
@@ -61,8 +61,10 @@ async def check_migrated(url: str, next_id: int = 4) -> None:
         reasons = {"reason": ["x", "stale_dependencies"]}
         [hit] = await store.journal(kind="gate", subject="p1", labels=reasons)
         assert hit.id == 1
-        assert [e.id for e in await store.decisions(tool="x") if e.id == 3] == [3]
-        assert [e.id for e in await store.decisions(agent="janus")] == [2]
+        assert [e.id for e in await find_decisions(store, source=None, tool="x") if e.id == 3] == [
+            3
+        ]
+        assert [e.id for e in await find_decisions(store, source=None, agent="janus")] == [2]
         assert await store.log(Decision("gate", "allow", "current")) == next_id  # ids go on
     finally:
         await store.aclose()
