@@ -420,16 +420,15 @@ class AsyncStore(StoreCore):
         *,
         kind: str | None = None,
         subject: str | None = None,
-        verdict: str | None = None,
         labels: Mapping[str, str | Iterable[str] | None] | None = None,
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[Entry]:
-        """Journal entries matching every given field, newest first (see `JournalQuery`)."""
+        """Journal entries matching every given field, newest first (see `JournalQuery`):
+        `labels` maps a label name to the value, or any one of the values, wanted for it."""
         query = JournalQuery.where(
             kind=kind,
             subject=subject,
-            verdict=verdict,
             labels=labels,
             limit=limit,
             before_id=before_id,

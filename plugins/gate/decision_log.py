@@ -1,9 +1,9 @@
 """The decision log: the store's journal read in the gate's words.
 
 A gate files each `Decision` as a journal entry (see `audit`): its source is the entry's kind,
-its plan the entry's subject, and its tool, agent and reason are labels. `find_decisions` asks
-the journal by those names and hands back `Decision`s; `find_decisions_sync` does the same over a
-sync `Store`.
+its plan the entry's subject, and its verdict, reason, tool and agent are labels.
+`find_decisions` asks the journal by those names and hands back `Decision`s;
+`find_decisions_sync` does the same over a sync `Store`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from typing import TypedDict
 
 from planfence.shared_memory import AsyncStore, Store
 
-from .audit import AUDIT_SOURCE, Decision
+from .audit import AUDIT_SOURCE, VERDICT_LABEL, Decision
 
 
 class _JournalArgs(TypedDict):
     kind: str | None
     subject: str | None
-    verdict: str | None
     labels: Mapping[str, str | Iterable[str] | None]
     limit: int
     before_id: int | None
@@ -38,8 +37,12 @@ def _journal_args(
     return {
         "kind": source,
         "subject": plan,
-        "verdict": verdict,
-        "labels": {"tool": tool, "agent": agent, "reason": tuple(reasons)},
+        "labels": {
+            VERDICT_LABEL: verdict,
+            "reason": tuple(reasons),
+            "tool": tool,
+            "agent": agent,
+        },
         "limit": limit,
         "before_id": before_id,
     }

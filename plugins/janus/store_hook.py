@@ -34,6 +34,9 @@ from .tasks import Task
 KIND_CANDIDATE = "janus-candidate"
 KIND_STATE = "janus-state"
 DECISION_SOURCE = "janus"
+VERDICT_LABEL = "verdict"
+"""The journal label Janus files its deploy/keep under: the one the gate's decision log reads
+verdicts from, so a query by verdict finds a deploy as it finds a gate's allow."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,7 @@ class JanusStoreHook:
         )
         decision = Entry(
             kind=DECISION_SOURCE,
-            verdict=verdict.verdict,
-            labels={"reason": verdict.reason, "agent": author},
+            labels={VERDICT_LABEL: verdict.verdict, "reason": verdict.reason, "agent": author},
             detail={
                 **verdict.to_payload(),
                 "key": self.key,

@@ -126,7 +126,7 @@ async def a_conditional_write_commits_only_on_the_expected_heads(
     store: AsyncStore, ctx: Context
 ) -> None:
     head = await _owned(store)
-    effect = Entry(kind="effect", verdict="done", subject=KEY)
+    effect = Entry("effect", subject=KEY, labels={"state": "done"})
     await store.write(WriteBatch(entries=(effect,), expect=(ExpectHead(KEY, head),)))
     assert len(await store.journal(kind="effect")) == 1
     await store.put(KEY, 2, author="sales")

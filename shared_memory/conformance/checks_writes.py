@@ -130,7 +130,7 @@ async def failed_cas_writes_nothing(store: AsyncStore, ctx: Context) -> None:
     r1 = await store.put(REQ, 1, author="planner")
     seq = await store.last_seq()
     rec = Record.create(REQ, 2, author="planner", parents=[r1.id])
-    entry = Entry(kind="test", verdict="deploy", subject=rec.id)
+    entry = Entry("test", subject=rec.id, labels={"step": "moved"})
     for expected, by, error in (
         (None, "planner", HeadConflictError),
         (MISSING, "planner", HeadConflictError),
@@ -223,7 +223,7 @@ async def add_with_unknown_reference_writes_nothing(store: AsyncStore, ctx: Cont
     await store.own(REQ, "planner")
     r1 = await store.put(REQ, 1, author="planner")
     seq = await store.last_seq()
-    entry = Entry(kind="gate", verdict="allow")
+    entry = Entry("plan", labels={"step": "added"})
     cases: list[dict[str, Any]] = [{"parents": [r1.id, MISSING]}, {"supersedes": MISSING}]
     for kwargs in cases:
         with raises(UnknownRecordError) as err:
