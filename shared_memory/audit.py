@@ -1,8 +1,8 @@
 """Bounds on what the audit journal stores.
 
-Much of an entry comes from the caller: the subject (a plan reference), labels (a tool name, an
-agent id), the arguments quoted in a refusal message. A refused call must still be recorded, but
-not at any size: every string is cut at `StoreLimits.max_audit_field_bytes` (UTF-8) with a marker
+Much of an entry comes from whoever the caller is serving: its subject, its labels, the strings
+in its detail. An entry must still be recorded when they are huge, but not at any size: every
+string is cut at `StoreLimits.max_audit_field_bytes` (UTF-8) with a marker
 saying how much was left out, and a detail still over `max_audit_payload_bytes` keeps its
 smallest entries and names the ones it left out.
 """
@@ -123,7 +123,7 @@ def bound_detail(
             return out, text
     elif _size(out) <= limits.max_audit_payload_bytes:
         return out, None
-    # Keep the smallest entries (verdict details, messages) and name the large ones left out.
+    # Keep the smallest entries (short fields, messages) and name the large ones left out.
     budget = limits.max_audit_payload_bytes - 256
     kept: dict[str, JSON] = {}
     left_out: list[str] = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from copy import copy
 from dataclasses import dataclass, field, replace
-from typing import cast
 
 from .errors import (
     AlreadyOwnedError,
@@ -76,32 +75,44 @@ class AdvanceHead:
 Op = AssignOwner | TransferOwner | ReassignOwner | AdvanceHead
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class WriteBatch:
     """Everything one atomic write stores: new records, owner/head operations, journal entries,
     head leases taken or dropped, and the heads the write is conditional on (see `leases`).
 
-    `decisions` takes journal entries, or anything with a `to_entry()` (the gate's `Decision`).
-    `signer` signs the head advances and owner changes made by its agent, with the sequence and
-    epoch the write commits (the store's own signer when None; see `signing`).
+    `entries` takes journal entries, or anything with a `to_entry()`, and holds each as the
+    `Entry` it maps to. `signer` signs the head advances and owner changes made by its agent,
+    with the sequence and epoch the write commits (the store's own signer when None; see
+    `signing`). `held`: ids of leases the writer holds; they do not hold this batch's head
+    advances back.
     """
 
-    records: tuple[Record, ...] = ()
-    ops: tuple[Op, ...] = ()
-    decisions: tuple[Entry | ToEntry, ...] = ()
-    leases: tuple[LeaseOp, ...] = ()
-    expect: tuple[ExpectHead, ...] = ()
-    signer: HeadSigner | None = field(default=None, compare=False, repr=False)
-    held: tuple[str, ...] = ()
-    """Ids of leases the writer holds: they do not hold this batch's head advances back."""
+    records: tuple[Record, ...]
+    ops: tuple[Op, ...]
+    entries: tuple[Entry, ...]
+    leases: tuple[LeaseOp, ...]
+    expect: tuple[ExpectHead, ...]
+    signer: HeadSigner | None = field(compare=False, repr=False)
+    held: tuple[str, ...]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "decisions", tuple(as_entry(d) for d in self.decisions))
-
-    @property
-    def entries(self) -> tuple[Entry, ...]:
-        """The journal entries (`decisions`, each mapped to an `Entry`)."""
-        return cast(tuple[Entry, ...], self.decisions)
+    def __init__(
+        self,
+        records: Iterable[Record] = (),
+        ops: Iterable[Op] = (),
+        entries: Iterable[Entry | ToEntry] = (),
+        leases: Iterable[LeaseOp] = (),
+        expect: Iterable[ExpectHead] = (),
+        signer: HeadSigner | None = None,
+        held: Iterable[str] = (),
+    ) -> None:
+        # Frozen: fields are set as `dataclass` sets them, once.
+        object.__setattr__(self, "records", tuple(records))
+        object.__setattr__(self, "ops", tuple(ops))
+        object.__setattr__(self, "entries", tuple(as_entry(e) for e in entries))
+        object.__setattr__(self, "leases", tuple(leases))
+        object.__setattr__(self, "expect", tuple(expect))
+        object.__setattr__(self, "signer", signer)
+        object.__setattr__(self, "held", tuple(held))
 
     def keys(self) -> list[str]:
         """Every key the batch touches: its ops', leases' and expected heads' keys."""
@@ -183,7 +194,7 @@ def checked_batch(batch: WriteBatch, limits: StoreLimits) -> WriteBatch:
             validate_record_id(e.head)
     checked = copy(batch)  # every other field kept; the entries are `Entry`s already
     object.__setattr__(checked, "records", tuple(records))
-    object.__setattr__(checked, "decisions", tuple(bound_entry(e, limits) for e in batch.entries))
+    object.__setattr__(checked, "entries", tuple(bound_entry(e, limits) for e in batch.entries))
     return checked
 
 

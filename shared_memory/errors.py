@@ -5,7 +5,7 @@ subclasses these and draws its own: the gate's in `planfence.plugins.gate`, Janu
 
 PlanFenceError
 ├── MissingExtraError            an optional integration is not installed (has the pip hint)
-├── ConfigError                  a bad store URL, policy file or setting
+├── ConfigError                  a bad store URL or setting
 │   └── StoreNotFoundError       opened with create=False, and no store is there (file, schema)
 └── StoreError                   anything the shared-memory store refuses or cannot do
     ├── InvalidKeyError          key or agent id does not match the allowed syntax
@@ -16,7 +16,8 @@ PlanFenceError
     ├── UnknownKeyError          a key with no owner
     ├── OwnershipError
     │   ├── NotOwnerError        only the key's owner may advance its head or transfer it
-    │   └── AlreadyOwnedError    a key's first owner can be assigned once
+    │   ├── AlreadyOwnedError    a key's first owner can be assigned once
+    │   └── EpochConflictError   a reassignment whose owner epoch is no longer the key's
     ├── HeadConflictError        compare-and-set lost: carries the current head
     ├── LeaseHeldError           a head advance on a leased key, by a writer that would not wait
     │   └── AdvancePendingError  a lease asked on a key whose owner is waiting to advance it
@@ -42,7 +43,7 @@ class MissingExtraError(PlanFenceError, ImportError):
 
 
 class ConfigError(PlanFenceError, ValueError):
-    """A store URL, policy file or setting that cannot be used."""
+    """A store URL or setting that cannot be used (higher layers subclass it for theirs)."""
 
 
 class StoreNotFoundError(ConfigError):
@@ -169,7 +170,7 @@ class HeadConflictError(StoreError):
 
 
 class LeaseHeldError(StoreError):
-    """A head advance on a key that a gate holds a lease on, by a writer that asked not to wait.
+    """A head advance on a key someone holds a lease on, by a writer that asked not to wait.
 
     `wait_s` is how long the longest live lease on the key may still last (seconds).
     """

@@ -1,16 +1,16 @@
-"""The audit journal: an append-only log of judgements about subjects, for any caller.
+"""The audit journal: an append-only log of entries about subjects, for any caller.
 
-An entry says that something of `kind` (a gate, Janus, a proxy) judged `subject` (a plan id, a
-key) with `verdict`, with free-form `detail`. `labels` are short strings an entry can be found by
-(the gate files its entries under `tool`, `agent` and `reason`); every backend indexes them.
-The store knows no caller's vocabulary: callers map their own records to entries.
+An entry is something of `kind` about `subject` (a record id, a key, any name the caller uses),
+with free-form `detail`. `labels` are short named strings an entry can be found by; every backend
+indexes them, and a query names the labels (and the values of each) it wants. The store knows no
+caller's vocabulary: callers map their own records to entries and choose their own labels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from copy import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from .audit import bound_detail, truncate_text
@@ -21,10 +21,11 @@ from .records import JSON, StoreLimits, canonical_json
 
 @dataclass(frozen=True)
 class Entry:
-    """One journal entry; `id` and `at` are set by the store when it is appended."""
+    """One journal entry; `id` and `at` are set by the store when it is appended. Everything but
+    `kind` is given by name."""
 
     kind: str
-    verdict: str
+    _: KW_ONLY
     subject: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     detail: Mapping[str, JSON] = field(default_factory=dict)
@@ -33,37 +34,11 @@ class Entry:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", plain(self.kind))
-        object.__setattr__(self, "verdict", plain(self.verdict))
         labels = {str(plain(k)): plain(v) for k, v in self.labels.items() if v is not None}
         for name, value in labels.items():
             if not isinstance(value, str):
                 raise InvalidValueError(f"journal label {name!r} must be a string, not {value!r}")
         object.__setattr__(self, "labels", dict(sorted(labels.items())))
-
-    # The names the decision log used, for the callers that read entries through them.
-    @property
-    def source(self) -> str:
-        return self.kind
-
-    @property
-    def plan(self) -> str | None:
-        return self.subject
-
-    @property
-    def payload(self) -> Mapping[str, JSON]:
-        return self.detail
-
-    @property
-    def reason(self) -> str:
-        return self.labels.get("reason", "")
-
-    @property
-    def tool(self) -> str | None:
-        return self.labels.get("tool")
-
-    @property
-    def agent(self) -> str | None:
-        return self.labels.get("agent")
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -71,7 +46,6 @@ class Entry:
             "at": self.at,
             "kind": self.kind,
             "subject": self.subject,
-            "verdict": self.verdict,
             "labels": dict(self.labels),
             "detail": dict(self.detail),
         }
@@ -102,7 +76,7 @@ def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
 
     detail, text = bound_detail(dict(entry.detail), limits)
     short = n // 4  # no character takes more than 4 bytes
-    strings = (entry.kind, entry.verdict, entry.subject or "", *entry.labels.items())
+    strings = (entry.kind, entry.subject or "", *entry.labels.items())
     if text is not None and all(_short(s, short) for s in strings):
         bounded = copy(entry)  # nothing to cut (the common case): no re-validation
         object.__setattr__(bounded, "labels", dict(entry.labels))  # the caller's dict may change
@@ -111,7 +85,6 @@ def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
         bounded = replace(
             entry,
             kind=cut(entry.kind),
-            verdict=cut(entry.verdict),
             subject=cut(entry.subject),
             labels={cut(k): cut(v) for k, v in entry.labels.items()},
             detail=detail,
@@ -143,7 +116,6 @@ class JournalQuery:
 
     kind: str | None = None
     subject: str | None = None
-    verdict: str | None = None
     labels: tuple[tuple[str, tuple[str, ...]], ...] = ()
     limit: int = 100
     before_id: int | None = None
@@ -154,7 +126,6 @@ class JournalQuery:
         *,
         kind: str | None = None,
         subject: str | None = None,
-        verdict: str | None = None,
         labels: Mapping[str, str | Iterable[str] | None] | None = None,
         limit: int = 100,
         before_id: int | None = None,
@@ -164,10 +135,10 @@ class JournalQuery:
             if value is None:
                 continue
             values = (value,) if isinstance(value, str) else tuple(value)
-            if not values:  # no values given: no filter (as an empty `reasons` always meant)
+            if not values:  # no values given: no filter on that label
                 continue
             wanted.append((name, tuple(plain(v) for v in values)))
-        return cls(plain(kind), subject, plain(verdict), tuple(wanted), limit, before_id)
+        return cls(plain(kind), subject, tuple(wanted), limit, before_id)
 
     def matches(self, entry: Entry) -> bool:
         """The query as a predicate; backends without an index may filter with it."""
@@ -176,6 +147,4 @@ class JournalQuery:
         for want, have in ((self.kind, entry.kind), (self.subject, entry.subject)):
             if want is not None and want != have:
                 return False
-        if self.verdict is not None and self.verdict != entry.verdict:
-            return False
         return all(entry.labels.get(name) in values for name, values in self.labels)

@@ -189,9 +189,9 @@ class AsyncStore(StoreCore):
         parents: Iterable[str] = (),
         kind: str = KIND_FACT,
         supersedes: str | None = None,
-        decisions: Iterable[Entry | ToEntry] = (),
+        entries: Iterable[Entry | ToEntry] = (),
     ) -> Record:
-        """Store a derived record (a plan, a candidate) without touching any head; `decisions`
+        """Store a derived record (a plan, a candidate) without touching any head; `entries`
         are journal entries written with it.
 
         Raises:
@@ -206,7 +206,7 @@ class AsyncStore(StoreCore):
             supersedes=supersedes,
             limits=self.limits,
         )
-        await self._write(WriteBatch(records=(record,), decisions=self._bounded(decisions)))
+        await self._write(WriteBatch(records=(record,), entries=self._bounded(entries)))
         return record
 
     async def advance(
@@ -216,11 +216,12 @@ class AsyncStore(StoreCore):
         *,
         by: str,
         expected_head: str | None,
-        decisions: Iterable[Entry | ToEntry] = (),
+        entries: Iterable[Entry | ToEntry] = (),
         wait: bool = True,
     ) -> Change:
-        """Point `key`'s head at an already stored version of it (compare-and-set, owner only);
-        waits for the key's leases to end, as `put` does."""
+        """Point `key`'s head at an already stored version of it (compare-and-set, owner only),
+        with the journal `entries` written in the same write; waits for the key's leases to end,
+        as `put` does."""
         validate_key(key, self.limits)
         validate_record_id(record_id)
         validate_agent(by, self.limits)
@@ -228,7 +229,7 @@ class AsyncStore(StoreCore):
             validate_record_id(expected_head)
         batch = WriteBatch(
             ops=(AdvanceHead(key, record_id, expected_head, by),),
-            decisions=self._bounded(decisions),
+            entries=self._bounded(entries),
         )
         return (await write_waiting(self._write, self._signed(batch), wait)).changes[0]
 
@@ -412,7 +413,7 @@ class AsyncStore(StoreCore):
     async def log(self, entry: Entry | ToEntry) -> int:
         """Append one entry to the journal; return its id. Strings and detail are cut to the
         store's audit bounds (`StoreLimits.max_audit_field_bytes`)."""
-        batch = WriteBatch(decisions=self._bounded([entry]))
+        batch = WriteBatch(entries=self._bounded([entry]))
         return (await self._write(batch)).entry_ids[0]
 
     async def journal(
@@ -420,47 +421,21 @@ class AsyncStore(StoreCore):
         *,
         kind: str | None = None,
         subject: str | None = None,
-        verdict: str | None = None,
         labels: Mapping[str, str | Iterable[str] | None] | None = None,
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[Entry]:
-        """Journal entries matching every given field, newest first (see `JournalQuery`)."""
+        """Journal entries matching every given field, newest first (see `JournalQuery`):
+        `labels` maps a label name to the value, or any one of the values, wanted for it."""
         query = JournalQuery.where(
             kind=kind,
             subject=subject,
-            verdict=verdict,
             labels=labels,
             limit=limit,
             before_id=before_id,
         )
         [found] = await self._answer([QueryJournal(query)])
         return list(found)
-
-    async def decisions(
-        self,
-        *,
-        source: str | None = None,
-        tool: str | None = None,
-        verdict: str | None = None,
-        agent: str | None = None,
-        plan: str | None = None,
-        reasons: Iterable[str] = (),
-        limit: int = 100,
-        before_id: int | None = None,
-    ) -> list[Entry]:
-        """The journal under the decision log's names: `source` is the entry kind, `plan` its
-        subject, `tool`, `agent` and `reasons` (any one of them) its labels. Newest first;
-        `before_id`: only entries older than that one (the next page)."""
-        labels = {"tool": tool, "agent": agent, "reason": tuple(reasons)}
-        return await self.journal(
-            kind=source,
-            subject=plan,
-            verdict=verdict,
-            labels=labels,
-            limit=limit,
-            before_id=before_id,
-        )
 
     def now(self) -> str:
         return utc_now()

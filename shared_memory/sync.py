@@ -314,7 +314,6 @@ class Store:
     subscribe = stream_twin(AsyncStore.subscribe)
     log = twin(AsyncStore.log)
     journal = twin(AsyncStore.journal)
-    decisions = twin(AsyncStore.decisions)
     read = twin(AsyncStore.read)
     read_flow = twin(AsyncStore.read_flow)
     transact = twin(AsyncStore.transact)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from planfence.plugins.gate import Decision
+from planfence.plugins.gate import find_decisions_sync
 
 from .common import add_common, emit, guarded, open_cli_store, positive_int
 
@@ -45,7 +45,8 @@ def _audit(args: argparse.Namespace) -> int:
     if source == "all":
         source = None
     with open_cli_store(args) as store:
-        entries = store.decisions(
+        rows = find_decisions_sync(
+            store,
             source=source,
             tool=args.tool,
             verdict=args.verdict,
@@ -54,7 +55,6 @@ def _audit(args: argparse.Namespace) -> int:
             agent=args.agent,
             limit=args.limit,
         )
-    rows = [Decision.from_entry(e) for e in entries]
     data = [d.to_dict() for d in rows]
     lines = []
     for d in rows:

@@ -23,6 +23,7 @@ from typing import Any
 
 from planfence.plugins.gate import Policy
 from planfence.plugins.gate.audit import AUDIT_SOURCE
+from planfence.plugins.gate.decision_log import find_decisions_sync
 from planfence.plugins.gate.scope_lint import AllowedCall, lint_scopes
 from planfence.shared_memory import ConfigError
 from planfence.shared_memory.extras import extra_imports
@@ -305,8 +306,8 @@ def _check(args: argparse.Namespace) -> int:
 def _lint(args: argparse.Namespace) -> int:
     policy = Policy.load(args.file)
     with open_cli_store(args) as store:
-        entries = store.decisions(source=AUDIT_SOURCE, verdict="allow", limit=args.limit)
-        calls = [c for c in map(AllowedCall.from_audit, entries) if c is not None]
+        allows = find_decisions_sync(store, source=AUDIT_SOURCE, verdict="allow", limit=args.limit)
+        calls = [c for c in map(AllowedCall.from_audit, allows) if c is not None]
         flows = lint_scopes(policy, calls, lambda plan: store.lineage(plan))
     data = {"file": args.file, "calls": len(calls), "flows": [f.to_dict() for f in flows]}
     lines = [f"read {len(calls)} allowed call(s)"]

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from planfence.fence import FenceToken, current
-from planfence.plugins.gate import ALLOW, GuardedExecutor, Policy, Verdict, gate_checker
+from planfence.plugins.gate import (
+    ALLOW,
+    GuardedExecutor,
+    Policy,
+    Verdict,
+    find_decisions,
+    gate_checker,
+)
 from planfence.shared_memory import (
     AsyncStore,
     Record,
@@ -158,9 +165,8 @@ class World:
 
     async def gate_log(self) -> list[tuple[str, str, str]]:
         """(tool, verdict, reason) of every decision in the audit log, oldest first."""
-        entries = await self.store.journal(kind="gate", limit=1000)
-        rows = [(e.labels.get("tool", ""), e.verdict, e.labels.get("reason", "")) for e in entries]
-        return rows[::-1]
+        found = await find_decisions(self.store, limit=1000)
+        return [(d.tool or "", d.verdict, d.reason) for d in reversed(found)]
 
     async def aclose(self) -> None:
         await self.store.aclose()

@@ -10,7 +10,7 @@ import json
 from collections import deque
 from typing import Any
 
-from planfence.plugins.gate.audit import Decision
+from planfence.plugins.gate.decision_log import find_decisions_sync
 from planfence.plugins.gate.graph import PlanGraph, load_plan_graph
 from planfence.plugins.janus.kinds import KIND_CANDIDATE
 from planfence.plugins.janus.memory import render_memory
@@ -65,7 +65,7 @@ def decisions(store: Store, **filters: Any) -> list[dict[str, Any]]:
     `before_id`: the page after the entry with that id)."""
     if filters.get("source") in ("all", ""):
         filters["source"] = None
-    return [Decision.from_entry(e).to_dict() for e in store.decisions(**filters)]
+    return [d.to_dict() for d in find_decisions_sync(store, **filters)]
 
 
 def decisions_page(store: Store, **filters: Any) -> tuple[list[dict[str, Any]], int | None]:

@@ -38,6 +38,7 @@ from .decision import (
     fail_closed,
     gate_flow,
 )
+from .decision_log import find_decisions, find_decisions_sync
 from .explain import explain
 from .fence import (
     FenceError,
@@ -145,6 +146,8 @@ __all__ = [
     "explain",
     "fail_closed",
     "fenced_write",
+    "find_decisions",
+    "find_decisions_sync",
     "fold_step",
     "gate_checker",
     "gate_flow",

@@ -1,7 +1,8 @@
 """The gate's audit record, `Decision`, and how it maps to and from the store's journal.
 
 A decision is filed as a journal entry of kind `source` about the plan (its subject), with the
-tool, the agent and the reason code as labels, so the audit can be searched by any of them.
+verdict, the reason code, the tool and the agent as labels (`VERDICT_LABEL`, ...), so the audit
+can be searched by any of them (see `decision_log`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from planfence.shared_memory import JSON, Entry
 from planfence.shared_memory.model import plain
 
 AUDIT_SOURCE = "gate"
+VERDICT_LABEL = "verdict"
+"""The journal label a decision's verdict is filed under (Janus files its deploy/keep there too)."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,14 @@ class Decision:
             object.__setattr__(self, name, plain(getattr(self, name)))
 
     def to_entry(self) -> Entry:
-        labels = {"reason": self.reason or None, "tool": self.tool, "agent": self.agent}
+        labels = {
+            VERDICT_LABEL: self.verdict or None,
+            "reason": self.reason or None,
+            "tool": self.tool,
+            "agent": self.agent,
+        }
         return Entry(
             kind=self.source,
-            verdict=self.verdict,
             subject=self.plan,
             labels={k: v for k, v in labels.items() if v is not None},
             detail=self.payload,
@@ -50,7 +57,7 @@ class Decision:
     def from_entry(cls, entry: Entry) -> Decision:
         return cls(
             source=entry.kind,
-            verdict=entry.verdict,
+            verdict=entry.labels.get(VERDICT_LABEL, ""),
             reason=entry.labels.get("reason", ""),
             agent=entry.labels.get("agent"),
             tool=entry.labels.get("tool"),

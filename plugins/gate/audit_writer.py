@@ -201,7 +201,7 @@ class DeferredAudit:
                         labelled(self.decision(d, stamp(wall)), batch_id) for _, wall, d in batch
                     )
                     self._uncertain = batch_id
-                    await self.store.write(WriteBatch(decisions=entries))
+                    await self.store.write(WriteBatch(entries=entries))
             except Exception as exc:  # kept and looked up before a retry; allows block meanwhile
                 self.failure = f"{type(exc).__name__}: {exc}"
                 return False

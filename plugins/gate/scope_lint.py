@@ -14,6 +14,7 @@ from typing import Any
 
 from planfence.shared_memory import KIND_PLAN, Frontier
 
+from .audit import Decision
 from .policy import Policy
 from .values import digest, leaves
 
@@ -30,16 +31,16 @@ class AllowedCall:
     """Argument path -> value digest (the audit's `values`)."""
 
     @classmethod
-    def from_audit(cls, entry: Any) -> AllowedCall | None:
-        """From a gate journal entry (`store.decisions(...)`); None when it cannot be linted."""
-        payload = entry.payload
+    def from_audit(cls, decision: Decision) -> AllowedCall | None:
+        """From an audited allow (`find_decisions`); None when it cannot be linted."""
+        payload = decision.payload
         values = payload.get("values")
-        if not entry.plan or not entry.tool or not isinstance(values, dict):
+        if not decision.plan or not decision.tool or not isinstance(values, dict):
             return None
         return cls(
-            entry.id,
-            entry.tool,
-            entry.plan,
+            decision.id,
+            decision.tool,
+            decision.plan,
             tuple(payload.get("scope") or ()),
             {str(k): str(v) for k, v in values.items()},
         )

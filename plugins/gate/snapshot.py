@@ -159,7 +159,7 @@ async def snapshot_and_log(
 
     def entry_batch(judgement: T) -> WriteBatch | None:
         made = entry(judgement)
-        return None if made is None else WriteBatch(decisions=(made,))
+        return None if made is None else WriteBatch(entries=(made,))
 
     # A plan checked before reads its own row and the heads (and maybe one journal row).
     short = _walked(memo, root_id, keys)

@@ -27,7 +27,7 @@ from planfence.shared_memory import (
 from .controller import JanusController
 from .decision import Verdict
 from .errors import JanusConflictError
-from .kinds import DECISION_SOURCE, KIND_CANDIDATE, KIND_STATE
+from .kinds import DECISION_SOURCE, KIND_CANDIDATE, KIND_STATE, VERDICT_LABEL
 from .memory import Memory
 from .state import JanusState
 from .tasks import Task
@@ -132,8 +132,7 @@ class JanusStoreHook:
         )
         decision = Entry(
             kind=DECISION_SOURCE,
-            verdict=verdict.verdict,
-            labels={"reason": verdict.reason, "agent": author},
+            labels={VERDICT_LABEL: verdict.verdict, "reason": verdict.reason, "agent": author},
             detail={
                 **verdict.to_payload(),
                 "key": self.key,
@@ -147,7 +146,7 @@ class JanusStoreHook:
             ops.insert(0, AdvanceHead(self.key, record.id, head, self.owner))
         try:
             await self.store.write(
-                WriteBatch(records=(record, state), ops=tuple(ops), decisions=(decision,))
+                WriteBatch(records=(record, state), ops=tuple(ops), entries=(decision,))
             )
         except HeadConflictError as exc:
             self.controller.state = before

@@ -118,6 +118,17 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE pf_keys ADD COLUMN owner_from TEXT;
     ALTER TABLE pf_keys ADD COLUMN owner_sig TEXT;
     """,
+    # 6: an entry's verdict becomes a label like any other (`verdict`), indexed with the rest,
+    # and its column goes.
+    """
+    UPDATE pf_journal SET labels = (labels::jsonb || jsonb_build_object('verdict', verdict))::text
+        WHERE verdict <> '';
+    DELETE FROM pf_journal_labels l USING pf_journal j
+        WHERE l.name = 'verdict' AND l.entry = j.id AND j.verdict <> '';
+    INSERT INTO pf_journal_labels (entry, name, value)
+        SELECT id, 'verdict', verdict FROM pf_journal WHERE verdict <> '';
+    ALTER TABLE pf_journal DROP COLUMN verdict;
+    """,
 )
 
 # The server's clock, and the stored leases of some keys (one row with NULLs when none).
@@ -129,8 +140,8 @@ _LEASES_SQL = """
 
 _APPEND_SQL = """
     WITH e AS (
-        INSERT INTO pf_journal (at, kind, subject, verdict, labels, detail)
-        VALUES (%s, %s, %s, %s, %s, %s) RETURNING id
+        INSERT INTO pf_journal (at, kind, subject, labels, detail)
+        VALUES (%s, %s, %s, %s, %s) RETURNING id
     ), l AS (
         INSERT INTO pf_journal_labels (entry, name, value)
         SELECT e.id, t.name, t.value FROM e, unnest(%s::text[], %s::text[]) AS t(name, value)

@@ -12,7 +12,7 @@ from ..records import Record, canonical_json_of_str_keys
 
 RECORD_COLS = "id, key, value, parents, author, kind, supersedes, created_at"
 """Record columns in the order of `StoredFields` (value holds the canonical `value_json`)."""
-JOURNAL_COLS = "id, at, kind, subject, verdict, labels, detail"
+JOURNAL_COLS = "id, at, kind, subject, labels, detail"
 KEY_COLS = "key, owner, head, version, epoch, head_sig, owner_from, owner_sig"
 """Key columns in the order of `KeyState`."""
 CHANGE_COLS = "seq, key, kind, head, previous, owner, by, at, epoch, sig"
@@ -88,13 +88,12 @@ def change_row(ch: Change) -> tuple[Any, ...]:
     return (ch.key, ch.kind, ch.head, ch.previous, ch.owner, ch.by, ch.at, ch.epoch, ch.sig)
 
 
-def entry_row(entry: Entry, at: str) -> tuple[str, str, str | None, str, str, str]:
-    """(at, kind, subject, verdict, labels, detail) for an INSERT into the journal."""
+def entry_row(entry: Entry, at: str) -> tuple[str, str, str | None, str, str]:
+    """(at, kind, subject, labels, detail) for an INSERT into the journal."""
     return (
         entry.at or at,
         entry.kind,
         entry.subject,
-        entry.verdict,
         canonical_json_of_str_keys(dict(entry.labels)),  # `Entry` holds str -> str labels
         detail_json(entry),
     )
@@ -105,10 +104,9 @@ def label_rows(entry_id: int, entry: Entry) -> list[tuple[int, str, str]]:
 
 
 def entry_from_row(row: Sequence[Any]) -> Entry:
-    id_, at, kind, subject, verdict, labels, detail = row
+    id_, at, kind, subject, labels, detail = row
     return Entry(
         kind=kind,
-        verdict=verdict,
         subject=subject,
         labels=json.loads(labels),
         detail=json.loads(detail),
@@ -122,11 +120,7 @@ def journal_filter(query: JournalQuery, mark: str, labels_table: str) -> tuple[s
     the indexed label table, one subquery per label name."""
     clauses: list[str] = []
     args: list[Any] = []
-    for column, value in (
-        ("kind", query.kind),
-        ("subject", query.subject),
-        ("verdict", query.verdict),
-    ):
+    for column, value in (("kind", query.kind), ("subject", query.subject)):
         if value is not None:
             clauses.append(f"{column} = {mark}")
             args.append(value)

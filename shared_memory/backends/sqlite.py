@@ -399,8 +399,7 @@ class SQLiteStore(AsyncStore):
     ) -> WriteResult:
         for entry in batch.entries:
             cur = conn.execute(
-                "INSERT INTO journal (at, kind, subject, verdict, labels, detail) "
-                "VALUES (?,?,?,?,?,?)",
+                "INSERT INTO journal (at, kind, subject, labels, detail) VALUES (?,?,?,?,?)",
                 entry_row(entry, at),
             )
             entry_id = int(cur.lastrowid or 0)

@@ -121,6 +121,34 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE keys ADD COLUMN owner_from TEXT;
     ALTER TABLE keys ADD COLUMN owner_sig TEXT;
     """,
+    # 6: an entry's verdict becomes a label like any other (`verdict`), indexed with the rest,
+    # and its column goes. The table is rebuilt (what SQLite before 3.35 needs to drop a
+    # column), ids kept, and its id sequence with them.
+    """
+    CREATE TABLE journal_moved (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        subject TEXT,
+        labels TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    INSERT INTO journal_moved (id, at, kind, subject, labels, detail)
+        SELECT id, at, kind, subject,
+            CASE WHEN verdict = '' THEN labels ELSE json_set(labels, '$.verdict', verdict) END,
+            detail
+        FROM journal ORDER BY id;
+    DELETE FROM journal_labels
+        WHERE name = 'verdict' AND entry IN (SELECT id FROM journal WHERE verdict != '');
+    INSERT INTO journal_labels (name, value, entry)
+        SELECT 'verdict', verdict, id FROM journal WHERE verdict != '';
+    UPDATE sqlite_sequence
+        SET seq = max(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'journal'), 0))
+        WHERE name = 'journal_moved';
+    DROP TABLE journal;
+    ALTER TABLE journal_moved RENAME TO journal;
+    CREATE INDEX journal_subject ON journal (subject);
+    """,
 )
 
 _PREFETCH_SQL = f"""

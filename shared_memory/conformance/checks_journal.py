@@ -96,60 +96,59 @@ async def replica_stays_fresh(store: AsyncStore, ctx: Context) -> None:
 
 async def journal_filters(store: AsyncStore, ctx: Context) -> None:
     entries = [
-        Entry("gate", "allow", "p1", labels={"tool": "book", "agent": "exec"}),
-        Entry("gate", "block", "p2", labels={"tool": "book", "reason": "stale"}),
-        Entry("gate", "replan", "p2", labels={"tool": "ship", "agent": "exec"}),
-        Entry("janus", "keep", detail={"acc": [0.5, 0.75], "n": None}),
+        Entry("review", subject="doc/1", labels={"topic": "cats", "by": "ann", "mark": "ok"}),
+        Entry("review", subject="doc/2", labels={"topic": "cats", "note": "late", "mark": "no"}),
+        Entry("review", subject="doc/2", labels={"topic": "dogs", "by": "ann", "mark": "redo"}),
+        Entry("tally", labels={"mark": "kept"}, detail={"acc": [0.5, 0.75], "n": None}),
     ]
     ids = [await store.log(e) for e in entries]
     assert ids == sorted(ids) and len(set(ids)) == 4
     everything = await store.journal()
-    assert [e.verdict for e in everything] == ["keep", "replan", "block", "allow"]  # newest first
+    assert [e.labels["mark"] for e in everything] == ["kept", "redo", "no", "ok"]  # newest first
     assert [e.id for e in everything] == ids[::-1]
     assert all(e.at for e in everything)
     assert everything[0].detail == {"acc": [0.5, 0.75], "n": None}
-    assert everything[-1].labels == {"agent": "exec", "tool": "book"}
-    assert everything[-1].to_dict()["subject"] == "p1"
+    assert everything[-1].labels == {"by": "ann", "mark": "ok", "topic": "cats"}
+    assert everything[-1].to_dict()["subject"] == "doc/1"
+    assert everything[-1].to_dict()["labels"] == {"by": "ann", "mark": "ok", "topic": "cats"}
 
-    async def verdicts(**query: object) -> list[str]:
-        return [e.verdict for e in await store.journal(**query)]  # type: ignore[arg-type]
+    async def marks(**query: object) -> list[str]:
+        return [e.labels["mark"] for e in await store.journal(**query)]  # type: ignore[arg-type]
 
-    assert await verdicts(kind="gate", labels={"tool": "book"}) == ["block", "allow"]
-    assert await verdicts(subject="p2") == ["replan", "block"]
-    assert await verdicts(labels={"agent": "exec"}) == ["replan", "allow"]
-    assert await verdicts(labels={"reason": ("stale", "other")}) == ["block"]
-    assert await verdicts(labels={"tool": "book", "agent": "exec"}) == ["allow"]
-    assert await verdicts(verdict="block") == ["block"]
-    assert await verdicts(limit=2) == ["keep", "replan"]
-    assert await verdicts(before_id=ids[2]) == ["block", "allow"]
-    assert await verdicts(kind="nobody") == []
-    # The decision log's names for the same entries.
-    found = await store.decisions(source="gate", tool="book", reasons=["stale"])
-    assert [(d.plan, d.reason, d.tool, d.source) for d in found] == [
-        ("p2", "stale", "book", "gate")
-    ]
-    assert [d.verdict for d in await store.decisions(plan="p2", agent="exec")] == ["replan"]
+    assert await marks(kind="review", labels={"topic": "cats"}) == ["no", "ok"]
+    assert await marks(subject="doc/2") == ["redo", "no"]
+    assert await marks(labels={"by": "ann"}) == ["redo", "ok"]
+    assert await marks(labels={"note": ("late", "other")}) == ["no"]
+    assert await marks(labels={"topic": "cats", "by": "ann"}) == ["ok"]
+    assert await marks(labels={"mark": "no"}) == ["no"]
+    assert await marks(labels={"mark": ("kept", "ok"), "topic": None}) == ["kept", "ok"]
+    assert await marks(labels={"mark": ()}) == ["kept", "redo", "no", "ok"]  # no values: no filter
+    assert await marks(kind="review", subject="doc/2", labels={"by": "ann"}) == ["redo"]
+    assert await marks(limit=2) == ["kept", "redo"]
+    assert await marks(before_id=ids[2]) == ["no", "ok"]
+    assert await marks(kind="nobody") == []
+    assert await marks(labels={"mark": "nothing"}) == []
 
 
 async def journal_entries_ride_with_a_write(store: AsyncStore, ctx: Context) -> None:
     await store.own(REQ, "planner")
     r1 = await store.put(REQ, 1, author="planner")
-    cand = await store.add(
-        REQ, 2, author="updater", parents=[r1.id], decisions=[Entry("janus", "proposed")]
-    )
-    await store.advance(
-        REQ, cand.id, by="planner", expected_head=r1.id, decisions=[Entry("janus", "deploy")]
-    )
-    assert [e.verdict for e in await store.journal(kind="janus")] == ["deploy", "proposed"]
+    proposed = Entry("change", labels={"step": "proposed"})
+    cand = await store.add(REQ, 2, author="updater", parents=[r1.id], entries=[proposed])
+    moved = Entry("change", subject=cand.id, labels={"step": "moved"})
+    await store.advance(REQ, cand.id, by="planner", expected_head=r1.id, entries=[moved])
+    found = await store.journal(kind="change")
+    steps = [(e.subject, e.labels["step"]) for e in found]
+    assert steps == [(cand.id, "moved"), (None, "proposed")]
 
 
 async def journal_strings_are_bounded(store: AsyncStore, ctx: Context) -> None:
     n = store.limits.max_audit_field_bytes
     huge = "x" * (n * 3)
-    await store.log(Entry("k", "v", huge, labels={"tool": huge}, detail={"m": huge}))
+    await store.log(Entry("k", subject=huge, labels={"tag": huge}, detail={"m": huge}))
     [e] = await store.journal()
     assert e.subject is not None and len(e.subject.encode()) < n + 64
-    assert "[truncated" in e.labels["tool"] and "[truncated" in str(e.detail["m"])
+    assert "[truncated" in e.labels["tag"] and "[truncated" in str(e.detail["m"])
 
 
 async def transact_reads_then_writes_what_was_decided(store: AsyncStore, ctx: Context) -> None:
@@ -168,7 +167,8 @@ async def transact_reads_then_writes_what_was_decided(store: AsyncStore, ctx: Co
 
         def decide(head: str | None, seen: list[str | None] = seen) -> WriteBatch:
             seen.append(head)
-            return WriteBatch(decisions=(Entry("t", "one", head), Entry("t", "two", head)))
+            one, two = Entry("t", subject=head), Entry("t", subject=head, labels={"n": "2"})
+            return WriteBatch(entries=(one, two))
 
         head, written = await store.transact(heads_flow(), decide, short=short)
         assert head == rec.id and seen == [rec.id]
@@ -180,7 +180,7 @@ async def transact_reads_then_writes_what_was_decided(store: AsyncStore, ctx: Co
         before = await store.journal(limit=1000)
         stale = WriteBatch(
             ops=(AdvanceHead(REQ, rec.id, expected="f" * 64, by="planner"),),
-            decisions=(Entry("t", "refused"),),
+            entries=(Entry("t", labels={"n": "refused"}),),
         )
 
         def refused(head: str | None, batch: WriteBatch = stale) -> WriteBatch:

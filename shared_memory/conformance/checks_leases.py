@@ -126,16 +126,16 @@ async def a_conditional_write_commits_only_on_the_expected_heads(
     store: AsyncStore, ctx: Context
 ) -> None:
     head = await _owned(store)
-    effect = Entry(kind="effect", verdict="done", subject=KEY)
-    await store.write(WriteBatch(decisions=(effect,), expect=(ExpectHead(KEY, head),)))
+    effect = Entry("effect", subject=KEY, labels={"state": "done"})
+    await store.write(WriteBatch(entries=(effect,), expect=(ExpectHead(KEY, head),)))
     assert len(await store.journal(kind="effect")) == 1
     await store.put(KEY, 2, author="sales")
     with raises(HeadConflictError) as err:
-        await store.write(WriteBatch(decisions=(effect,), expect=(ExpectHead(KEY, head),)))
+        await store.write(WriteBatch(entries=(effect,), expect=(ExpectHead(KEY, head),)))
     assert err.value.expected == head
     assert len(await store.journal(kind="effect")) == 1
     with raises(UnknownKeyError):
-        await store.write(WriteBatch(decisions=(effect,), expect=(ExpectHead("no/owner", None),)))
+        await store.write(WriteBatch(entries=(effect,), expect=(ExpectHead("no/owner", None),)))
 
 
 async def a_backend_without_leases_refuses_them(store: AsyncStore, ctx: Context) -> None:

@@ -130,20 +130,20 @@ async def failed_cas_writes_nothing(store: AsyncStore, ctx: Context) -> None:
     r1 = await store.put(REQ, 1, author="planner")
     seq = await store.last_seq()
     rec = Record.create(REQ, 2, author="planner", parents=[r1.id])
-    entry = Entry(kind="test", verdict="deploy", subject=rec.id)
+    entry = Entry("test", subject=rec.id, labels={"step": "moved"})
     for expected, by, error in (
         (None, "planner", HeadConflictError),
         (MISSING, "planner", HeadConflictError),
         (r1.id, "executor", NotOwnerError),
     ):
         batch = WriteBatch(
-            records=(rec,), ops=(AdvanceHead(REQ, rec.id, expected, by),), decisions=(entry,)
+            records=(rec,), ops=(AdvanceHead(REQ, rec.id, expected, by),), entries=(entry,)
         )
         with raises(error):
             await store.write(batch)
         await nothing_written(store, [rec.id], seq)
     with raises(HeadConflictError):
-        await store.advance(REQ, r1.id, by="planner", expected_head=None, decisions=[entry])
+        await store.advance(REQ, r1.id, by="planner", expected_head=None, entries=[entry])
     await nothing_written(store, [rec.id], seq)
     assert await store.head(REQ) == r1.id
 
@@ -223,11 +223,11 @@ async def add_with_unknown_reference_writes_nothing(store: AsyncStore, ctx: Cont
     await store.own(REQ, "planner")
     r1 = await store.put(REQ, 1, author="planner")
     seq = await store.last_seq()
-    entry = Entry(kind="gate", verdict="allow")
+    entry = Entry("plan", labels={"step": "added"})
     cases: list[dict[str, Any]] = [{"parents": [r1.id, MISSING]}, {"supersedes": MISSING}]
     for kwargs in cases:
         with raises(UnknownRecordError) as err:
-            await store.add(PLAN, "p", author="planner", decisions=[entry], **kwargs)
+            await store.add(PLAN, "p", author="planner", entries=[entry], **kwargs)
         assert err.value.ids == (MISSING,)
         assert await store.changes(seq) == []
         assert await store.journal() == []

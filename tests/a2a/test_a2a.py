@@ -31,7 +31,14 @@ from google.protobuf import json_format
 from starlette.applications import Starlette
 
 from planfence.adapters.a2a import FencedExecutor, PlanfenceInterceptor, skill_call, skill_message
-from planfence.plugins.gate import GateMiddleware, PlanStamper, Policy, parse_payload, reads_of
+from planfence.plugins.gate import (
+    GateMiddleware,
+    PlanStamper,
+    Policy,
+    find_decisions_sync,
+    parse_payload,
+    reads_of,
+)
 from planfence.shared_memory import Store, open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -90,9 +97,9 @@ def test_a2a_readme_snippet_runs(capsys: Any) -> None:
     try:
         assert capsys.readouterr().out.strip() == "TASK_STATE_COMPLETED"
         assert airline.booked == ["Lisbon"]
-        [allow] = store.decisions(source="gate")
+        [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
-        assert store.get(allow.subject).parents == (store.head(REQ),)
+        assert store.get(allow.plan).parents == (store.head(REQ),)
     finally:
         store.close()
 
@@ -160,7 +167,10 @@ def test_a_stale_plan_is_rejected_by_the_receiver_and_by_a_sender_side_gate() ->
         task = asyncio.run(send(airline, store, call, [interceptor]))
         assert task.status.state == TaskState.TASK_STATE_REJECTED
         assert airline.booked == []
-        assert [d.verdict for d in store.decisions(source="gate")] == ["replan", "replan"]
+        assert [d.verdict for d in find_decisions_sync(store, source="gate")] == [
+            "replan",
+            "replan",
+        ]
     finally:
         store.close()
 

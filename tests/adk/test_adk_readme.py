@@ -19,7 +19,7 @@ from google.genai import types
 from pydantic import Field
 
 from planfence.adapters.adk import PlanfencePlugin
-from planfence.plugins.gate import Policy
+from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -65,9 +65,9 @@ def test_adk_readme_snippet_runs() -> None:
     exec(compile(code, str(README), "exec"), namespace)
     store = namespace["store"]
     try:
-        [allow] = store.decisions(source="gate")
+        [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
-        assert store.get(allow.subject).parents == (store.head(REQ),)
+        assert store.get(allow.plan).parents == (store.head(REQ),)
         assert "Lisbon" in str(model.requests[0].config.system_instruction)  # the records shown
     finally:
         store.close()
@@ -95,7 +95,7 @@ def test_a_stale_plan_is_answered_by_the_refusal_and_the_replan_books() -> None:
         asyncio.run(runner.run_debug("Book the flight.", quiet=True))
         asyncio.run(runner.close())  # the plugin's gate writes the allow it queued
         assert booked == ["Porto"]
-        verdicts = [d.verdict for d in reversed(store.decisions(source="gate"))]
+        verdicts = [d.verdict for d in reversed(find_decisions_sync(store, source="gate"))]
         assert verdicts == ["replan", "allow"]
         # ADK skipped the tool and gave the model the refusal payload as its result.
         [refusal] = [

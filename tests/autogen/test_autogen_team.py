@@ -16,6 +16,7 @@ from autogen_helpers import REQ, Trip
 
 from planfence.adapters.autogen import run_outcome
 from planfence.demos.baselines import freshness_checker
+from planfence.plugins.gate import find_decisions, find_decisions_sync
 from planfence.shared_memory import AsyncStore, create_async_store, open_store
 
 TASK = "Book the flight for trip 42."
@@ -60,7 +61,7 @@ async def test_stale_plan_is_caught_and_one_replan_books_the_new_destination(
     assert f"{REQ} changed" in refusal.to_text() and "Porto" in refusal.to_text()
     # The allow is on record once the workbench stops (it closes the gate), or after a flush.
     await executor.fences[0].stop()
-    audit = await astore.decisions(source="gate")
+    audit = await find_decisions(astore, source="gate")
     assert sorted(d.verdict for d in audit) == ["allow", "replan"]
 
 
@@ -128,5 +129,5 @@ def test_sync_store_from_sync_code(tmp_path: Path) -> None:
         assert trip.booked == ["Porto"]
         assert asyncio.run(scenario({0: "Rome", 1: "Madrid"})) == "blocked"
         assert trip.booked == ["Porto"]
-        verdicts = [d.verdict for d in store.decisions(source="gate")]
+        verdicts = [d.verdict for d in find_decisions_sync(store, source="gate")]
         assert sorted(verdicts) == ["allow", "block", "replan", "replan"]

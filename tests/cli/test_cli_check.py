@@ -15,6 +15,7 @@ from planfence.plugins.gate import (
     Reason,
     SyncGate,
     create_plan_sync,
+    find_decisions_sync,
 )
 from planfence.shared_memory import Store, open_store
 
@@ -64,7 +65,7 @@ def check(
 
 def written(store: Store) -> tuple[int, int]:
     """How much the store holds that a check could add: journal entries, and feed changes."""
-    return len(store.decisions(source=None, limit=1000)), len(store.changes(0, 1000))
+    return len(find_decisions_sync(store, source=None, limit=1000)), len(store.changes(0, 1000))
 
 
 def test_check_shows_keys_versions_heads_and_the_verdict(

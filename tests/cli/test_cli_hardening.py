@@ -232,7 +232,7 @@ def test_a_closed_pipe_ends_quietly(seeded: tuple[str, str, str]) -> None:
     url, _, plan = seeded
     with open_store(url) as store:  # more output than a pipe holds, in one write
         verdicts = [Decision("gate", "allow", "current", "executor", "ship", plan)] * 3000
-        store.write(WriteBatch(decisions=tuple(verdicts)))
+        store.write(WriteBatch(entries=tuple(verdicts)))
     proc = subprocess.run(
         f"{' '.join(PLANFENCE)} audit --limit 3000 --store '{url}' | head -1",
         shell=True,

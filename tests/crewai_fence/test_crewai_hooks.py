@@ -22,7 +22,7 @@ from crewai.tools import tool
 from planfence.adapters.conformance.world import Outage
 from planfence.adapters.crewai import Planfence
 from planfence.fence import current
-from planfence.plugins.gate import Policy
+from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import Store, open_async_store, open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -99,9 +99,9 @@ def test_crewai_readme_snippet_runs(capsys: Any) -> None:
     store = namespace["store"]
     try:
         assert capsys.readouterr().out.strip() == "Booked."
-        [allow] = store.decisions(source="gate")
+        [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
-        assert store.get(allow.subject).parents == (store.head(REQ),)  # exactly what was shown
+        assert store.get(allow.plan).parents == (store.head(REQ),)  # exactly what was shown
         [shown] = records_shown(llm.seen[0])
         assert '{"destination":"Lisbon"}' in shown and store.head(REQ)[:12] in shown
         assert get_hooks(InterceptionPoint.PRE_TOOL_CALL) == []  # `with` removed the hooks
@@ -131,11 +131,11 @@ def test_a_stale_plan_is_answered_with_the_refusal_and_the_retry_books_the_new_v
         # The retry was shown the current record, once: the view is replaced, not appended.
         [shown] = records_shown(llm.seen[1])
         assert '"Porto"' in shown
-        decisions = sorted(store.decisions(source="gate"), key=lambda d: d.verdict)
+        decisions = sorted(find_decisions_sync(store, source="gate"), key=lambda d: d.verdict)
         assert [d.verdict for d in decisions] == ["allow", "replan"]
-        replanned = store.get(decisions[0].subject)
+        replanned = store.get(decisions[0].plan)
         assert replanned.parents == (store.head(REQ),)
-        assert replanned.supersedes == decisions[1].subject
+        assert replanned.supersedes == decisions[1].plan
     finally:
         store.close()
 
@@ -199,7 +199,7 @@ def test_only_the_fenced_roles_are_gated_and_close_removes_the_hooks() -> None:
         with Planfence(store, POLICY, keys=[REQ], agent="booker"):
             crew(FunctionLLM(books_once), booked, role="planner").kickoff()
         assert [d for d, _ in booked] == ["Lisbon"] and booked[0][1] is None  # not fenced
-        assert store.decisions(source="gate") == []
+        assert find_decisions_sync(store, source="gate") == []
         for point in (InterceptionPoint.PRE_MODEL_CALL, InterceptionPoint.POST_TOOL_CALL):
             assert get_hooks(point) == []
     finally:

@@ -26,12 +26,12 @@ DEMOS: dict[str, Demo] = {
 
 
 def contents(url: str) -> tuple[Any, ...]:
-    """Everything a demo could leave in a store: keys and heads, the feed, the decision log."""
+    """Everything a demo could leave in a store: keys and heads, the feed, the journal."""
     with open_store(url) as s:
         keys = [(k.key, k.owner, k.head) for k in s.keys(prefix="")]
         feed = [c.to_dict() for c in s.iter_changes()]
-        decisions = [d.to_dict() for d in s.decisions(limit=10_000)]
-    return keys, feed, decisions
+        journal = [e.to_dict() for e in s.journal(limit=10_000)]
+    return keys, feed, journal
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from planfence.plugins.gate import (
     PolicyError,
     ToolCall,
     create_plan,
+    find_decisions,
 )
 from planfence.shared_memory import (
     AdvanceHead,
@@ -202,7 +203,7 @@ async def test_a_lease_that_cannot_be_taken_blocks_the_call(
     await gate.aclose()
     assert not judged.allowed
     assert (judged.verdict.verdict, judged.verdict.reason) == ("block", "store_unavailable")
-    [entry] = await astore.decisions(reasons=["store_unavailable"])
+    [entry] = await find_decisions(astore, source=None, reasons=["store_unavailable"])
     assert entry.verdict == "block"
 
 
@@ -281,7 +282,7 @@ async def test_a_fenced_write_refuses_a_transfer_and_passes_the_calls_own_lease(
     await astore.transfer(ORDER, "billing", by="sales")
     seq = await astore.last_seq()
     with pytest.raises(fence.StaleFenceError):
-        await fence.fenced_write(token, astore, WriteBatch(decisions=()))
+        await fence.fenced_write(token, astore, WriteBatch(entries=()))
     assert await astore.changes(seq) == []
 
 

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from planfence.plugins.gate import Decision, Gate, Policy
+from planfence.plugins.gate import Decision, Gate, Policy, find_decisions
 from planfence.shared_memory import (
     AsyncStore,
     StoreLimits,
@@ -31,7 +31,7 @@ def _size(d: Decision) -> int:
 async def test_a_4mb_plan_string_is_blocked_and_recorded_bounded(astore: AsyncStore) -> None:
     v = await Gate(astore, POLICY).check("ship", {"order_id": "7"}, "p" * HUGE, agent="shipper")
     assert (v.verdict, v.reason) == ("block", "unknown_plan")
-    [logged] = await astore.decisions(source="gate")
+    [logged] = await find_decisions(astore, source="gate")
     assert (logged.verdict, logged.reason, logged.tool) == ("block", "unknown_plan", "ship")
     assert _size(logged) < BOUND
     assert logged.plan is not None and logged.plan.startswith("p" * 100)
@@ -44,7 +44,7 @@ async def test_huge_tool_agent_and_argument_values_are_bounded(astore: AsyncStor
     assert (v.verdict, v.reason) == ("block", "undeclared_tool")
     v = await gate.check("ship", {"order_id": "x y" * HUGE}, None)
     assert (v.verdict, v.reason) == ("block", "scope_unresolved")
-    logged = await astore.decisions(source="gate")
+    logged = await find_decisions(astore, source="gate")
     assert [d.reason for d in logged] == ["scope_unresolved", "undeclared_tool"]
     assert all(_size(d) < BOUND for d in logged)
     assert "[truncated" in (logged[1].tool or "") and "[truncated" in (logged[1].agent or "")
@@ -59,9 +59,9 @@ async def test_every_way_into_the_log_is_bounded(astore: AsyncStore) -> None:
         payload={"message": "m" * HUGE, "nested": {"args": ["v" * HUGE] * 3}, "k" * HUGE: 1},
     )
     await astore.log(huge)
-    rec = await astore.add("notes/1", {"n": 1}, author="a", decisions=[huge])
+    rec = await astore.add("notes/1", {"n": 1}, author="a", entries=[huge])
     assert rec.key == "notes/1"
-    logged = await astore.decisions(source="proxy")
+    logged = await find_decisions(astore, source="proxy")
     assert len(logged) == 2
     for d in logged:
         assert _size(d) < BOUND
@@ -97,7 +97,7 @@ async def test_the_bound_is_configurable() -> None:
     store = create_async_store("memory://", limits=StoreLimits(max_audit_field_bytes=16))
     async with store:
         await store.log(Decision(source="s", verdict="block", plan="abcdefghijklmnopqrstuvwxyz"))
-        [d] = await store.decisions()
+        [d] = await find_decisions(store, source=None)
     assert d.plan == "abcdefghijklmnop…[truncated 10 bytes]"
     with pytest.raises(ValueError, match="max_audit_field_bytes"):
         StoreLimits(max_audit_field_bytes=0)

@@ -18,6 +18,7 @@ from planfence.plugins.gate import (
     Replanned,
     Verdict,
     create_plan,
+    find_decisions,
     refreshed_parents,
 )
 from planfence.plugins.gate.audit_writer import AuditBacklogError
@@ -60,10 +61,10 @@ async def test_current_plan_is_allowed_and_audited(astore: AsyncStore, audit: st
         v = await gate.check("ship_order", ARGS, w.plan.id, agent="shipper")
         assert v.verdict == "allow" and v.reason == "current"
         # durable: on record before the answer; deferred: queued, written by closing the gate
-        assert len(await astore.decisions(source="gate")) == (audit == "durable")
+        assert len(await find_decisions(astore, source="gate")) == (audit == "durable")
     assert v.scope == ("address/ana", "order/7")
     assert v.frontier == {"order/7": (w.order.id,), "address/ana": (w.address.id,)}
-    [logged] = await astore.decisions(source="gate")
+    [logged] = await find_decisions(astore, source="gate")
     assert logged.id == v.decision_id if audit == "durable" else v.decision_id is None
     assert (logged.verdict, logged.tool, logged.plan, logged.agent) == (
         "allow",
@@ -145,7 +146,7 @@ async def test_bad_calls_are_blocked(
     v = await Gate(astore, POLICY).check(tool, args, plan_ref)
     assert (v.verdict, v.reason) == ("block", reason)
     assert v.message
-    [logged] = await astore.decisions(source="gate")
+    [logged] = await find_decisions(astore, source="gate")
     assert (logged.verdict, logged.reason) == ("block", reason)
 
 

@@ -49,8 +49,8 @@ async def test_allows_are_recorded_after_the_answer_and_refusals_before(astore: 
     assert blocked.verdict == "block" and blocked.decision_id is not None
     await gate.aclose()
     entries = await gate_entries(astore)
-    assert sorted(e.verdict for e in entries) == ["allow"] * 5 + ["block"]
-    assert {e.subject for e in entries if e.verdict == "allow"} == {plan.id}
+    assert sorted(e.labels["verdict"] for e in entries) == ["allow"] * 5 + ["block"]
+    assert {e.subject for e in entries if e.labels["verdict"] == "allow"} == {plan.id}
 
 
 async def test_the_writer_batches_without_being_closed(astore: AsyncStore) -> None:
@@ -87,7 +87,10 @@ async def test_a_journal_that_cannot_be_written_blocks_later_allows_and_loses_no
     assert (await gate.check("ship", ARGS, plan.id)).allowed
     await gate.aclose()
     entries = await gate_entries(store)
-    assert sorted(e.verdict for e in entries) == ["allow", "allow"]  # the block had no record
+    assert sorted(e.labels["verdict"] for e in entries) == [
+        "allow",
+        "allow",
+    ]  # the block had no record
     await store.aclose()
 
 

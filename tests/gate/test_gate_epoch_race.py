@@ -27,7 +27,7 @@ def test_transfers_during_checks_never_allow_on_an_ex_owners_word(tmp_path: Path
             store.own(key, "a")
             rec = store.put(key, {"v": 1}, author="a")
             plan = create_plan_sync(store, author="planner", parents=[rec.id])
-            store.log(Entry(kind="race-plan", verdict="-", subject=plan.id, labels={"key": key}))
+            store.log(Entry("race-plan", subject=plan.id, labels={"key": key}))
         stop = tmp_path / "stop"
         checkers = [
             subprocess.Popen(

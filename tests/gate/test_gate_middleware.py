@@ -26,6 +26,7 @@ from planfence.plugins.gate import (
     Refused,
     ToolCall,
     Verdict,
+    find_decisions,
     fold_step,
     payload_of,
     reads_of,
@@ -164,8 +165,8 @@ async def test_a_refusal_before_the_checker_is_on_record(astore: AsyncStore) -> 
     gate = GateMiddleware(astore, POLICY)
     refused = await gate.refuse(ToolCall("book", {}, 42), "malformed_meta", "bad", by="test")
     assert refused.verdict.plan is None and refused.verdict.decision_id is not None
-    [logged] = await astore.decisions(tool="book")
-    assert (logged.labels["reason"], logged.detail["executor"]) == ("malformed_meta", "test")
+    [logged] = await find_decisions(astore, source=None, tool="book")
+    assert (logged.reason, logged.payload["executor"]) == ("malformed_meta", "test")
 
 
 async def test_the_stamper_keeps_the_chain_unless_told(astore: AsyncStore) -> None:

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.adapters.cli.main import main
-from planfence.plugins.gate import Policy, SyncGate, create_plan_sync
+from planfence.plugins.gate import Policy, SyncGate, create_plan_sync, find_decisions_sync
 from planfence.plugins.gate.values import digest, leaves, value_digests
 from planfence.shared_memory import open_store
 
@@ -108,7 +108,7 @@ def test_the_command_in_its_own_process(tmp_path: Path, sqlite_url: str) -> None
 def test_the_audit_keeps_digests_not_values(sqlite_url: str) -> None:
     workflow(sqlite_url, INCOMPLETE, calls=1)
     with open_store(sqlite_url) as store:
-        [entry] = store.decisions(source="gate")
+        [entry] = find_decisions_sync(store, source="gate")
     text = json.dumps(entry.payload)
     assert "Harbour" not in text and "ana" not in text
     assert set(entry.payload["values"]) == {"order_id", "customer", "line", "qty"}

@@ -54,15 +54,15 @@ async def test_candidates_are_stored_head_moves_only_on_deploy(astore: AsyncStor
     assert await hook.current() == (better.record.id, "fact0 fact1 fact2")
 
     log = await hook.decisions()
-    assert [d.verdict for d in log] == ["deploy", "keep", "deploy", "deploy"]
+    assert [d.labels["verdict"] for d in log] == ["deploy", "keep", "deploy", "deploy"]
     keep = log[1]
-    assert keep.source == "janus" and keep.agent == "curator"
-    assert keep.payload["candidate"] == worse.record.id
-    assert keep.payload["previous"] == second.record.id
-    assert keep.payload["scores"]["new"] < keep.payload["scores"]["old"]
-    used = keep.payload["tasks"]
+    assert keep.kind == "janus" and keep.labels["agent"] == "curator"
+    assert keep.detail["candidate"] == worse.record.id
+    assert keep.detail["previous"] == second.record.id
+    assert keep.detail["scores"]["new"] < keep.detail["scores"]["old"]
+    used = keep.detail["tasks"]
     assert used["coverage"] and set(used["fresh"]) <= {"t2"}
-    assert keep.payload["trigger"]["kind"] == "always"
+    assert keep.detail["trigger"]["kind"] == "always"
 
 
 async def test_state_lives_in_the_store_and_resumes(store_url: str) -> None:
@@ -72,7 +72,7 @@ async def test_state_lives_in_the_store_and_resumes(store_url: str) -> None:
             _, memory = await hook.current()
             candidate = f"{memory} {task.answer}" if i % 3 else str(task.answer)
             sub = await hook.submit(candidate, task)
-            out.append((sub.verdict.verdict, sub.decision.payload["tasks"]))
+            out.append((sub.verdict.verdict, sub.decision.detail["tasks"]))
         return out
 
     store = create_async_store(store_url)
@@ -126,7 +126,7 @@ async def test_concurrent_head_move_is_a_conflict_and_nothing_is_written(
     assert len(await hook.decisions()) == decisions_before
     again = await hook.submit("fact0 fact1 fact2 fact3", TASKS[3])
     assert again.verdict.deploy
-    assert (await astore.get(again.record.id)).parents == (str(again.decision.payload["previous"]),)
+    assert (await astore.get(again.record.id)).parents == (str(again.decision.detail["previous"]),)
 
 
 async def test_open_refuses_a_key_owned_by_someone_else(astore: AsyncStore) -> None:

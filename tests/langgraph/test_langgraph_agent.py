@@ -18,7 +18,15 @@ from langgraph_helpers import POLICY, REQ, Trip, book
 
 from planfence.adapters.langgraph import PlanfenceMiddleware
 from planfence.demos.baselines import freshness_checker
-from planfence.plugins.gate import CallNext, Judgement, Middleware, Refused, ToolCall, Verdict
+from planfence.plugins.gate import (
+    CallNext,
+    Judgement,
+    Middleware,
+    Refused,
+    ToolCall,
+    Verdict,
+    find_decisions_sync,
+)
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
 TASK = {"messages": [{"role": "user", "content": "Book the flight for trip 42."}]}
@@ -83,7 +91,7 @@ def test_sync_agent_replans_once_after_a_stale_plan(sync_store: Store) -> None:
     assert plan.supersedes is not None
     assert sync_store.get(plan.supersedes).parents == (first,)
     fence.close()  # writes the allows the gate's deferred audit queued
-    verdicts = [d.verdict for d in sync_store.decisions(source="gate")]
+    verdicts = [d.verdict for d in find_decisions_sync(sync_store, source="gate")]
     assert sorted(verdicts) == ["allow", "replan"]
 
 

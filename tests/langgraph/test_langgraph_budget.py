@@ -23,6 +23,7 @@ from planfence.adapters.langgraph import (
     PlanfenceState,
     PlanfenceStore,
 )
+from planfence.plugins.gate import find_decisions_sync
 from planfence.shared_memory import Store, open_store
 
 TASK = {"messages": [{"role": "user", "content": "Book the flight for trip 42."}]}
@@ -62,7 +63,7 @@ def chain(store: Store, plan_id: str) -> list[str]:
 def plan_ids(store: Store) -> list[str]:
     """Every plan the gate judged, in the order of the decisions (by time: a deferred allow is
     written after the refusals that followed it, with the time it was decided)."""
-    decisions = sorted(store.decisions(source="gate"), key=lambda d: (d.at, d.id or 0))
+    decisions = sorted(find_decisions_sync(store, source="gate"), key=lambda d: (d.at, d.id or 0))
     return list(dict.fromkeys(d.plan for d in decisions if d.plan))
 
 

@@ -152,7 +152,7 @@ async def test_harmful_rewrite_is_rejected_benign_append_deployed_restart_resume
                                       "The service listens on port 8443."])
     )  # fmt: skip
     decisions = await records.journal(kind="janus", limit=10)
-    assert [d.verdict for d in decisions] == ["keep", "deploy", "deploy", "deploy"]
+    assert [d.labels["verdict"] for d in decisions] == ["keep", "deploy", "deploy", "deploy"]
     assert decisions[0].detail["candidate"] == harmful.record.id
     assert decisions[0].detail["key"] == "memories/team"
     steps = janus.controller.state.step
@@ -209,7 +209,9 @@ async def test_everything_outside_the_gated_namespace_passes_through(
     assert got[0] is None and got[2] is None
     assert got[1] is not None and got[1].key == "x"
     assert got[3] is not None and item_text(got[3].value).startswith("gated")
-    assert [d.verdict for d in await records.journal(kind="janus", limit=10)] == ["deploy"]
+    assert [d.labels["verdict"] for d in await records.journal(kind="janus", limit=10)] == [
+        "deploy"
+    ]
 
 
 def test_sync_api_with_a_sync_planfence_store(
@@ -227,7 +229,7 @@ def test_sync_api_with_a_sync_planfence_store(
         assert janus.last is not None and not janus.last.verdict.deploy
         item = janus.get(NS, "deploy")
         assert item is not None and item_text(item.value) == "make ship is the answer to deploy."
-        assert [d.verdict for d in records.journal(kind="janus", limit=10)] == [
+        assert [d.labels["verdict"] for d in records.journal(kind="janus", limit=10)] == [
             "keep",
             "deploy",
             "deploy",

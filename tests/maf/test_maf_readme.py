@@ -15,7 +15,7 @@ from agent_framework import Agent, ChatResponse, Content, Message
 
 from planfence.adapters.conformance.harnesses.maf import ScriptedClient
 from planfence.adapters.maf import PlanfenceMiddleware
-from planfence.plugins.gate import Policy, parse_payload
+from planfence.plugins.gate import Policy, find_decisions_sync, parse_payload
 from planfence.shared_memory import open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -70,9 +70,9 @@ def test_maf_readme_snippet_runs(capsys: Any) -> None:
     store = namespace["store"]
     try:
         assert capsys.readouterr().out.strip() == "Booked."
-        [allow] = store.decisions(source="gate")
+        [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
-        plan = store.get(allow.subject)
+        plan = store.get(allow.plan)
         assert plan.parents == (store.head(REQ),)  # the plan cites exactly what was shown
         assert '{"destination":"Lisbon"}' in client.seen[0][1]  # shown in the instructions
     finally:
@@ -101,7 +101,7 @@ def audited(store: Any, agent: Agent) -> list[Any]:
     for fence in agent.context_providers:
         if isinstance(fence, PlanfenceMiddleware):
             fence.close()
-    return store.decisions(source="gate")
+    return find_decisions_sync(store, source="gate")
 
 
 def test_a_replan_is_the_tools_result_and_a_second_refusal_ends_the_run() -> None:
@@ -143,7 +143,7 @@ def test_each_run_starts_its_own_plan_chain() -> None:
         for _ in range(2):
             asyncio.run(agent.run("Book the flight for trip 42."))
         assert booked == ["Lisbon", "Lisbon"]
-        plans = [store.get(d.subject) for d in audited(store, agent)]
+        plans = [store.get(d.plan) for d in audited(store, agent)]
         assert len({p.id for p in plans}) == 2  # one plan per run, both allowed
     finally:
         store.close()
@@ -164,6 +164,6 @@ def test_parallel_calls_of_one_answer_act_under_one_plan() -> None:
         assert booked == ["Lisbon"] * 3
         decisions = audited(store, agent)
         assert [d.verdict for d in decisions] == ["allow"] * 3
-        assert len({d.subject for d in decisions}) == 1  # one plan cited by all three
+        assert len({d.plan for d in decisions}) == 1  # one plan cited by all three
     finally:
         store.close()

@@ -11,6 +11,8 @@ import anyio
 import pytest
 from mcp_helpers import World, background, connect, free_port, plan_meta, wait_for_port
 
+from planfence.plugins.gate import find_decisions
+
 ARGS = {"destination": "Lisbon", "trip": "t1"}
 
 
@@ -31,5 +33,5 @@ async def test_allows_are_on_record_after_ctrl_c(
         with anyio.fail_after(20):
             code = await proc.wait()
     assert code == 130, (tmp_path / "proxy.log").read_text()
-    allows = await world.store.decisions(source="gate", verdict="allow", plan=world.plan.id)
+    allows = await find_decisions(world.store, source="gate", verdict="allow", plan=world.plan.id)
     assert len(allows) == recorded

@@ -16,6 +16,7 @@ from mcp_helpers import World, plan_meta, refusal
 from pydantic import BaseModel
 
 from planfence.adapters.mcp.in_server import PlanFenceGate
+from planfence.plugins.gate import find_decisions
 
 ARGS = {"destination": "Lisbon", "trip": "t1"}
 MODES = ("legacy", "auto")
@@ -108,5 +109,5 @@ async def test_the_server_lifespan_closes_the_gate_and_its_allows_are_on_record(
         assert allowed.is_error is False
         # durable: on record before the answer; deferred: queued until the server stops
         assert (queued is not None and queued.pending == 1) == (audit == "deferred")
-    [logged] = await world.store.decisions(source="gate", plan=world.plan.id)
+    [logged] = await find_decisions(world.store, source="gate", plan=world.plan.id)
     assert logged.verdict == "allow"

@@ -37,6 +37,8 @@ from mcp_helpers import (
 )
 from ts_harness import install, run_client
 
+from planfence.plugins.gate import find_decisions
+
 ISSUER = "https://auth.example.test"
 AUDIENCE = "planfence-proxy"
 ARGS = {"destination": "Lisbon", "trip": "t1"}
@@ -217,7 +219,7 @@ async def test_the_agent_is_the_tokens_through_the_python_client(
                 async with client_with(url, token) as client:
                     listed = await client.list_tools()
             assert listed is None and "MCPError" in repr(caught.value), what
-    decisions = await world.store.decisions()
+    decisions = await find_decisions(world.store, source=None)
     mine = [d for d in decisions if d.tool in ("book", "ship")]
     assert [d.verdict for d in mine].count("allow") == 3
     assert {d.reason for d in mine if d.verdict == "block"} == {

@@ -116,4 +116,4 @@ async def test_deferred_audit_records_every_allow_by_exit(world: World) -> None:
         stale = await client.call_tool("book", ARGS, meta=plan_meta(world.plan))
         assert stale.is_error is True
     entries = await world.store.journal(kind=AUDIT_SOURCE, limit=100)
-    assert sorted(e.verdict for e in entries) == ["allow", "allow", "allow", "replan"]
+    assert sorted(e.labels["verdict"] for e in entries) == ["allow", "allow", "allow", "replan"]

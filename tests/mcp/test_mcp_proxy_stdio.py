@@ -7,6 +7,8 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 from mcp_helpers import TRIP_KEY, World, connect, plan_meta, refusal
 
+from planfence.plugins.gate import find_decisions
+
 MODES = ("legacy", "auto")
 EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 
@@ -43,7 +45,7 @@ async def test_allowed_call_is_forwarded_with_the_decision(
 
     # durable: on record before forwarding, with its id; deferred: no id yet, on record once the
     # proxy has ended (it closes its gate when the client goes)
-    [logged] = await world.store.decisions(source="gate", verdict="allow")
+    [logged] = await find_decisions(world.store, source="gate", verdict="allow")
     assert decision["decision_id"] == (logged.id if audit == "durable" else None)
     assert logged.tool == "book"
     assert logged.agent == "executor"
@@ -109,7 +111,7 @@ async def test_stale_plan_replans_once_then_blocks_across_processes(world: World
     assert [s["key"] for s in blocked["stale"]] == [TRIP_KEY]
     assert len(world.effects_log("book")) == 1
 
-    verdicts = [d.verdict for d in await world.store.decisions(source="gate")]
+    verdicts = [d.verdict for d in await find_decisions(world.store, source="gate")]
     assert verdicts == ["block", "allow", "replan"]  # newest first: every decision audited
 
 
@@ -151,7 +153,7 @@ async def test_bad_inputs_get_clear_refusals_and_the_proxy_keeps_serving(
 
     assert world.effects_log("book") == []
     assert world.effects_log("ship") == []
-    refused = await world.store.decisions(source="gate", verdict="block", limit=100)
+    refused = await find_decisions(world.store, source="gate", verdict="block", limit=100)
     assert sorted(d.reason for d in refused) == sorted(reason for *_, reason in cases)
 
 

@@ -19,6 +19,8 @@ import pytest
 from mcp.client.session import ClientRequestContext
 from mcp_helpers import TRIP_KEY, World, connect, http_proxy, plan_meta, refusal, wait_for
 
+from planfence.plugins.gate import find_decisions
+
 GATED_ASK = f'[tools.ask]\ndepends_on = ["{TRIP_KEY}"]'
 
 
@@ -52,9 +54,9 @@ async def test_a_plan_gone_stale_while_the_client_answers_is_refused(
         echo = await client.call_tool("echo", {"text": "still here"})
         assert echo.content[0].text == "still here"
     assert world.effects_log("asked") == []  # the tool never went on with the answer
-    verdicts = [d.verdict for d in await world.store.decisions(source="gate", tool="ask")]
+    verdicts = [d.verdict for d in await find_decisions(world.store, source="gate", tool="ask")]
     assert verdicts == ["replan", "allow"]  # newest first: the second judgement refused
-    assert body["decision_id"] == (await world.store.decisions(source="gate", tool="ask"))[0].id
+    assert body["decision_id"] == (await find_decisions(world.store, tool="ask"))[0].id
 
 
 @pytest.mark.parametrize("upstream_mode", ["auto", "legacy"])
@@ -72,7 +74,7 @@ async def test_a_call_still_current_after_the_answer_carries_the_latest_decision
         result = await client.call_tool("ask", {"question": "Where?"}, meta=plan_meta(world.plan))
     assert result.is_error is False, result.content
     assert result.content[0].text == "answer: Lisbon"
-    decisions = await world.store.decisions(source="gate", tool="ask")
+    decisions = await find_decisions(world.store, source="gate", tool="ask")
     assert [d.verdict for d in decisions] == ["allow", "allow"]  # judged again after the answer
     stamped = result.meta["dev.planfence/decision"]
     assert stamped["verdict"] == "allow"

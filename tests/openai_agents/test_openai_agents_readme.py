@@ -24,7 +24,7 @@ from openai.types.responses import (
 )
 
 from planfence.adapters.openai_agents import Planfence
-from planfence.plugins.gate import Policy
+from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -74,9 +74,9 @@ def test_openai_agents_readme_snippet_runs(capsys: Any) -> None:
     try:
         assert capsys.readouterr().out.strip() == "Booked."
         store = namespace["store"]
-        [allow] = store.decisions(source="gate")
+        [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
-        assert store.get(allow.subject).parents == (store.head(REQ),)
+        assert store.get(allow.plan).parents == (store.head(REQ),)
         assert "Lisbon" in (model.first_call.system_instructions or "")  # the records shown
     finally:
         namespace["store"].close()

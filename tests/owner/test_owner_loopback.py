@@ -18,7 +18,14 @@ from owner_helpers import BUDGET, POLICY, REQ, Owners, free_port
 
 from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyring
 from planfence.demos.bench.harness.wire import CountedOwnerHeads
-from planfence.plugins.gate import Gate, Replanned, Verdict, create_plan, refreshed_parents
+from planfence.plugins.gate import (
+    Gate,
+    Replanned,
+    Verdict,
+    create_plan,
+    find_decisions,
+    refreshed_parents,
+)
 from planfence.shared_memory import AsyncStore, open_async_store
 
 
@@ -54,7 +61,7 @@ async def test_gate_allows_a_current_plan(
     assert verdict.heads == {REQ: owners.team.requirements, BUDGET: owners.team.budget}
     assert isinstance(gate.head_source, CountedOwnerHeads)
     assert gate.head_source.stats.requests == 2  # one request per owner
-    logged = await store.decisions(source="gate", plan=owners.team.plan, limit=1)
+    logged = await find_decisions(store, source="gate", plan=owners.team.plan, limit=1)
     assert logged[0].verdict == "allow"
 
 
@@ -122,7 +129,7 @@ async def test_faulty_owner_blocks_over_loopback(
     assert "reviser" in verdict.message
     # Newest first, in the order they reached the journal (a deferred allow after the refusal
     # that followed it): the newest block is this one.
-    logged = await store.decisions(source="gate", plan=owners.team.plan, limit=10)
+    logged = await find_decisions(store, source="gate", plan=owners.team.plan, limit=10)
     block = next(d for d in logged if d.verdict == "block")
     assert block.reason == EXPECTED_BLOCK[mode]
 

@@ -20,7 +20,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from planfence.adapters.pydantic_ai import Planfence
-from planfence.plugins.gate import Policy
+from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import open_store
 
 # `Agent.run_sync` leaves its event loop open as the thread's current loop.
@@ -58,9 +58,9 @@ def test_pydantic_ai_readme_snippet_runs(capsys: Any) -> None:
     try:
         assert capsys.readouterr().out.strip() == "Booked."
         store = namespace["store"]
-        [allow] = store.decisions(source="gate")
+        [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
-        plan = store.get(allow.subject)
+        plan = store.get(allow.plan)
         assert plan.parents == (store.head(REQ),)  # the plan cites exactly what was shown
     finally:
         namespace["store"].close()
@@ -101,7 +101,7 @@ def test_a_stale_plan_is_a_model_retry_and_the_retry_books_the_new_value() -> No
         assert retry.retry.cause == "model_retry"
         assert f"{REQ} changed" in str(retry.content) and "Porto" in str(retry.content)
         fence.close()  # the deferred audit writes the allow it queued
-        verdicts = sorted(d.verdict for d in store.decisions(source="gate"))
+        verdicts = sorted(d.verdict for d in find_decisions_sync(store, source="gate"))
         assert verdicts == ["allow", "replan"]
     finally:
         store.close()

@@ -3,6 +3,7 @@ as journals: every old row moves over, ids and all, in one transaction with the 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from planfence.plugins.gate import Decision
-from planfence.shared_memory import StoreUnavailableError, open_async_store
+from planfence.plugins.gate import Decision, find_decisions
+from planfence.shared_memory import Entry, StoreUnavailableError, open_async_store
 from planfence.shared_memory.backends import sqlite as sqlite_backend
 
 # Rows as schema 1 stored them: (at, source, agent, tool, plan, verdict, reason, payload).
@@ -61,8 +62,10 @@ async def check_migrated(url: str, next_id: int = 4) -> None:
         reasons = {"reason": ["x", "stale_dependencies"]}
         [hit] = await store.journal(kind="gate", subject="p1", labels=reasons)
         assert hit.id == 1
-        assert [e.id for e in await store.decisions(tool="x") if e.id == 3] == [3]
-        assert [e.id for e in await store.decisions(agent="janus")] == [2]
+        assert [e.id for e in await find_decisions(store, source=None, tool="x") if e.id == 3] == [
+            3
+        ]
+        assert [e.id for e in await find_decisions(store, source=None, agent="janus")] == [2]
         assert await store.log(Decision("gate", "allow", "current")) == next_id  # ids go on
     finally:
         await store.aclose()
@@ -201,3 +204,138 @@ async def test_a_schema_2_postgres_store_gets_owner_epochs(pg_url: str) -> None:
     with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
         row = conn.execute("SELECT max(version) FROM pf_schema").fetchone()
         assert row is not None and row[0] == len(MIGRATIONS)
+
+
+# Schema 5 journal rows, verdict column and all: (at, kind, subject, verdict, labels, detail).
+SCHEMA_5_ENTRIES = [
+    (
+        "2026-02-01T00:00:01Z",
+        "gate",
+        "p1",
+        "allow",
+        {"agent": "exec", "reason": "current", "tool": "book"},
+        {"scope": ["order/7"]},
+    ),
+    ("2026-02-01T00:00:02Z", "janus", None, "keep", {"agent": "curator"}, {"key": "memo/1"}),
+    ("2026-02-01T00:00:03Z", "race-plan", "p2", "-", {"key": "order/7"}, {}),
+    ("2026-02-01T00:00:04Z", "effect", "order/7", "", {}, {"n": 1}),
+]
+SCHEMA_5_INSERT = (
+    "INSERT INTO {table} (id, at, kind, subject, verdict, labels, detail) VALUES (?,?,?,?,?,?,?)"
+)
+SCHEMA_5_LABEL_INSERT = "INSERT INTO {table} (entry, name, value) VALUES (?,?,?)"
+
+
+def schema_5_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The journal rows and label-index rows a schema-5 store held for `SCHEMA_5_ENTRIES`."""
+    rows, labels = [], []
+    for n, (at, kind, subject, verdict, named, detail) in enumerate(SCHEMA_5_ENTRIES, start=1):
+        text = json.dumps(named, sort_keys=True, separators=(",", ":"))
+        rows.append((n, at, kind, subject, verdict, text, json.dumps(detail)))
+        labels.extend((n, name, value) for name, value in named.items())
+    return rows, labels
+
+
+def expected_entries() -> list[Entry]:
+    """`SCHEMA_5_ENTRIES` as the journal holds them now, newest first: the verdict a label."""
+    out = []
+    for n, (at, kind, subject, verdict, named, detail) in enumerate(SCHEMA_5_ENTRIES, start=1):
+        labels = {**named, "verdict": verdict} if verdict else named
+        out.append(Entry(kind, subject=subject, labels=labels, detail=detail, at=at, id=n))
+    return out[::-1]
+
+
+async def check_verdicts_migrated(url: str, next_id: int) -> None:
+    store = await open_async_store(url, create=False)
+    try:
+        assert await store.journal(before_id=5) == expected_entries()
+        # The label index holds the verdicts: queries by label find the old rows.
+        found = await store.journal(labels={"verdict": "allow"})
+        assert [e.id for e in found] == [1]
+        found = await store.journal(labels={"verdict": ("keep", "-")})
+        assert [e.id for e in found] == [3, 2]
+        found = await store.journal(kind="gate", labels={"verdict": "allow", "tool": "book"})
+        assert [e.id for e in found] == [1]
+        assert await store.journal(labels={"verdict": ""}) == []  # no verdict: no label
+        [keep] = await find_decisions(store, source="janus", verdict="keep")
+        assert (keep.id, keep.verdict, keep.agent) == (2, "keep", "curator")
+        assert await store.log(Entry("effect", subject="order/7")) == next_id  # ids go on
+    finally:
+        await store.aclose()
+
+
+def sqlite_store_at_schema(path: Path, version: int) -> sqlite3.Connection:
+    """A SQLite file built by the first `version` migrations, as a store of that version left it."""
+    conn = sqlite3.connect(path)
+    for script in sqlite_backend.MIGRATIONS[:version]:
+        conn.executescript(script)
+    conn.execute(f"PRAGMA user_version={version}")
+    return conn
+
+
+async def test_a_schema_5_sqlite_store_files_its_verdicts_as_labels(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
+    conn = sqlite_store_at_schema(path, 5)
+    rows, labels = schema_5_rows()
+    conn.executemany(SCHEMA_5_INSERT.format(table="journal"), rows)
+    conn.executemany(SCHEMA_5_LABEL_INSERT.format(table="journal_labels"), labels)
+    conn.commit()
+    conn.close()
+    await check_verdicts_migrated(f"sqlite:///{path}", next_id=5)
+
+    def schema() -> tuple[int, list[str], int]:
+        conn = sqlite3.connect(path)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            columns = [r[1] for r in conn.execute("PRAGMA table_info(journal)")]
+            index = conn.execute(
+                "SELECT count(*) FROM journal_labels WHERE name = 'verdict'"
+            ).fetchone()[0]
+            return version, columns, index
+        finally:
+            conn.close()
+
+    migrated = schema()
+    assert migrated == (
+        len(sqlite_backend.MIGRATIONS),
+        ["id", "at", "kind", "subject", "labels", "detail"],
+        3,
+    )
+    await check_verdicts_migrated(f"sqlite:///{path}", next_id=6)  # opening again: no change
+    assert schema() == migrated
+
+
+@pytest.mark.postgres
+async def test_a_schema_5_postgres_store_files_its_verdicts_as_labels(pg_url: str) -> None:
+    import psycopg
+
+    from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
+
+    conninfo, schema = split_schema(pg_url)
+    with pg_store_at_schema(pg_url, 5) as conn, conn.cursor() as cur:
+        rows, labels = schema_5_rows()
+        cur.executemany(SCHEMA_5_INSERT.format(table="pf_journal").replace("?", "%s"), rows)
+        insert = SCHEMA_5_LABEL_INSERT.format(table="pf_journal_labels").replace("?", "%s")
+        cur.executemany(insert, labels)
+        # Rows written with their ids, as the old store's sequence had handed them out.
+        cur.execute("SELECT setval(pg_get_serial_sequence('pf_journal', 'id'), 4)")
+    await check_verdicts_migrated(pg_url, next_id=5)
+
+    def described() -> tuple[int, list[str], int]:
+        with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
+            row = conn.execute("SELECT max(version) FROM pf_schema").fetchone()
+            columns = conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = %s AND table_name = 'pf_journal' ORDER BY ordinal_position",
+                (schema,),
+            ).fetchall()
+            index = conn.execute(
+                "SELECT count(*) FROM pf_journal_labels WHERE name = 'verdict'"
+            ).fetchone()
+            assert row is not None and index is not None
+            return row[0], [c[0] for c in columns], index[0]
+
+    migrated = described()
+    assert migrated == (len(MIGRATIONS), ["id", "at", "kind", "subject", "labels", "detail"], 3)
+    await check_verdicts_migrated(pg_url, next_id=6)  # opening again: no change
+    assert described() == migrated

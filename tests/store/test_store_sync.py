@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from planfence.plugins.gate import Decision
+from planfence.plugins.gate import Decision, find_decisions_sync
 from planfence.shared_memory import (
     AdvanceHead,
     AsyncStore,
@@ -60,7 +60,7 @@ def test_sync_twin_round_trip(store: Store) -> None:
     assert [c.kind for c in feed] == ["owner", "head", "head", "head", "owner", "head"]
     assert store.changes(feed[-2].seq) == feed[-1:]
     store.log(Decision(source="gate", verdict="allow", tool="book"))
-    assert [d.tool for d in store.decisions(source="gate")] == ["book"]
+    assert [d.tool for d in find_decisions_sync(store, source="gate")] == ["book"]
     with pytest.raises(UnknownRecordError):
         store.get("f" * 64)
     assert store.url
