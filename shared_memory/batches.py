@@ -124,7 +124,7 @@ class WriteBatch:
 
     @property
     def journal_only(self) -> bool:
-        """Journal entries and nothing else (the gate's audit record)."""
+        """Journal entries and nothing else (an audit record)."""
         return not (self.records or self.ops or self.leases or self.expect)
 
     def referenced_ids(self) -> set[str]:

@@ -53,7 +53,7 @@ class Entry:
 
 @runtime_checkable
 class ToEntry(Protocol):
-    """A caller's own record that maps to a journal entry (the gate's `Decision`, say)."""
+    """A caller's own record that maps to a journal entry (a higher layer's audit record, say)."""
 
     def to_entry(self) -> Entry: ...
 

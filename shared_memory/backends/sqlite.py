@@ -345,7 +345,7 @@ class SQLiteStore(AsyncStore):
     @staticmethod
     def _write_tx(conn: sqlite3.Connection, batch: WriteBatch) -> WriteResult:
         at = utc_now()
-        if batch.journal_only:  # the gate's audit record: no key, record or lease to check
+        if batch.journal_only:  # an audit record: no key, record or lease to check
             return SQLiteStore._append_entries(conn, batch, at, WriteResult())
         keys, refs = batch.keys(), sorted(batch.referenced_ids())
         states = (
