@@ -37,12 +37,14 @@ class Decision:
         for name in ("source", "verdict", "reason"):
             object.__setattr__(self, name, plain(getattr(self, name)))
 
-    def to_entry(self) -> Entry:
+    def to_entry(self, **more: str) -> Entry:
+        """The journal entry; `more` are further labels (a batch's id, say)."""
         labels = {
             VERDICT_LABEL: self.verdict or None,
             "reason": self.reason or None,
             "tool": self.tool,
             "agent": self.agent,
+            **more,
         }
         return Entry(
             kind=self.source,

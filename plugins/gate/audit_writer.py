@@ -250,5 +250,4 @@ BATCH_LABEL = "audit_batch"
 
 def labelled(decision: Decision, batch_id: str) -> Entry:
     """`decision`'s journal entry, filed under its batch's id too."""
-    entry = decision.to_entry()
-    return replace(entry, labels={**entry.labels, BATCH_LABEL: batch_id})
+    return decision.to_entry(**{BATCH_LABEL: batch_id})
