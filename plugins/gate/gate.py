@@ -56,7 +56,7 @@ from .executor import (
     Replanned,
 )
 from .heads import HeadSource
-from .policy import Policy
+from .policy import Policy, ToolPolicy
 from .repeats import Call, Repeats
 from .snapshot import Flag, frontier_memo, snapshot, snapshot_and_log, view_of
 from .store_heads import (
@@ -168,14 +168,17 @@ class Gate(GuardedExecutor):
         agent = agent or self.agent
         decision_id: int | None = None
         try:
-            call = None if self.repeats is None else Repeats.call(tool, args, plan_id, agent)
-            verdict = None if call is None else await self._repeated(call, start)
+            declared = self.policy.get(tool)
+            call = None
+            if self.repeats is not None:
+                call = Repeats.call(tool, declared, args, plan_id, agent)
+            verdict = None if call is None else await self._repeated(call, declared, args, start)
             if verdict is None:
                 req = CheckRequest(tool, args, plan_id, agent, replan_spent)
                 verdict, decision_id = await self._judged(req, start)
                 if call is not None and verdict.verdict == ALLOW:
                     assert self.repeats is not None
-                    self.repeats.remember(call, self.policy.get(tool), verdict)
+                    self.repeats.remember(call, declared, verdict)
         except Exception as exc:  # fail closed on anything unexpected
             verdict = self._stamp(fail_closed(tool, plan_id, agent, exc), start)
         if self.deferred is not None and verdict.verdict == ALLOW:
@@ -194,12 +197,14 @@ class Gate(GuardedExecutor):
                 return self._audit_failed(verdict, exc)
         return verdict if decision_id is None else verdict.evolve(decision_id=decision_id)
 
-    async def _repeated(self, call: Call, start: float) -> Verdict | None:
-        """The allow this call was given before, when the plan is still in the store and every
-        key of D(a) has the head and owner epoch it was given on (see `repeats`); None: check
-        it the full way."""
+    async def _repeated(
+        self, call: Call, declared: ToolPolicy | None, args: Mapping[str, Any], start: float
+    ) -> Verdict | None:
+        """The allow this tool, plan, agent and D(a) were given before, when the plan is still
+        in the store and every key of D(a) has the head and owner epoch it was given on (see
+        `repeats`); None: check it the full way."""
         assert self.repeats is not None
-        allowed = self.repeats.get(call, self.policy.get(call[0]))
+        allowed = self.repeats.get(call, declared)
         if allowed is None:
             return None
         try:
@@ -207,7 +212,8 @@ class Gate(GuardedExecutor):
         except PlanFenceError:
             plans, states = {}, {}  # the full way says what failed
         if call[1] in plans and allowed.holds(states):
-            return self._stamp(allowed.verdict, start)
+            latency_ms = round((time.perf_counter() - start) * 1000, 4)
+            return self.repeats.again(allowed, args, latency_ms)
         self.repeats.forget(call)
         return None
 

@@ -1,13 +1,15 @@
 """A repeated check: the allow a gate gave before, when nothing it rested on has moved.
 
-The rule is pure, and an allow rests on nothing but the call (the tool's declaration, the
-arguments, the agent), the plan (an immutable record), the plan's frontier over D(a) (immutable:
-records never change) and, for each key of D(a), the head and owner epoch the store holds. A gate
-that takes its heads from the store (its default) remembers each allow it gave; a call that
-repeats one is read again, as one read of D(a)'s states, and when every head and epoch is the
-one the allow was given on, it is the same allow: no snapshot, no walk, no second rule. Anything
-else (a head or an epoch moved, a key lost its owner, the read failed) goes the full way, and
-the allow is forgotten.
+The rule is pure, and an allow rests on nothing but the call (the tool's declaration, the keys
+D(a) its arguments name, the agent), the plan (an immutable record), the plan's frontier over
+D(a) (immutable: records never change) and, for each key of D(a), the head and owner epoch the
+store holds; the arguments themselves only stamp their digests on it. A gate that takes its
+heads from the store (its default) remembers each allow it gave; a call of the same tool, plan,
+agent and D(a) (whatever else its arguments say) is read again, as one read of the plan's row
+and D(a)'s states, and when every head and epoch is the one the allow was given on, it is the
+same allow, with this call's digests: no snapshot, no walk, no second rule. Anything else (a
+head or an epoch moved, a key lost its owner, the plan is gone, the read failed) goes the full
+way, and the allow is forgotten.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from planfence.shared_memory import GetKeys, GetRecords, KeyState
 
 from .policy import ToolPolicy
 from .rule import args_digest
+from .values import value_digests
 from .verdicts import ALLOW, CURRENT, Verdict
 
-Call = tuple[str, str, str | None, str]
-"""(tool, plan, agent, arguments' digest)."""
+Call = tuple[str, str, str | None, tuple[str, ...]]
+"""(tool, plan, agent, D(a) as the tool's templates fill it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +61,28 @@ class Repeats:
         self._allowed: dict[Call, Allowed] = {}
 
     @staticmethod
-    def call(tool: str, args: Mapping[str, Any], plan_id: object, agent: str | None) -> Call | None:
-        """The call's key, or None for a call no allow can repeat (no plan reference)."""
-        if type(plan_id) is not str:
+    def call(
+        tool: str,
+        declared: ToolPolicy | None,
+        args: Mapping[str, Any],
+        plan_id: object,
+        agent: str | None,
+    ) -> Call | None:
+        """The call's key, or None for a call no allow can repeat (no plan reference, a tool
+        that is not gated, arguments that do not fill its templates)."""
+        if declared is None or declared.ungated or type(plan_id) is not str:
             return None
-        return (tool, plan_id, agent, args_digest(args))
+        try:
+            scope = declared.scope(args)
+        except Exception:  # the full way says why
+            return None
+        return (tool, plan_id, agent, scope)
+
+    def again(self, allowed: Allowed, args: Mapping[str, Any], latency_ms: float) -> Verdict:
+        """The allow, for a call with these arguments (their digests) and this latency."""
+        return allowed.verdict.evolve(
+            args_digest=args_digest(args), value_digests=value_digests(args), latency_ms=latency_ms
+        )
 
     def get(self, call: Call, tool: ToolPolicy | None) -> Allowed | None:
         """The allow `call` was given under the tool's current declaration `tool`."""

@@ -66,6 +66,8 @@ def digest(value: Any) -> str:
 def value_digests(args: Mapping[str, Any]) -> dict[str, str]:
     """Argument path -> digest of its value, for the first `MAX_LEAVES` scalars."""
     out: dict[str, str] = {}
+    if not args:
+        return out
     for path, value in leaves(dict(args), scalar):
         if len(out) >= MAX_LEAVES:
             break

@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, create_plan
+from planfence.plugins.gate.rule import args_digest
+from planfence.plugins.gate.values import value_digests
 from planfence.shared_memory import AsyncStore, Record, StoreUnavailableError, create_async_store
 
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}", "stock/main"]\n')
@@ -65,6 +67,22 @@ async def test_a_repeated_allow_reads_the_plan_and_the_heads_once(astore: AsyncS
         again = [await gate.check("ship", ARGS, plan.id) for _ in range(3)]
     assert first.allowed and all(same_allow(first, v) for v in again)
     assert reads.batches[:3] == [["GetRecords", "GetKeys"]] * 3  # one batch per check
+
+
+async def test_other_arguments_naming_the_same_keys_repeat_the_allow_with_their_digests(
+    astore: AsyncStore,
+) -> None:
+    plan = await seed(astore)
+    reads = Reads(astore)
+    async with Gate(astore, POLICY) as gate:
+        first = await gate.check("ship", {**ARGS, "note": "a"}, plan.id)
+        reads.batches.clear()
+        second = await gate.check("ship", {**ARGS, "note": "b"}, plan.id)
+    assert first.allowed and second.allowed
+    assert reads.batches == [["GetRecords", "GetKeys"]]  # repeated: one read
+    assert second.args_digest == args_digest({**ARGS, "note": "b"}) != first.args_digest
+    assert second.value_digests == value_digests({**ARGS, "note": "b"})
+    assert (second.heads, second.epochs, second.scope) == (first.heads, first.epochs, first.scope)
 
 
 async def test_every_repeated_allow_is_on_record(astore: AsyncStore) -> None:
