@@ -181,20 +181,22 @@ class Gate(GuardedExecutor):
                     self.repeats.remember(call, declared, verdict)
         except Exception as exc:  # fail closed on anything unexpected
             verdict = self._stamp(fail_closed(tool, plan_id, agent, exc), start)
-        if self.deferred is not None and verdict.verdict == ALLOW:
-            try:
+        return await self._recorded(verdict, decision_id)
+
+    async def _recorded(self, verdict: Verdict, decision_id: int | None) -> Verdict:
+        """The verdict, once its audit record is written or queued (or it blocks: see
+        `_audit_failed`); `decision_id` is the record written with the check's reads."""
+        try:
+            if self.deferred is not None and verdict.verdict == ALLOW:
                 if self.deferred.append(verdict):  # overdue: the writer has not had the loop
                     await self.deferred.catch_up()
-            except Exception as exc:
-                return self._audit_failed(verdict, exc)
-            return verdict
-        # Refusals for staleness are what the one-replan budget is made of: they are recorded even
-        # with audit off, so the budget holds across gates and processes.
-        if decision_id is None and (self.audit or verdict.reason in BUDGET_REASONS):
-            try:
+                return verdict
+            # Refusals for staleness are what the one-replan budget is made of: they are
+            # recorded even with audit off, so the budget holds across gates and processes.
+            if decision_id is None and (self.audit or verdict.reason in BUDGET_REASONS):
                 decision_id = await self.store.log(self._decision(verdict))
-            except Exception as exc:
-                return self._audit_failed(verdict, exc)
+        except Exception as exc:
+            return self._audit_failed(verdict, exc)
         return verdict if decision_id is None else verdict.evolve(decision_id=decision_id)
 
     async def _repeated(
