@@ -9,7 +9,6 @@ caller's vocabulary: callers map their own records to entries and choose their o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from copy import copy
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -75,12 +74,11 @@ def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
         return truncate_text(text, n) if isinstance(text, str) else text
 
     detail, text = bound_detail(dict(entry.detail), limits)
-    short = n // 4  # no character takes more than 4 bytes
-    strings = (entry.kind, entry.subject or "", *entry.labels.items())
-    if text is not None and all(_short(s, short) for s in strings):
-        bounded = copy(entry)  # nothing to cut (the common case): no re-validation
-        object.__setattr__(bounded, "labels", dict(entry.labels))  # the caller's dict may change
-        object.__setattr__(bounded, "detail", detail)
+    if text is not None and _all_short(entry, n // 4):  # no character takes more than 4 bytes
+        # Nothing to cut (the common case): a copy without re-validation, with its own dicts
+        # (the caller's may change).
+        bounded = object.__new__(Entry)
+        bounded.__dict__.update(entry.__dict__, labels=dict(entry.labels), detail=detail)
     else:
         bounded = replace(
             entry,
@@ -94,10 +92,10 @@ def bound_entry(entry: Entry, limits: StoreLimits) -> Entry:
     return bounded
 
 
-def _short(item: Any, max_chars: int) -> bool:
-    if type(item) is tuple:  # a label (name, value)
-        return all(_short(part, max_chars) for part in item)
-    return isinstance(item, str) and len(item) <= max_chars
+def _all_short(entry: Entry, max_chars: int) -> bool:
+    """The entry's kind, subject and labels are strings of at most `max_chars` characters."""
+    strings = [entry.kind, entry.subject or "", *entry.labels, *entry.labels.values()]
+    return all(type(s) is str for s in strings) and max(map(len, strings)) <= max_chars
 
 
 _DETAIL_JSON = "_detail_json"
