@@ -102,9 +102,13 @@ class StoreCore:
 
     # ---- answering reads
 
-    def _asked(self, ops: Sequence[ReadOp]) -> list[ReadOp]:
+    def _asked(self, ops: Sequence[ReadOp]) -> Sequence[ReadOp]:
+        """The ops this backend answers (all of them, nearly always: then `ops` itself)."""
         known = self._answered_ops
-        return [op for op in ops if type(op) in known]
+        for op in ops:
+            if type(op) not in known:
+                return [op for op in ops if type(op) in known]
+        return ops
 
     def _decoded(self, ops: Sequence[ReadOp], raw: Sequence[Any]) -> list[Any]:
         """One answer per op: records verified (dicts by id), key states by key, and None for an
@@ -124,7 +128,7 @@ class StoreCore:
         return raw
 
     def _answer_sync(
-        self, ops: Sequence[ReadOp], read: Callable[[list[ReadOp]], list[Any]]
+        self, ops: Sequence[ReadOp], read: Callable[[Sequence[ReadOp]], list[Any]]
     ) -> list[Any]:
         """`_answer` for a backend driving a flow on its own thread with its own `read`."""
         asked = self._asked(ops)
@@ -146,7 +150,7 @@ class StoreCore:
     async def read(self, ops: Sequence[ReadOp]) -> list[Any]:
         """Answer a batch of read ops from one consistent snapshot (records verified, as dicts
         by id; keys as dicts by key; an optional op the backend lacks is answered None)."""
-        return await self._answer(list(ops))
+        return await self._answer(ops if type(ops) in (list, tuple) else list(ops))
 
     async def read_flow(self, flow: ReadFlow[T], *, short: bool = False) -> T:
         """Run a flow of dependent reads (in one hop where the backend can). `short=True`

@@ -30,8 +30,9 @@ WORKER = textwrap.dedent(
     from planfence.shared_memory import HeadConflictError, open_store
     url, key, name, n, go = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     with open_store(url) as store:
+        open(go + "." + name, "w").close()  # ready: the parent starts the race when all are
         while not os.path.exists(go):
-            time.sleep(0.005)
+            time.sleep(0.002)
         ids, conflicts = [], 0
         while len(ids) < n:
             head = store.head(key)
@@ -64,7 +65,12 @@ def race(url: str, tmp_path: Path) -> None:
         )
         for i in range(WORKERS)
     ]
-    time.sleep(0.3)
+    # Start the race once every worker is ready (a slow start would leave it racing alone).
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"go.w{i}").exists() for i in range(WORKERS)):
+        assert time.monotonic() < deadline, "the workers did not start"
+        assert all(p.poll() is None for p in procs), "a worker ended before the race"
+        time.sleep(0.01)
     go.write_text("go")
     results = []
     for p in procs:
