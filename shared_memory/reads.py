@@ -106,6 +106,20 @@ ReadFlow = Generator[Sequence[ReadOp], list[Any], T]
 """Yields batches of reads, receives their decoded answers, returns its result."""
 
 
+def record_and_keys(ops: Sequence[ReadOp]) -> tuple[str, tuple[str, ...]] | None:
+    """(record id, keys) when `ops` read one record and the states of some keys, as a gate's
+    check does first (its plan and the heads of D(a)): a backend may answer them in one
+    statement. None for any other batch."""
+    if len(ops) != 2:
+        return None
+    record, keys = ops
+    if type(record) is not GetRecords or type(keys) is not GetKeys:
+        return None
+    if len(record.ids) != 1 or not keys.keys:
+        return None
+    return record.ids[0], keys.keys
+
+
 def frontier_flow(
     roots: Iterable[str], scope: Iterable[str], max_records: int = DEFAULT_MAX_RECORDS
 ) -> ReadFlow[Frontier]:

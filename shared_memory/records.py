@@ -125,12 +125,14 @@ def valid_keys(keys: Iterable[object], limits: StoreLimits = DEFAULT_LIMITS) -> 
     again (a gate, on every check), and the answer depends on nothing else."""
     if type(keys) is tuple and all(type(k) is str for k in keys):
         return _valid_tuple(keys, limits)
+    return _validated(keys, limits)
+
+
+def _validated(keys: Iterable[object], limits: StoreLimits) -> tuple[str, ...]:
     return tuple(sorted({validate_key(k, limits) for k in keys}))
 
 
-@lru_cache(maxsize=1024)
-def _valid_tuple(keys: tuple[str, ...], limits: StoreLimits) -> tuple[str, ...]:
-    return tuple(sorted({validate_key(k, limits) for k in keys}))
+_valid_tuple = lru_cache(maxsize=1024)(_validated)
 
 
 def validate_agent(agent: object, limits: StoreLimits = DEFAULT_LIMITS) -> str:
@@ -156,7 +158,16 @@ def is_record_id(value: object) -> bool:
 
 def utc_now() -> str:
     # isoformat is C all the way (strftime handles %f in Python): same text, a tenth the time.
-    return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return _utc_text(datetime.now(timezone.utc))
+
+
+def utc_at(seconds: float) -> str:
+    """`utc_now`'s text for an earlier instant (`time.time()` seconds)."""
+    return _utc_text(datetime.fromtimestamp(seconds, timezone.utc))
+
+
+def _utc_text(moment: datetime) -> str:
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def _hash_fields(

@@ -30,10 +30,10 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import Literal, Protocol
 
 from planfence.shared_memory import AsyncStore, Entry, StoreError, WriteBatch
+from planfence.shared_memory.records import utc_at
 
 from .audit import Decision
 
@@ -78,12 +78,6 @@ class Queued(Protocol):
 def _decision_of(item: Queued, at: str) -> Decision:
     assert isinstance(item, Decision)
     return item if item.at else replace(item, at=at)
-
-
-def stamp(wall: float) -> str:
-    """The journal's time text of a wall-clock instant (as `utc_now` writes it)."""
-    moment = datetime.fromtimestamp(wall, timezone.utc).replace(tzinfo=None)
-    return moment.isoformat(timespec="microseconds") + "Z"
 
 
 class DeferredAudit:
@@ -198,7 +192,7 @@ class DeferredAudit:
             try:
                 if self._uncertain is None or not await self._landed(batch_id):
                     entries = tuple(
-                        labelled(self.decision(d, stamp(wall)), batch_id) for _, wall, d in batch
+                        labelled(self.decision(d, utc_at(wall)), batch_id) for _, wall, d in batch
                     )
                     self._uncertain = batch_id
                     await self.store.write(WriteBatch(entries=entries))
@@ -218,8 +212,7 @@ class DeferredAudit:
 
     async def flush(self) -> None:
         """Write everything queued now; raise `AuditBacklogError` if some of it cannot be."""
-        while self._pending and await self._write_some():
-            pass
+        await self.catch_up()
         if self._pending:
             left = len(self._pending)
             raise AuditBacklogError(f"{left} audit records not written: {self.failure}")

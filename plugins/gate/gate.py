@@ -176,9 +176,9 @@ class Gate(GuardedExecutor):
             if verdict is None:
                 req = CheckRequest(tool, args, plan_id, agent, replan_spent)
                 verdict, decision_id = await self._judged(req, start)
-                if call is not None and verdict.verdict == ALLOW:
+                if call is not None:
                     assert self.repeats is not None
-                    self.repeats.remember(call, declared, verdict)
+                    self.repeats.remember(call, declared, verdict)  # if it is an allow
         except Exception as exc:  # fail closed on anything unexpected
             verdict = self._stamp(fail_closed(tool, plan_id, agent, exc), start)
         return await self._recorded(verdict, decision_id)
@@ -214,8 +214,7 @@ class Gate(GuardedExecutor):
         except PlanFenceError:
             plans, states = {}, {}  # the full way says what failed
         if call[1] in plans and allowed.holds(states):
-            latency_ms = round((time.perf_counter() - start) * 1000, 4)
-            return self.repeats.again(allowed, args, latency_ms)
+            return self.repeats.again(allowed, args, _elapsed_ms(start))
         self.repeats.forget(call)
         return None
 
@@ -234,7 +233,7 @@ class Gate(GuardedExecutor):
 
     @staticmethod
     def _stamp(verdict: Verdict, start: float) -> Verdict:
-        return verdict.evolve(latency_ms=round((time.perf_counter() - start) * 1000, 4))
+        return verdict.evolve(latency_ms=_elapsed_ms(start))
 
     @staticmethod
     def _audit_failed(verdict: Verdict, exc: Exception) -> Verdict:
@@ -394,6 +393,11 @@ class Gate(GuardedExecutor):
         finally:
             if self.head_source is not None:
                 await self.head_source.aclose()
+
+
+def _elapsed_ms(start: float) -> float:
+    """Milliseconds since `start` (a `perf_counter` reading), as a verdict's latency."""
+    return round((time.perf_counter() - start) * 1000, 4)
 
 
 def _read_failure(exc: BaseException) -> IOFailure | None:

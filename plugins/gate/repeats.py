@@ -21,7 +21,7 @@ from typing import Any
 from planfence.shared_memory import GetKeys, GetRecords, KeyState
 
 from .policy import ToolPolicy
-from .rule import EMPTY_ARGS_DIGEST, args_digest
+from .rule import args_digest
 from .values import value_digests
 from .verdicts import ALLOW, CURRENT, Verdict
 
@@ -80,10 +80,6 @@ class Repeats:
 
     def again(self, allowed: Allowed, args: Mapping[str, Any], latency_ms: float) -> Verdict:
         """The allow, for a call with these arguments (their digests) and this latency."""
-        if not args:  # no arguments: the digests are the constant ones of `{}`
-            return allowed.verdict.evolve(
-                args_digest=EMPTY_ARGS_DIGEST, value_digests={}, latency_ms=latency_ms
-            )
         return allowed.verdict.evolve(
             args_digest=args_digest(args), value_digests=value_digests(args), latency_ms=latency_ms
         )

@@ -45,6 +45,7 @@ from ..reads import (
     ListKeys,
     QueryJournal,
     ReadOp,
+    record_and_keys,
 )
 from ..records import DEFAULT_LIMITS, StoreLimits, utc_now
 from ..store import AsyncStore
@@ -285,9 +286,11 @@ class PostgresStore(AsyncStore):
     # ---- primitives
 
     async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
-        if _record_and_keys(ops):  # a gate's check: its plan and the heads of D(a)
+        pair = record_and_keys(ops)  # a gate's check: its plan and the heads of D(a)
+        if pair is not None:
+            record_id, keys = pair
             return _record_and_key_rows(
-                await self._fetch(_RECORD_AND_KEYS, _record_and_keys_args(ops))
+                await self._fetch(_RECORD_AND_KEYS, (record_id, list(keys)))
             )
         plans = [self._read_sql(op) for op in ops]
         if len(plans) == 1:  # one statement is a snapshot by itself
@@ -483,18 +486,6 @@ _RECORD_AND_KEYS = (
     + " LEFT JOIN pf_keys k ON k.key = ANY(%s)"
 )
 _RECORD_WIDTH = len(RECORD_COLS.split(", "))
-
-
-def _record_and_keys(ops: Sequence[ReadOp]) -> bool:
-    if len(ops) != 2 or type(ops[0]) is not GetRecords or type(ops[1]) is not GetKeys:
-        return False
-    return len(ops[0].ids) == 1
-
-
-def _record_and_keys_args(ops: Sequence[ReadOp]) -> tuple[Any, ...]:
-    record, keys = ops
-    assert isinstance(record, GetRecords) and isinstance(keys, GetKeys)
-    return (record.ids[0], list(keys.keys))
 
 
 def _record_and_key_rows(rows: list[Any]) -> list[Any]:

@@ -34,6 +34,7 @@ from ..reads import (
     ReadFlow,
     ReadOp,
     drive,
+    record_and_keys,
 )
 from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
 from ..store import AsyncStore
@@ -220,8 +221,9 @@ class SQLiteStore(AsyncStore):
         def read(conn: sqlite3.Connection) -> list[Any]:
             if len(ops) == 1:  # one statement is a snapshot by itself
                 return self._answer_ops(conn, ops)
-            if _record_and_keys(ops):
-                return _read_record_and_keys(conn, ops)
+            pair = record_and_keys(ops)
+            if pair is not None and len(pair[1]) <= _FEW_KEYS:
+                return _read_record_and_keys(conn, *pair)
             return self._snapshot_reads(conn, lambda: self._answer_ops(conn, ops))
 
         # A lineage walk may read thousands of rows: never on the loop.
@@ -434,17 +436,11 @@ class SQLiteStore(AsyncStore):
         await self._run(lambda conn: self._in_tx(conn, tamper))  # waits for the lock
 
 
-def _record_and_keys(ops: Sequence[ReadOp]) -> bool:
-    """`ops` are one record and a few keys (`_RECORD_AND_KEYS` answers them)."""
-    if len(ops) != 2 or type(ops[0]) is not GetRecords or type(ops[1]) is not GetKeys:
-        return False
-    return len(ops[0].ids) == 1 and 0 < len(ops[1].keys) <= _FEW_KEYS
-
-
-def _read_record_and_keys(conn: sqlite3.Connection, ops: Sequence[ReadOp]) -> list[Any]:
-    record, keys = ops
-    assert isinstance(record, GetRecords) and isinstance(keys, GetKeys)
-    rows = conn.execute(_RECORD_AND_KEYS[len(keys.keys)], (*record.ids, *keys.keys))
+def _read_record_and_keys(
+    conn: sqlite3.Connection, record_id: str, keys: tuple[str, ...]
+) -> list[Any]:
+    """The answers to `GetRecords((record_id,))` and `GetKeys(keys)`, from one statement."""
+    rows = conn.execute(_RECORD_AND_KEYS[len(keys)], (record_id, *keys))
     records: list[StoredFields] = []
     states: list[KeyState] = []
     for is_record, *row in rows:
