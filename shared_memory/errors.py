@@ -24,6 +24,7 @@ PlanFenceError
     ├── LeasesUnsupportedError   the backend cannot hold head leases
     ├── IntegrityError           a record read back does not hash to its id
     └── StoreUnavailableError    the backend cannot be reached
+        └── StoreClosedError     the store was closed: every later use raises this, never reopens
 """
 
 from __future__ import annotations
@@ -215,3 +216,8 @@ class IntegrityError(StoreError):
 
 class StoreUnavailableError(StoreError, ConnectionError):
     """The store's backend cannot be reached."""
+
+
+class StoreClosedError(StoreUnavailableError):
+    """The store was closed by its user. A closed store stays closed: every later use raises
+    this (a gate on it blocks as `store_unavailable`), on every backend, sync or async."""
