@@ -11,10 +11,14 @@ accepts a key's (epoch, owner) only when it can follow those claims from an anch
 - the anchor is an explicit set of agents trusted to assign owners (`Gate(owner_assigners=...)`),
   not trust on first use: a gate sees a key for the first time after every restart, in every new
   process, and a lying store would choose what each of them trusts;
+- a claim signed by a trusted assigner is an anchor at whatever epoch it names: it proves its
+  epoch's owner without the chain before it. This is also how an operator recovers from a bad
+  reassignment (unsigned, or signed by an agent no gate trusts): an assigner reassigns the key
+  again, and its signed claim supersedes the bad link;
 - the gate remembers per key the latest (epoch, owner) it verified. A key whose epoch did not
-  move costs a dict lookup; one that moved by one epoch is proven by the claim the key itself
-  carries; a bigger jump (or a key never seen beyond epoch 1) reads the key's owner changes since
-  the remembered epoch from the feed, once;
+  move costs a dict lookup; one that moved by one epoch, or whose latest claim is an assigner's,
+  is proven by the claim the key itself carries; a bigger jump (or a key never seen beyond
+  epoch 1) reads the key's owner changes since the remembered epoch from the feed, once;
 - an epoch below the remembered one is a rollback (`head_rollback`); anything unprovable
   blocks (`owner_unauthenticated`).
 """
@@ -67,18 +71,23 @@ class OwnerChains:
         by the claim the key carries (remembered then); else why not."""
         known = self.known(state.key)
         key, epoch = state.key, state.epoch
+        if known is not None and epoch < known[0]:
+            return Unproven(
+                HEAD_ROLLBACK,
+                f"the store names epoch {epoch} of {key}; this gate already verified epoch "
+                f"{known[0]}: a rollback",
+            )
+        if (known is None or epoch > known[0]) and self._assigned(
+            key, state.owner, epoch, state.owner_from, state.owner_sig
+        ):
+            self._remember(key, epoch, state.owner)
+            return PROVEN
         if known is None:
             if epoch != 1:
                 return Unproven(None, f"no owner of {key} verified yet", 0)
             why = self._anchor(key, state.owner, state.owner_from, state.owner_sig)
         else:
             k_epoch, k_owner = known
-            if epoch < k_epoch:
-                return Unproven(
-                    HEAD_ROLLBACK,
-                    f"the store names epoch {epoch} of {key}; this gate already verified epoch "
-                    f"{k_epoch}: a rollback",
-                )
             if epoch == k_epoch:
                 if state.owner == k_owner:
                     return PROVEN
@@ -103,6 +112,7 @@ class OwnerChains:
         epoch, owner = self.known(key) or (0, "")
         if epoch >= state.epoch:
             return ""  # learned meanwhile by another check: `check` judges the state
+        broken = ""  # why the chain is broken since its last anchor (empty: it is not)
         for ch in changes:
             if ch.epoch <= epoch:
                 continue  # verified already
@@ -110,13 +120,16 @@ class OwnerChains:
                 break  # a transfer after the check's snapshot: not this check's concern
             if ch.key != key or ch.kind != "owner" or ch.epoch != epoch + 1:
                 return f"the feed's owner changes of {key} skip or repeat epoch {epoch + 1}"
-            if ch.epoch == 1:
-                why = self._anchor(key, ch.owner, ch.by, ch.sig)
-            else:
-                why = self._link(key, ch.owner, ch.epoch, ch.by, ch.sig, owner)
-            if why:
-                return why
+            if self._assigned(key, ch.owner, ch.epoch, ch.by, ch.sig):
+                broken = ""  # an assigner's signed claim anchors the chain anew
+            elif not broken:
+                if ch.epoch == 1:
+                    broken = self._anchor(key, ch.owner, ch.by, ch.sig)
+                else:
+                    broken = self._link(key, ch.owner, ch.epoch, ch.by, ch.sig, owner)
             epoch, owner = ch.epoch, ch.owner
+        if broken:
+            return broken
         if (epoch, owner) != (state.epoch, state.owner):
             return (
                 f"the feed proves epoch {epoch} of {key} (owner {owner!r}), not the store's "
@@ -124,6 +137,14 @@ class OwnerChains:
             )
         self._remember(key, epoch, owner)
         return ""
+
+    def _assigned(self, key: str, owner: str, epoch: int, by: str | None, sig: str | None) -> bool:
+        """The claim is a trusted assigner's, signed: it anchors its epoch's owner."""
+        return (
+            by is not None
+            and by in self.assigners
+            and owner_signed_by(self.verifier, key, owner, epoch, by, sig)
+        )
 
     def _anchor(self, key: str, owner: str, by: str | None, sig: str | None) -> str:
         if by is None or by not in self.assigners:

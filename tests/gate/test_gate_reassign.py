@@ -118,3 +118,30 @@ async def test_an_old_epoch_answer_blocks_after_a_reassignment(astore: AsyncStor
     stale = Gate(astore, POLICY, heads=Answers({KEY: HeadAnswer(r1.id, epoch=1)}), audit=False)
     v = await stale.check("ship", ARGS, plan)
     assert (v.verdict, v.reason) == ("block", "owner_epoch_stale")
+
+
+async def test_an_assigners_signed_reassignment_repairs_a_bad_one(astore: AsyncStore) -> None:
+    """The operator's way back from a bad reassignment (unsigned, or by an agent no gate trusts):
+    an assigner reassigns the key again, signed; its claim supersedes the bad link, for a gate
+    that remembers the old epoch and for a fresh one reading the feed."""
+    r1 = await setup_old_owner(astore)
+    remembering = untrusting(astore)
+    assert (await remembering.check("ship", ARGS, await plan_on(astore, r1))).allowed
+    await reassign(astore, "mallory", by="mallory")  # epoch 2: not an assigner's
+    r2 = await put(astore, "mallory", {"n": 2}, r1.id)
+    await astore.write(WriteBatch(ops=(ReassignOwner(KEY, "old", "admin"),)))  # epoch 3: unsigned
+    r3 = await put(astore, "old", {"n": 3}, r2.id)
+    bad = await plan_on(astore, r3)
+    for gate in (remembering, untrusting(astore)):
+        v = await gate.check("ship", ARGS, bad)
+        assert (v.verdict, v.reason) == ("block", "owner_unauthenticated"), v.message
+    # The repair: the assigner's signed reassignment (epoch 4), then a head its owner signs.
+    await reassign(astore, "new", by="admin")
+    r4 = await put(astore, "new", {"n": 4}, r3.id)
+    plan = await plan_on(astore, r4)
+    for gate in (remembering, untrusting(astore)):
+        v = await gate.check("ship", ARGS, plan)
+        assert (v.verdict, v.reason, v.epochs) == ("allow", "current", {KEY: 4}), v.message
+    # What the bad epochs said stays unproven: a plan on mallory's head is still refused.
+    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r2))
+    assert v.verdict != "allow"
