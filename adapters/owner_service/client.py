@@ -59,13 +59,15 @@ class HttpOwnerHeads:
         transport: transport for the created client (e.g. `httpx.ASGITransport` in tests).
         store: the shared store; when given, the epochs of the answers are checked against the
             store's once they arrive, and an answer for an epoch its key has left since
-            (an owner frozen or slow while its key was reassigned or transferred) counts as
-            `owner_epoch_stale`: the gate then asks the key's new owner, once. Costs one
-            read of the asked keys' states per round.
+            (an owner frozen or slow while its key was reassigned or transferred) is a fenced
+            ex-owner's word: the check blocks with `owner_epoch_stale` (the next call asks the
+            new owner). Costs one read of the asked keys' states per round.
 
     Raises:
         KeyringError: nothing to sign with as `agent`.
     """
+
+    signed_by_owners = True  # every answer passed on was verified as its owner's (`HeadSource`)
 
     def __init__(
         self,
@@ -124,6 +126,8 @@ class HttpOwnerHeads:
                     error=OWNER_EPOCH_STALE,
                     detail=f"the answer for {key} is for owner epoch {epoch}; the key has moved "
                     f"on to epoch {now} (reassigned or transferred while its owner answered)",
+                    epoch=epoch,
+                    fenced=True,
                 )
         return out
 

@@ -64,6 +64,7 @@ from .store_heads import (
     heads_or_proof,
     judged_on_store_heads,
     proven_heads,
+    source_heads_proven,
     untrusted_store,
 )
 from .wire import DecisionDetail
@@ -80,6 +81,9 @@ class Gate(GuardedExecutor):
         store: where plans, records and the audit log live.
         policy: the declared scopes D(a) per tool.
         heads: where heads come from; default the store itself (its owners' authoritative table).
+            With `verify_heads` too, both hold: every owner is proven by its signed claims before
+            it is asked, and heads the source does not have signed by their owners
+            (`HttpOwnerHeads` does) must be the owners' signed heads in the store.
         max_records: bound on a lineage walk (over it: `lineage_too_large`).
         audit: how decisions are recorded. `"deferred"` (default): refusals written before the
             gate answers, allows queued and written by group commit within 50 ms (see
@@ -337,7 +341,9 @@ class Gate(GuardedExecutor):
         """The owners' heads: from the head source, or from the view the check read (with the
         feed's owner changes first, when owners must be proven)."""
         if self.head_source is not None:
-            return await self.head_source.heads(ask.owners)
+            if self.signed_heads is None:
+                return await self.head_source.heads(ask.owners)
+            return await source_heads_proven(self.store, self.head_source, ask, self.signed_heads)
         assert ask.view is not None
         answer = heads_or_proof(ask.view, ask, self.signed_heads)
         if isinstance(answer, ProveOwners):

@@ -18,6 +18,10 @@ class HeadSource(Protocol):
 
     `owners` maps each owner agent to the keys it must answer for. The answer maps each key to a
     `HeadAnswer`; a missing key, or an answer with `error`, blocks the action.
+
+    A source whose every answer it has verified to be signed by the owner asked says so with a
+    true `signed_by_owners` attribute; a gate that does not trust the store (`verify_heads`)
+    checks the heads of any other source against the owners' signed heads in the store.
     """
 
     async def heads(self, owners: Mapping[str, tuple[str, ...]]) -> Mapping[str, HeadAnswer]: ...

@@ -51,10 +51,17 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
-from planfence.shared_memory import AsyncStore, Lease, PlanFenceError, Store, StoreBridge
+from planfence.shared_memory import (
+    AsyncStore,
+    ConfigError,
+    Lease,
+    PlanFenceError,
+    Store,
+    StoreBridge,
+)
 
 from .audit import AUDIT_SOURCE, Decision
-from .audit_writer import DEFAULT_AUDIT, AuditMode
+from .audit_writer import DEFAULT_AUDIT, AuditMode, audit_mode
 from .checkers import CheckerFactory, checker_factory, gate_checker
 from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict, fail_closed
 from .executor import (
@@ -71,6 +78,7 @@ from .executor import (
 )
 from .explain import explain
 from .fence import FenceToken, TokenSigner, bound, issue
+from .gate import Gate
 from .leasing import LeaseRefused, release_lease, take_lease
 from .policy import Policy
 from .wire import AllowPayload, DecisionDetail, RefusalPayload
@@ -215,6 +223,7 @@ class GateMiddleware(Middleware):
         if signing_key is None:
             logger.info("no signing key: fencing tokens are issued unsigned")
         self.fixed: Checker | None = None
+        _check_audit_applies(checker, audit)
         if checker is None or isinstance(checker, str) or callable(checker):
             self.factory = checker_factory(checker)
         else:
@@ -380,6 +389,20 @@ class GateMiddleware(Middleware):
         except PlanFenceError:
             logger.warning("could not record the refusal of %s", call.tool, exc_info=True)
         return Refused(verdict)
+
+
+def _check_audit_applies(checker: object, audit: AuditMode) -> None:
+    """`audit=` configures the gate this middleware builds: with a checker of the caller's own it
+    would be silently dropped, so asking for another recording than the default refuses to
+    start, unless the checker is a `Gate` that records that way already."""
+    if checker is None or audit_mode(audit) == audit_mode(DEFAULT_AUDIT):
+        return
+    if isinstance(checker, Gate) and checker.audit_mode == audit_mode(audit):
+        return
+    raise ConfigError(
+        f"audit={audit!r} configures the gate GateMiddleware builds, and a checker was given: "
+        "set the recording on the checker itself (e.g. Gate(..., audit=...))"
+    )
 
 
 async def run_guarded(

@@ -119,10 +119,16 @@ class HeadAnswer:
     error: str | None = None  # a block reason: OWNER_UNREACHABLE, OWNER_UNAUTHENTICATED, ...
     detail: str = ""
     epoch: int | None = None
+    fenced: bool = False
+    """The answer is an ex-owner's, for an epoch its key has left (computed before a takeover,
+    delivered after it): evidence of nothing. The check blocks (`owner_epoch_stale`) instead of
+    asking the new owner; the next call starts clean."""
 
     def moved_on(self, state: KeyState) -> bool:
         """The answer says the key changed owner since `state` was read: the owner asked no
-        longer holds it, or holds it in a later epoch."""
+        longer holds it, or holds it in a later epoch (never a fenced ex-owner's answer)."""
+        if self.fenced:
+            return False
         if self.error == OWNER_EPOCH_STALE:
             return True
         return self.error is None and self.epoch is not None and self.epoch > state.epoch

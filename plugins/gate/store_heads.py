@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from planfence.shared_memory import (
     AsyncStore,
+    ConfigError,
     GetOwnerChanges,
     HeadVerifier,
     KeyState,
@@ -37,6 +38,7 @@ from .decision import (
     decide,
     owners_of,
 )
+from .heads import HeadSource
 from .owner_chain import OwnerChains
 
 
@@ -122,7 +124,10 @@ def untrusted_store(
 ) -> SignedHeads | None:
     """What checks the heads and owners of a store the gate does not trust (None: trusted)."""
     if (verifier is None) != (assigners is None):
-        raise ValueError("verify_heads and owner_assigners go together")
+        raise ConfigError(
+            "verify_heads and owner_assigners go together: the owners' keys prove heads and "
+            "claims only from agents trusted to assign owners"
+        )
     if verifier is None or assigners is None:
         return None
     return SignedHeads(verifier, OwnerChains(verifier, assigners))
@@ -157,16 +162,71 @@ async def proven_heads(
 ) -> dict[str, HeadAnswer]:
     """Read the owner changes `request` needs (one snapshot), follow them, answer its heads;
     a chain that does not prove the store's owner blocks its key."""
-    keys = sorted(request.after)
-    found = await store.read([GetOwnerChanges(k, request.after[k]) for k in keys])
-    failed: dict[str, HeadAnswer] = {}
     assert signed.owners is not None  # else nothing is unproven
+    failed = await _learned(store, request.view.states, request.after, signed.owners)
+    answers = heads_in(request.view, request.ask, signed)
+    return {**answers, **failed}
+
+
+async def _learned(
+    store: AsyncStore, states: Mapping[str, KeyState], after: Mapping[str, int], owners: OwnerChains
+) -> dict[str, HeadAnswer]:
+    """Read the feed's owner changes of `after`'s keys (one snapshot) and follow them; the keys
+    whose chain does not prove the store's owner, each with the answer that blocks it."""
+    keys = sorted(after)
+    found = await store.read([GetOwnerChanges(k, after[k]) for k in keys])
+    failed: dict[str, HeadAnswer] = {}
     for key, changes in zip(keys, found, strict=True):
-        why = signed.owners.learn(request.view.states[key], changes)
+        why = owners.learn(states[key], changes)
         if why:
             detail = f"ownership not proven: {why}"
             failed[key] = HeadAnswer(error=OWNER_UNAUTHENTICATED, detail=detail)
-    answers = heads_in(request.view, request.ask, signed)
+    return failed
+
+
+async def source_heads_proven(
+    store: AsyncStore, source: HeadSource, ask: AskOwners, signed: SignedHeads
+) -> dict[str, HeadAnswer]:
+    """A head source's answers, for a gate that does not trust the store: where heads come from
+    does not change what must be proven. Each key's owner is proven by its chain of signed
+    claims before that owner is asked (the key of an unproven owner is not asked, and blocks);
+    and unless the source's answers are signed by the owners themselves (`signed_by_owners`,
+    as `HttpOwnerHeads` verifies), each head must also be the one its owner signed in the
+    store, as `SignedHeads` checks it."""
+    view = ask.view
+    wanted = [k for keys in ask.owners.values() for k in keys]
+    if view is None:  # nothing to prove the owners from: none is asked
+        detail = "ownership not proven: the check read no owners"
+        return {k: HeadAnswer(error=OWNER_UNAUTHENTICATED, detail=detail) for k in wanted}
+    states = {k: view.states[k] for k in wanted if k in view.states}
+    failed: dict[str, HeadAnswer] = {}
+    after: dict[str, int] = {}
+    owners = signed.owners
+    for key, state in states.items() if owners is not None else ():
+        assert owners is not None
+        why = owners.check(state)
+        if why is None:
+            continue
+        if why.reason is None:
+            after[key] = why.after
+        else:
+            detail = f"ownership not proven: {why.detail}"
+            failed[key] = HeadAnswer(error=why.reason, detail=detail)
+    if after:
+        assert owners is not None
+        failed.update(await _learned(store, states, after, owners))
+    asked = {o: tuple(k for k in keys if k not in failed) for o, keys in ask.owners.items()}
+    asked = {o: keys for o, keys in asked.items() if keys}
+    answers = dict(await source.heads(asked)) if asked else {}
+    if not getattr(source, "signed_by_owners", False):
+        for key, answer in answers.items():
+            if answer.error is None and key in states:
+                own = signed.answer(states[key])
+                if own.error is not None:
+                    answers[key] = own
+                elif own.head != answer.head:
+                    detail = f"the head source's head of {key} is not the one its owner signed"
+                    answers[key] = HeadAnswer(error=OWNER_UNAUTHENTICATED, detail=detail)
     return {**answers, **failed}
 
 

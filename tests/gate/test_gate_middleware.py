@@ -116,7 +116,7 @@ async def test_anything_that_goes_wrong_is_a_refusal(
     first, stamper = await seeded(astore)
     plan = await stamper.stamp([first.id])
     if how == "checker":
-        gate = GateMiddleware(astore, POLICY, checker=exploding, audit=audit)
+        gate = GateMiddleware(astore, POLICY, checker=exploding)  # its own recording
     elif how == "middleware":
         gate = GateMiddleware(astore, POLICY, middleware=[Broken()], audit=audit)
     else:

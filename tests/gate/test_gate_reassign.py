@@ -5,12 +5,18 @@ old owner's answers, signed heads and fencing tokens stop counting."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
+import httpx
 import pytest
 
 from planfence import fence
-from planfence.adapters.owner_service import PublicKeyring, SigningKey
+from planfence.adapters.owner_service import (
+    HttpOwnerHeads,
+    PublicKeyring,
+    SigningKey,
+    create_app,
+)
 from planfence.plugins.gate import Gate, GateMiddleware, HeadAnswer, Policy, ToolCall, create_plan
 from planfence.shared_memory import AsyncStore, ReassignOwner, Record, WriteBatch
 
@@ -18,7 +24,7 @@ KEY = "order/7"
 POLICY_TEXT = '[tools.ship]\ndepends_on = ["order/{id}"]\n'
 POLICY = Policy.from_toml(POLICY_TEXT)
 ARGS = {"id": "7"}
-AGENTS = ("admin", "old", "new", "mallory")
+AGENTS = ("admin", "old", "new", "mallory", "executor")
 SIGNING = {a: SigningKey.generate(a) for a in AGENTS}
 RING = PublicKeyring({"keys": [k.public_jwk() for k in SIGNING.values()]})
 
@@ -145,3 +151,63 @@ async def test_an_assigners_signed_reassignment_repairs_a_bad_one(astore: AsyncS
     # What the bad epochs said stays unproven: a plan on mallory's head is still refused.
     v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r2))
     assert v.verdict != "allow"
+
+
+class LateDelivery(httpx.AsyncBaseTransport):
+    """Delivers the first answer of `agent`'s owner service only after `meanwhile` ran: an answer
+    computed before a takeover and delivered after it (a slow or frozen ex-owner)."""
+
+    def __init__(
+        self, inner: httpx.AsyncBaseTransport, meanwhile: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.inner = inner
+        self.meanwhile: Callable[[], Awaitable[None]] | None = meanwhile
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        body = await response.aread()  # computed now
+        if self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            await meanwhile()
+        stream = httpx.ByteStream(body)
+        return httpx.Response(response.status_code, headers=response.headers, stream=stream)
+
+
+@pytest.mark.parametrize("untrusted", [False, True], ids=["trusting", "verify_heads"])
+async def test_a_late_answer_of_a_fenced_ex_owner_blocks_and_the_next_call_starts_clean(
+    astore: AsyncStore, untrusted: bool
+) -> None:
+    r1 = await setup_old_owner(astore)
+    plan = await plan_on(astore, r1)
+    moved: list[Record] = []
+
+    async def takeover() -> None:
+        await reassign(astore, "new", by="admin")
+        moved.append(await put(astore, "new", {"n": 2}, r1.id))
+
+    mounts = {
+        f"http://{a}": httpx.ASGITransport(app=create_app(a, astore, RING, signing_key=SIGNING[a]))
+        for a in ("old", "new")
+    }
+    mounts["http://old"] = LateDelivery(mounts["http://old"], takeover)
+    async with httpx.AsyncClient(mounts=mounts) as client:
+        heads = HttpOwnerHeads(
+            {a: f"http://{a}" for a in ("old", "new")},
+            RING,
+            agent="executor",
+            signing_key=SIGNING["executor"],
+            client=client,
+            store=astore,
+        )
+        trust = {"verify_heads": RING, "owner_assigners": {"admin"}} if untrusted else {}
+        async with Gate(astore, POLICY, heads=heads, **trust) as gate:  # type: ignore[arg-type]
+            v = await gate.check("ship", ARGS, plan)
+            assert moved, "the takeover ran while the old owner's answer was on its way"
+            assert (v.verdict, v.reason) == ("block", "owner_epoch_stale"), v.message
+            assert "epoch 1" in v.message and "epoch 2" in v.message
+            # The block spent no replan: the next call asks the new owner and gets its replan.
+            v = await gate.check("ship", ARGS, plan)
+            assert (v.verdict, v.reason) == ("replan", "stale_dependencies"), v.message
+            assert v.heads == {KEY: moved[0].id}
+            v = await gate.check("ship", ARGS, await plan_on(astore, moved[0]))
+            assert (v.verdict, v.epochs) == ("allow", {KEY: 2}), v.message

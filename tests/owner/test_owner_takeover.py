@@ -192,7 +192,10 @@ async def test_a_frozen_owner_is_fenced_after_its_keys_are_reassigned(
             os.kill(old_pid, signal.SIGCONT)
         # The old owner's late answer (epoch 1, its old heads) is refused: no allow on it.
         verdict = late["verdict"]
-        assert getattr(verdict, "verdict", None) != "allow", verdict
+        assert (getattr(verdict, "verdict", None), getattr(verdict, "reason", None)) == (
+            "block",
+            "owner_epoch_stale",
+        ), verdict
         [(asked, said)] = [r for r in source.rounds[seen:] if "old" in r[0]]
         assert asked == {"old": KEYS}
         assert {a.error for a in said.values()} == {"owner_epoch_stale"}
