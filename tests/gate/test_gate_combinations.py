@@ -1,8 +1,9 @@
 """One contract for every configuration: a gate either gives every guarantee its options
 promise, or refuses to start. Hypothesis draws the options that touch proof and recording (where
 heads come from, `verify_heads=`, `owner_assigners=`, `audit=`, a policy with `lease_ms`, the
-fencing tokens' `signing_key=`, the gate alone or inside `GateMiddleware`), and for each
-combination three attacks must be refused:
+fencing tokens' `signing_key=`) and what the call goes through (the gate alone, inside
+`GateMiddleware`, or each adapter's constructor, given that gate as its `checker=` or building
+its own), and for each combination three attacks must be refused:
 
 - a stale plan (always promised);
 - a forged reassignment, by an agent no gate trusts to assign owners, or unsigned (promised by
@@ -17,9 +18,10 @@ refusals are the options' doing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 import pytest
@@ -53,19 +55,54 @@ AUDITS = ("deferred", "durable", "off")
 ATTACKS = ("stale_plan", "foreign_reassignment", "unsigned_reassignment", "forged_head")
 
 
+FRONTS = (
+    "gate",
+    "middleware",
+    "pydantic_ai",
+    "openai_agents",
+    "maf",
+    "langgraph",
+    "langgraph_graph",
+    "autogen",
+    "a2a",
+    "mcp_in_server",
+)
+
+
 @dataclass(frozen=True)
 class Options:
     heads: str
     verify: str
     audit: str
     leased: bool
-    middleware: bool
+    front: str  # what the call goes through: the gate, GateMiddleware, or an adapter
     signed_tokens: bool
+
+    @property
+    def checker(self) -> bool:
+        """An adapter is given the gate these options build (`checker=`), not its default."""
+        return self.front not in ("gate", "middleware", "mcp_in_server") and (
+            self.heads != "store" or self.verify != "none"
+        )
+
+    def refused_at_start(self) -> bool:
+        """Options that cannot all hold: half of the untrusted-store pair proves nothing, and an
+        adapter's `audit=` would not reach a checker it was given. (The in-server MCP gate takes
+        no head source or keyring: only the recording and signing options apply to it.)"""
+        if self.front == "mcp_in_server":
+            return False
+        if self.verify in ("keys_only", "assigners_only"):
+            return True
+        return self.checker and self.audit != "deferred"
 
     def promises(self, attack: str) -> bool:
         """Whether these options promise to refuse `attack`."""
         if attack == "stale_plan":
             return True
+        if self.front == "mcp_in_server" or (
+            self.front not in ("gate", "middleware") and not self.checker
+        ):
+            return False  # the adapter's own gate: the store taken on trust
         if attack == "forged_head" and self.heads.startswith("owners"):
             return True  # the owner services' answers are verified whatever else is set
         return self.verify == "both"
@@ -164,19 +201,114 @@ async def verdict_of(options: Options, attack: str) -> str:
             "assigners_only": {"owner_assigners": {"admin"}},
         }[options.verify]
         policy = Policy.from_toml(LEASED if options.leased else PLAIN)
+
+        def configured(store: AsyncStore, policy: Policy, agent: str | None) -> Gate:
+            return Gate(store, policy, heads=heads, audit=options.audit, agent=agent, **verify)  # type: ignore[arg-type]
+
         try:
-            gate = Gate(store, policy, heads=heads, audit=options.audit, **verify)  # type: ignore[arg-type]
+            if options.front == "gate":
+                gate = configured(store, policy, None)
+                stack.push_async_callback(gate.aclose)
+                return (await gate.check("ship", ARGS, plan)).verdict
+            if options.front == "middleware":
+                gate = configured(store, policy, None)
+                stack.push_async_callback(gate.aclose)
+                key = SigningKey.generate("gate-1", role="gate") if options.signed_tokens else None
+                middleware = GateMiddleware(store, policy, checker=gate, signing_key=key)
+            else:
+                factory = configured if options.checker else None
+                middleware = ADAPTERS[options.front](store, policy, factory, options)
         except ConfigError:
             return "refused to start"
-        stack.push_async_callback(gate.aclose)
-        if not options.middleware:
-            return (await gate.check("ship", ARGS, plan)).verdict
-        key = SigningKey.generate("gate-1", role="gate") if options.signed_tokens else None
-        middleware = GateMiddleware(store, policy, checker=gate, signing_key=key)
+        stack.push_async_callback(middleware.aclose)
         judged = await middleware.judge(ToolCall("ship", ARGS, plan))
         await middleware.release(judged)
         return "allow" if judged.allowed else judged.verdict.verdict
     raise AssertionError("unreachable")
+
+
+# ---- each adapter's constructor, as its users call it; the call goes through the gate it built
+
+Factory = Callable[[AsyncStore, Policy, "str | None"], Gate] | None
+
+
+def _pydantic_ai(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from planfence.adapters.pydantic_ai import Planfence
+
+    return Planfence(store, policy, agent="executor", checker=checker, audit=o.audit).gate
+
+
+def _openai_agents(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from planfence.adapters.openai_agents import Planfence
+
+    return Planfence(store, policy, agent="executor", checker=checker, audit=o.audit).gate
+
+
+def _maf(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from planfence.adapters.maf import PlanfenceMiddleware
+
+    return PlanfenceMiddleware(store, policy, agent="executor", checker=checker, audit=o.audit).gate
+
+
+def _langgraph(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from planfence.adapters.langgraph import PlanfenceMiddleware
+
+    return PlanfenceMiddleware(store, policy, agent="executor", checker=checker, audit=o.audit).gate
+
+
+def _langgraph_graph(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from planfence.adapters.langgraph import GraphFence
+
+    fence = GraphFence(store, policy, planner="planner", checker=checker, audit=o.audit)
+    return fence.gate
+
+
+def _autogen(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from autogen_core.tools import StaticWorkbench
+
+    from planfence.adapters.autogen import FencedWorkbench
+
+    bench = FencedWorkbench(
+        StaticWorkbench([]), store=store, policy=policy, checker=checker, audit=o.audit
+    )
+    return bench.gate
+
+
+def _a2a(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from a2a.server.agent_execution import AgentExecutor
+
+    from planfence.adapters.a2a import FencedExecutor
+
+    class Booking(AgentExecutor):  # type: ignore[misc]
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            return None
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            return None
+
+    fenced = FencedExecutor(
+        Booking(), store, policy, agent="executor", checker=checker, audit=o.audit
+    )
+    return fenced.gate
+
+
+def _mcp_in_server(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+    from planfence.adapters.mcp import PlanFenceGate
+
+    key = SigningKey.generate("gate-1", role="gate") if o.signed_tokens else None
+    return PlanFenceGate(store, policy, agent="executor", audit=o.audit, signing_key=key).seam
+
+
+ADAPTERS: dict[str, Callable[[AsyncStore, Policy, Factory, Options], Any]] = {
+    "pydantic_ai": _pydantic_ai,
+    "openai_agents": _openai_agents,
+    "maf": _maf,
+    "langgraph": _langgraph,
+    "langgraph_graph": _langgraph_graph,
+    "autogen": _autogen,
+    "a2a": _a2a,
+    "mcp_in_server": _mcp_in_server,
+}
 
 
 OPTIONS = st.builds(
@@ -185,21 +317,23 @@ OPTIONS = st.builds(
     verify=st.sampled_from(VERIFY),
     audit=st.sampled_from(AUDITS),
     leased=st.booleans(),
-    middleware=st.booleans(),
+    front=st.sampled_from(FRONTS),
     signed_tokens=st.booleans(),
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(options=OPTIONS)
 async def test_every_combination_refuses_what_it_promises_or_refuses_to_start(
     options: Options,
 ) -> None:
     for attack in ATTACKS:
         got = await verdict_of(options, attack)
-        if options.verify in ("keys_only", "assigners_only"):
-            # Half of the untrusted-store options cannot prove anything: refused at start.
-            assert got == "refused to start", (options, attack, got)
+        if options.refused_at_start():
+            # An adapter builds the gate its `checker=` makes at its first call: a gate that
+            # cannot be built then blocks every call instead.
+            lazy = options.checker and options.audit == "deferred"
+            assert got == ("block" if lazy else "refused to start"), (options, attack, got)
         elif options.promises(attack):
             assert got in ("replan", "block"), (options, attack, got)
         else:
@@ -211,7 +345,7 @@ async def test_every_combination_refuses_what_it_promises_or_refuses_to_start(
 async def test_owner_proof_holds_whatever_the_source_of_heads(heads: str) -> None:
     """The first of the security defects, by name: with `heads=` the gate used to skip the owner
     proof and allow a key a non-assigner reassigned to herself, or that was reassigned unsigned."""
-    options = Options(heads, "both", "deferred", False, False, False)
+    options = Options(heads, "both", "deferred", False, "gate", False)
     for attack in ("foreign_reassignment", "unsigned_reassignment"):
         assert await verdict_of(options, attack) == "block", attack
 
