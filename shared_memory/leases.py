@@ -19,13 +19,11 @@ store the rows (`LeaseRow`) and call `plan_leases` inside their write transactio
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
 from .errors import (
     AdvancePendingError,
@@ -35,9 +33,6 @@ from .errors import (
     UnknownKeyError,
 )
 from .model import KeyState
-
-if TYPE_CHECKING:
-    from .batches import WriteBatch, WriteResult
 
 HOLD: Literal["hold"] = "hold"
 ADVANCE: Literal["advance"] = "advance"
@@ -194,61 +189,6 @@ def plan_leases(
     return plan
 
 
-def needs_leases(batch: WriteBatch) -> bool:
-    """Whether a backend must read the touched keys' leases to apply `batch`."""
-    from .batches import AdvanceHead, ReassignOwner
-
-    return bool(batch.leases) or any(
-        isinstance(op, (AdvanceHead, ReassignOwner)) for op in batch.ops
-    )
-
-
-async def write_waiting(
-    write: Callable[[WriteBatch], Awaitable[WriteResult]], batch: WriteBatch, wait: bool
-) -> WriteResult:
-    """Apply `batch`; when a lease holds one of its head advances back and `wait` is true,
-    announce the advance, wait until the leases end, and apply it then (with the announcement
-    dropped in the same write).
-
-    Raises:
-        LeaseHeldError: `wait` is false and a lease is held on a key the batch advances.
-    """
-    from .batches import AdvanceHead, WriteBatch
-
-    try:
-        return await write(batch)
-    except AdvancePendingError:
-        raise
-    except LeaseHeldError as exc:
-        if not wait:
-            raise
-        held = exc
-    advances = [op for op in batch.ops if isinstance(op, AdvanceHead)]
-    intent = new_lease_id()
-    drop = tuple(DropLease(op.key, intent) for op in advances)
-    announced_until = 0.0
-    try:
-        while True:
-            now = time.monotonic()
-            if announced_until - now < held.wait_s + ANNOUNCE_MARGIN_S / 2:
-                ttl = round((held.wait_s + ANNOUNCE_MARGIN_S) * 1000)
-                ttl = min(max(ttl, 1), MAX_LEASE_MS)
-                announce = tuple(HoldKey(op.key, intent, op.by, ttl, ADVANCE) for op in advances)
-                await write(WriteBatch(leases=announce))
-                announced_until = now + ttl / 1000
-            await asyncio.sleep(min(max(held.wait_s, 0.0005), WAIT_POLL_S))
-            try:
-                return await write(replace(batch, leases=(*batch.leases, *drop)))
-            except LeaseHeldError as exc:
-                held = exc
-    except BaseException:
-        if announced_until:
-            # Best effort: an announcement left behind ends by itself.
-            with contextlib.suppress(Exception):
-                await asyncio.shield(write(WriteBatch(leases=drop)))
-        raise
-
-
 __all__ = [
     "ADVANCE",
     "HOLD",
@@ -262,8 +202,6 @@ __all__ = [
     "LeaseRow",
     "check_expectations",
     "check_ttl",
-    "needs_leases",
     "new_lease_id",
     "plan_leases",
-    "write_waiting",
 ]

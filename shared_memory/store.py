@@ -35,7 +35,8 @@ from .errors import (
     UnknownRecordError,
 )
 from .journal import Entry, JournalQuery, ToEntry, as_entry, bound_entry
-from .leases import DropLease, ExpectHead, HoldKey, Lease, check_ttl, new_lease_id, write_waiting
+from .lease_writes import write_waiting
+from .leases import DropLease, ExpectHead, HoldKey, Lease, check_ttl, new_lease_id
 from .lineage import DEFAULT_MAX_RECORDS, Frontier
 from .model import CURRENT, Change, KeyState, _Current
 from .reads import (

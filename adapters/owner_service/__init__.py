@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 from .client import HttpOwnerHeads
-from .keyring import KEYRING_ENV, Keyring, KeyringError, load_keyring, parse_keyring
-from .keys import PublicKeyring, SigningKey, add_public_key
+from .keyring import KEYRING_ENV, Keyring, KeyringError
+from .keys import PublicKeyring, SigningKey, add_public_key, load_keyring, parse_keyring
 from .wire import ErrorBody, HeadsAnswer, HeadsRequest, signed_answer, signed_request, verify
 
 if TYPE_CHECKING:

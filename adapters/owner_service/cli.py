@@ -15,8 +15,8 @@ from planfence.adapters.cli.common import (
 )
 from planfence.adapters.cli.serving import serve_app
 
-from .keyring import HMAC_DEPRECATED, Keyring, load_keyring
-from .keys import SigningKey
+from .keyring import HMAC_DEPRECATED, Keyring
+from .keys import SigningKey, load_keyring
 from .wire import DEFAULT_MAX_SKEW_S
 
 SIGNING_KEY_ENV = "PLANFENCE_SIGNING_KEY"

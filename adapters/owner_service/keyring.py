@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
@@ -33,7 +32,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 if TYPE_CHECKING:
-    from .keys import PublicKeyring
     from .wire import HmacSigner
 
 KEYRING_ENV = "PLANFENCE_KEYRING"
@@ -131,39 +129,3 @@ class Keyring(Mapping[str, bytes]):
         except OSError as exc:
             raise KeyringError(f"cannot read keyring {p}: {exc.strerror}") from None
         return cls.parse(text, source=str(p))
-
-
-def parse_keyring(text: str, *, source: str = "<keyring>") -> Keyring | PublicKeyring:
-    """A public keyring (a JWK Set: JSON with a `keys` list) or a shared-secret keyring."""
-    from .keys import PublicKeyring
-
-    if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("keys"), list):
-            return PublicKeyring(data, source=source)
-    return Keyring.parse(text, source=source)
-
-
-def load_keyring(path: str | Path | None = None) -> Keyring | PublicKeyring:
-    """The keyring at `path`, else from $PLANFENCE_KEYRING (a path or inline JSON): Ed25519
-    public keys (a JWK Set), or shared secrets (deprecated).
-
-    Raises:
-        KeyringError: none configured, unreadable, or malformed.
-    """
-    if path is None:
-        env = os.environ.get(KEYRING_ENV, "")
-        if not env:
-            raise KeyringError(f"no keyring: pass --keyring FILE or set ${KEYRING_ENV}")
-        if env.lstrip().startswith("{"):
-            return parse_keyring(env, source=f"${KEYRING_ENV}")
-        path = env
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KeyringError(f"cannot read keyring {p}: {exc.strerror}") from None
-    return parse_keyring(text, source=str(p))

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from planfence.shared_memory import InvalidKeyError, canonical_json, validate_agent
 
-from .keyring import Keyring, KeyringError
+from .keyring import KEYRING_ENV, Keyring, KeyringError
 from .wire import Signer, Verifier
 
 ALG = "EdDSA"
@@ -334,3 +334,37 @@ def own_signer(
         f"{keyring.source}: no secret for the {role} agent {agent!r}, and no signing key "
         "(give it an Ed25519 key: signing_key=, or --signing-key FILE)"
     )
+
+
+def parse_keyring(text: str, *, source: str = "<keyring>") -> Keyring | PublicKeyring:
+    """A public keyring (a JWK Set: JSON with a `keys` list) or a shared-secret keyring."""
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("keys"), list):
+            return PublicKeyring(data, source=source)
+    return Keyring.parse(text, source=source)
+
+
+def load_keyring(path: str | Path | None = None) -> Keyring | PublicKeyring:
+    """The keyring at `path`, else from $PLANFENCE_KEYRING (a path or inline JSON): Ed25519
+    public keys (a JWK Set), or shared secrets (deprecated).
+
+    Raises:
+        KeyringError: none configured, unreadable, or malformed.
+    """
+    if path is None:
+        env = os.environ.get(KEYRING_ENV, "")
+        if not env:
+            raise KeyringError(f"no keyring: pass --keyring FILE or set ${KEYRING_ENV}")
+        if env.lstrip().startswith("{"):
+            return parse_keyring(env, source=f"${KEYRING_ENV}")
+        path = env
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KeyringError(f"cannot read keyring {p}: {exc.strerror}") from None
+    return parse_keyring(text, source=str(p))

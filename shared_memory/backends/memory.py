@@ -13,7 +13,8 @@ from typing import Any
 
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..journal import Entry
-from ..leases import LeaseRow, needs_leases
+from ..lease_writes import needs_leases
+from ..leases import LeaseRow
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,

@@ -33,7 +33,8 @@ from typing import Any, TypeVar
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
 from ..extras import extra_imports
-from ..leases import LeaseRow, needs_leases
+from ..lease_writes import needs_leases
+from ..leases import LeaseRow
 from ..model import KeyState
 from ..reads import (
     GetChanges,

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..core import Decide
 from ..errors import ConfigError, IntegrityError, StoreNotFoundError, StoreUnavailableError
-from ..leases import needs_leases
+from ..lease_writes import needs_leases
 from ..model import Change, KeyState
 from ..reads import (
     GetChanges,
