@@ -1,4 +1,6 @@
-"""Controller settings; the defaults are the reference settings of the Janus authors."""
+"""Controller settings. The defaults are planfence's measured ones (a budgeted, self-calibrating
+trigger, evaluations aimed at the edit, ties keep the current memory); `JanusConfig.paper()`
+gives the reference settings of the Janus authors."""
 
 from __future__ import annotations
 
@@ -7,10 +9,15 @@ from typing import Any, Literal, get_args
 
 from .errors import JanusConfigError
 
-TriggerKind = Literal["momentum", "always", "random", "periodic", "never"]
+TriggerKind = Literal["budget", "momentum", "always", "random", "periodic", "never"]
 TRIGGER_KINDS: tuple[str, ...] = get_args(TriggerKind)
 MomentumSource = Literal["deployed", "all"]
 MOMENTUM_SOURCES: tuple[str, ...] = get_args(MomentumSource)
+TieRule = Literal["keep", "deploy"]
+TIE_RULES: tuple[str, ...] = get_args(TieRule)
+
+PAPER: dict[str, Any] = {"trigger": "momentum", "on_tie": "deploy", "aim_size": 0}
+"""What `JanusConfig.paper()` changes: the authors' trigger, their tie rule, no aimed tasks."""
 
 
 @dataclass(frozen=True)
@@ -22,10 +29,27 @@ class JanusConfig:
         coverage_size: K', k-means clusters giving the coverage set (12); the boundary set
             holds the other K - K' tasks.
         fresh_size: L, tasks sampled from those met since the last comparison (5).
-        tau: compare when cos(z_t, m_{t-1}) < tau (0.0).
+        tau: the momentum trigger compares when cos(z_t, m_{t-1}) < tau (0.0).
         beta: momentum decay (0.9).
-        trigger: "momentum" (Janus), or an ablation: "always", "random", "periodic", "never"
+        trigger: "budget" (default): each candidate gets a harm probability from cheap
+            signals, calibrated online from the controller's own comparisons, and the budget
+            is spent on the highest. "momentum": the paper's trigger (compare when the change
+            turns against the momentum). Ablations: "always", "random", "periodic", "never"
             (never compares: the plain updater).
+        budget: for "budget", the share of post-warm-up steps that may be compared, over any
+            `budget_window` consecutive steps (0.3).
+        budget_window: the sliding window the budget is counted over (50 steps).
+        floor: for "budget", a candidate whose harm probability is at least this is compared
+            even when the budget is spent (0.8); 1.0 never overrides the budget.
+        calibrate: for "budget", learn the harm probability from the comparisons' outcomes
+            (False keeps the prior weights).
+        max_examples: comparisons kept as calibration examples (the latest; 256).
+        on_tie: when old and new memory score the same: "keep" (default: no evidence the
+            change helps, so the current memory stays) or "deploy" (the authors' rule).
+        aim_size: tasks aimed at the edit added to each evaluation: seen tasks whose most
+            similar memory lines (by the encoder) include a line the edit added or removed
+            (8; 0 turns it off).
+        aim_lines: how many of a task's most similar memory lines count as its relevant ones.
         momentum_source: which changes feed the momentum. "deployed" (default): only the
             change actually made to the memory, so a rejected candidate decays the momentum
             (its z counts as zero). "all": every candidate's z, rejected ones included, as the
@@ -48,7 +72,15 @@ class JanusConfig:
     fresh_size: int = 5
     tau: float = 0.0
     beta: float = 0.9
-    trigger: TriggerKind = "momentum"
+    trigger: TriggerKind = "budget"
+    budget: float = 0.3
+    budget_window: int = 50
+    floor: float = 0.8
+    calibrate: bool = True
+    max_examples: int = 256
+    on_tie: TieRule = "keep"
+    aim_size: int = 8
+    aim_lines: int = 2
     momentum_source: MomentumSource = "deployed"
     random_rate: float = 0.2
     period: int = 5
@@ -59,6 +91,11 @@ class JanusConfig:
     kmeans_iters: int = 50
     eps: float = 1e-9
     max_seen_tasks: int | None = None
+
+    @classmethod
+    def paper(cls, **changes: Any) -> JanusConfig:
+        """The Janus authors' method: momentum trigger, ties deploy, no aimed tasks."""
+        return cls(**{**PAPER, **changes})
 
     def __post_init__(self) -> None:
         if self.support_size < 1:
@@ -74,15 +111,25 @@ class JanusConfig:
             raise JanusConfigError(f"beta must be in [0, 1), got {self.beta}")
         if not -1.0 <= self.tau <= 1.0:
             raise JanusConfigError(f"tau must be in [-1, 1], got {self.tau}")
-        if self.trigger not in TRIGGER_KINDS:
-            raise JanusConfigError(
-                f"unknown trigger {self.trigger!r}: use one of {', '.join(TRIGGER_KINDS)}"
-            )
-        if self.momentum_source not in MOMENTUM_SOURCES:
-            raise JanusConfigError(
-                f"unknown momentum_source {self.momentum_source!r}: use one of "
-                f"{', '.join(MOMENTUM_SOURCES)}"
-            )
+        for name, value, known in (
+            ("trigger", self.trigger, TRIGGER_KINDS),
+            ("momentum_source", self.momentum_source, MOMENTUM_SOURCES),
+            ("on_tie", self.on_tie, TIE_RULES),
+        ):
+            if value not in known:
+                raise JanusConfigError(f"unknown {name} {value!r}: use one of {', '.join(known)}")
+        if not 0.0 < self.budget <= 1.0:
+            raise JanusConfigError(f"budget must be in (0, 1], got {self.budget}")
+        if self.budget_window < 1:
+            raise JanusConfigError(f"budget_window must be >= 1, got {self.budget_window}")
+        if not 0.0 < self.floor <= 1.0:
+            raise JanusConfigError(f"floor must be in (0, 1], got {self.floor}")
+        if self.max_examples < 1:
+            raise JanusConfigError(f"max_examples must be >= 1, got {self.max_examples}")
+        if self.aim_size < 0:
+            raise JanusConfigError(f"aim_size must be >= 0, got {self.aim_size}")
+        if self.aim_lines < 1:
+            raise JanusConfigError(f"aim_lines must be >= 1, got {self.aim_lines}")
         if not 0.0 <= self.random_rate <= 1.0:
             raise JanusConfigError(f"random_rate must be in [0, 1], got {self.random_rate}")
         if self.period < 1:

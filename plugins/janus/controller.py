@@ -24,6 +24,7 @@ from .errors import JanusError
 from .evalset import Coverage, CoverageMemo, build_coverage, chain_digest
 from .evaluators import Evaluator
 from .memory import Memory, Render, render_memory
+from .signals import Edit
 from .state import Counters, JanusState
 from .tasks import Feedback, Task
 from .updaters.base import MemoryUpdater
@@ -63,6 +64,10 @@ def _copy_state(state: JanusState) -> JanusState:
         since_trigger=list(state.since_trigger),
         last_trigger_step=state.last_trigger_step,
         counters=Counters(**state.counters.to_dict()),
+        window=list(state.window),
+        norms=list(state.norms),
+        examples=list(state.examples),  # rows are never changed in place
+        weights=None if state.weights is None else list(state.weights),
     )
 
 
@@ -176,6 +181,8 @@ class JanusController:
                 self._vectors_of(work),
                 unchanged=old_text == new_text,
                 coverage_of=self._coverage_of,
+                edit=self._edit_of(old_text, new_text),
+                lines_of=self.encoder.encode,
             )
             verdict = await self._judge(work, plan, current, candidate)
             self.state = work
@@ -183,6 +190,7 @@ class JanusController:
             traced.janus(
                 {
                     "planfence.janus.cosine": None if trigger is None else trigger.cosine,
+                    "planfence.janus.harm": None if trigger is None else trigger.score,
                     "planfence.janus.score.old": verdict.acc_old,
                     "planfence.janus.score.new": verdict.acc_new,
                     "planfence.janus.reason": verdict.reason,
@@ -191,6 +199,13 @@ class JanusController:
                 triggered=bool(trigger is not None and trigger.fired),
             )
         return verdict
+
+    def _edit_of(self, old_text: str, new_text: str) -> Edit | None:
+        """The lines changed, when a setting reads them (the paper's method does not)."""
+        cfg = self.config
+        if cfg.trigger != "budget" and not cfg.aim_size:
+            return None
+        return Edit.between(old_text, new_text)
 
     async def _judge(
         self, work: JanusState, plan: Plan, current: Memory, candidate: Memory

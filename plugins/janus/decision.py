@@ -4,7 +4,12 @@ The controller drives these two functions around its encoder and evaluator calls
 generator-based auth flow is driven by sync and async shells. Both mutate only the `JanusState`
 they are given and draw randomness only from its generator, so a step is reproducible.
 
-Where this differs from the authors' code, on purpose:
+Where this differs from the authors' code, on purpose (`JanusConfig.paper()` restores the
+first three):
+- The trigger is budgeted by default (`budget`: a calibrated harm probability from cheap
+  signals, the budget spent on the highest); theirs is `trigger="momentum"`.
+- A tie keeps the current memory by default (`on_tie="keep"`); theirs deploys.
+- Each evaluation also holds up to `aim_size` tasks aimed at the edit (`aim`).
 - `momentum_source="deployed"` is the default (a rejected candidate only decays the momentum);
   `"all"` is their rule.
 - The evaluation set is de-duplicated: a task that is both a coverage and a fresh task is
@@ -24,16 +29,22 @@ from typing import Any
 
 from planfence.shared_memory.extras import extra_imports
 
+from .aim import aim
+from .budget import decide_budget
+from .calibration import PRIOR, fit, probability
 from .evalset import CoverageFn, assemble, build_coverage, refill_boundary, sample
+from .signals import NORMS_KEPT, SIGNALS, Edit, measure
 from .state import JanusState
 from .tasks import Task
-from .trigger import TriggerInfo, decide_trigger, momentum_update, step_draw
+from .trigger import TriggerInfo, cosine, decide_trigger, momentum_update, step_draw
 
 with extra_imports("janus", "the Janus controller"):
     import numpy as np
 
 VectorsOf = Callable[[Sequence[str]], np.ndarray]
 """Embeddings (one row per id) of seen tasks."""
+LinesOf = Callable[[Sequence[str]], np.ndarray]
+"""Embeddings (one row per line) of memory lines."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +59,13 @@ class Plan:
     boundary: tuple[str, ...] = ()
     fresh: tuple[str, ...] = ()
     z: np.ndarray | None = field(default=None, compare=False, repr=False)
+    aimed: tuple[str, ...] = ()
+    signals: tuple[float, ...] | None = None
+    """The budgeted trigger's signals of a changed candidate (its calibration example)."""
 
     @property
     def eval_ids(self) -> list[str]:
-        return assemble(self.coverage, self.boundary, self.fresh)
+        return assemble(self.aimed, self.coverage, self.boundary, self.fresh)
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,7 @@ class Verdict:
     fresh: tuple[str, ...] = ()
     flips: tuple[str, ...] = ()
     scores: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    aimed: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -83,6 +98,7 @@ class Verdict:
             "trigger": None if self.trigger is None else self.trigger.to_dict(),
             "scores": {"old": self.acc_old, "new": self.acc_new},
             "tasks": {
+                "aimed": list(self.aimed),
                 "coverage": list(self.coverage),
                 "boundary": list(self.boundary),
                 "fresh": list(self.fresh),
@@ -100,6 +116,8 @@ def plan_step(
     *,
     unchanged: bool = False,
     coverage_of: CoverageFn = build_coverage,
+    edit: Edit | None = None,
+    lines_of: LinesOf | None = None,
 ) -> Plan:
     """Advance the state by one candidate and say whether it must be compared.
 
@@ -114,6 +132,9 @@ def plan_step(
         unchanged: the candidate renders exactly as the current memory (counted apart).
         coverage_of: clusters the seen tasks (`build_coverage`, or a memo of it that gives the
             same sets, e.g. `CoverageMemo`).
+        edit: the lines the candidate removed and added (the budgeted trigger's signals and
+            the aimed tasks read them; without it neither sees lines).
+        lines_of: embeds memory lines (aimed tasks need it).
     """
     cfg = state.config
     state.step += 1
@@ -130,14 +151,18 @@ def plan_step(
     if not unchanged:
         state.counters.candidates += 1
     index = t - cfg.support_size - 1
-    # Only the random trigger reads the step's draw (its own generator, so skipping it for the
-    # other triggers changes nothing else).
-    draw = step_draw(cfg.seed, t) if cfg.trigger == "random" else 0.0
-    info = decide_trigger(cfg, z, state.momentum, index, draw)
+    signals: tuple[float, ...] | None = None
+    if cfg.trigger == "budget":
+        info, signals = _budget(state, task, z, unchanged, edit)
+    else:
+        # Only the random trigger reads the step's draw (its own generator, so skipping it for
+        # the other triggers changes nothing else).
+        draw = step_draw(cfg.seed, t) if cfg.trigger == "random" else 0.0
+        info = decide_trigger(cfg, z, state.momentum, index, draw)
     if cfg.momentum_source == "all":
         state.momentum = momentum_update(state.momentum, z, cfg.beta)
     if not info.fired:
-        return Plan(t, False, f"no trigger ({info.reason}): deploy", info, z=z)
+        return Plan(t, False, f"no trigger ({info.reason}): deploy", info, z=z, signals=signals)
 
     fresh: list[str] = []
     if cfg.use_fresh:
@@ -156,9 +181,54 @@ def plan_step(
         state.centroids = cov.centroids
         state.coverage = coverage = cov.ids
     boundary = list(state.boundary) if cfg.use_boundary else []
+    aimed: list[str] = []
+    if cfg.aim_size and edit is not None and lines_of is not None and edit.changed:
+        ids = list(state.seen)
+        lines = list(dict.fromkeys((*edit.old, *edit.new)))
+        aimed = aim(
+            ids,
+            vectors_of(ids),
+            lines,
+            lines_of(lines),
+            set(edit.changed),
+            cfg.aim_size,
+            per_task=cfg.aim_lines,
+            exclude={*coverage, *boundary, *fresh},
+        )
     state.since_trigger = []
     state.last_trigger_step = t
-    return Plan(t, True, info.reason, info, tuple(coverage), tuple(boundary), tuple(fresh), z=z)
+    return Plan(
+        t,
+        True,
+        info.reason,
+        info,
+        tuple(coverage),
+        tuple(boundary),
+        tuple(fresh),
+        z=z,
+        aimed=tuple(aimed),
+        signals=signals,
+    )
+
+
+def _budget(
+    state: JanusState, task: Task, z: np.ndarray, unchanged: bool, edit: Edit | None
+) -> tuple[TriggerInfo, tuple[float, ...] | None]:
+    """The budgeted trigger's decision; the step joins its window (and its norm the recent
+    ones)."""
+    cfg = state.config
+    cos = cosine(z, state.momentum, cfg.eps) if state.momentum is not None else None
+    signals: tuple[float, ...] | None = None
+    if unchanged:
+        info = decide_budget(cfg, None, state.window, cos)
+    else:
+        signals = measure(edit, z, state.momentum, state.norms, task.question, cfg.eps)
+        score = probability(state.weights or PRIOR, signals)
+        named = dict(zip(SIGNALS, signals, strict=True))
+        info = decide_budget(cfg, score, state.window, cos, named)
+        state.norms = [*state.norms, float(np.sqrt(np.dot(z, z)))][-NORMS_KEPT:]
+    state.window = [*state.window, (info.score, info.fired)][-cfg.budget_window :]
+    return info, signals
 
 
 def _seed_sets(state: JanusState, vectors_of: VectorsOf, coverage_of: CoverageFn) -> None:
@@ -194,7 +264,8 @@ def finish_step(
     old_correct: Sequence[bool],
     new_correct: Sequence[bool],
 ) -> Verdict:
-    """Compare scores on `plan.eval_ids` (ties go to the new memory) and refill the boundary."""
+    """Compare scores on `plan.eval_ids` (a tie as `on_tie` says) and refill the boundary; a
+    decisive comparison under the budgeted trigger becomes a calibration example."""
     cfg = state.config
     ids = plan.eval_ids
     if len(old_correct) != len(ids) or len(new_correct) != len(ids):
@@ -203,7 +274,12 @@ def finish_step(
         )
     acc_old = sum(map(bool, old_correct)) / len(ids) if ids else 0.0
     acc_new = sum(map(bool, new_correct)) / len(ids) if ids else 0.0
-    deploy = acc_new >= acc_old
+    tie = acc_new == acc_old
+    deploy = acc_new > acc_old or (tie and cfg.on_tie == "deploy")
+    if cfg.trigger == "budget" and cfg.calibrate and plan.signals is not None and not tie:
+        example = [*plan.signals, 1.0 if acc_new < acc_old else 0.0]
+        state.examples = [*state.examples, example][-cfg.max_examples :]
+        state.weights = fit(state.examples)
     coverage = set(plan.coverage)
     flips = [
         i
@@ -221,11 +297,16 @@ def finish_step(
         state.counters.deployed += 1
     else:
         state.counters.rejected += 1
-    relation = ">=" if deploy else "<"
+    if cfg.on_tie == "deploy":
+        relation = ">=" if deploy else "<"
+    else:
+        relation = ">" if deploy else ("=" if tie else "<")
     reason = (
         f"{plan.reason}; compared on {len(ids)} tasks: new {acc_new:.3f} {relation} "
         f"old {acc_old:.3f}"
     )
+    if tie and cfg.on_tie == "keep":
+        reason += " (a tie keeps the current memory)"
     return Verdict(
         deploy,
         plan.step,
@@ -238,6 +319,7 @@ def finish_step(
         boundary=plan.boundary,
         fresh=plan.fresh,
         flips=tuple(flips),
+        aimed=plan.aimed,
         scores={
             i: (bool(o), bool(n)) for i, o, n in zip(ids, old_correct, new_correct, strict=True)
         },

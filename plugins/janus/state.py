@@ -11,14 +11,17 @@ from typing import Any
 
 from planfence.shared_memory.extras import extra_imports
 
-from .config import JanusConfig
+from .config import PAPER, JanusConfig
 from .errors import JanusStateError
+from .signals import SIGNALS
 from .tasks import Task
 
 with extra_imports("janus", "the Janus controller"):
     import numpy as np
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""Version 2 adds the budgeted trigger's window and calibration; a version 1 state (written
+before they existed, with the authors' tie rule and no aimed tasks) still loads."""
 
 
 def _vector(data: Any, what: str) -> np.ndarray | None:
@@ -45,7 +48,8 @@ class Counters:
 
 @dataclass
 class JanusState:
-    """Momentum, evaluation sets, centroids, seen tasks, random stream and counters.
+    """Momentum, evaluation sets, centroids, seen tasks, random stream and counters; for the
+    budgeted trigger also its window, recent change norms and calibration.
 
     Task embeddings are not part of the state: the encoder recomputes them on resume, which
     keeps a saved state small enough to live as a record in the shared memory.
@@ -62,6 +66,14 @@ class JanusState:
     since_trigger: list[str] = field(default_factory=list)
     last_trigger_step: int | None = None
     counters: Counters = field(default_factory=Counters)
+    window: list[tuple[float | None, bool]] = field(default_factory=list)
+    """Budgeted trigger: the latest post-warm-up steps (score or None, compared)."""
+    norms: list[float] = field(default_factory=list)
+    """Budgeted trigger: norms of the latest changes (the size signal's reference)."""
+    examples: list[list[float]] = field(default_factory=list)
+    """Calibration examples: a compared candidate's signals, then 1 (harmful) or 0."""
+    weights: list[float] | None = None
+    """Calibrated weights (None: the prior)."""
 
     @classmethod
     def initial(cls, config: JanusConfig) -> JanusState:
@@ -102,17 +114,24 @@ class JanusState:
             "since_trigger": list(self.since_trigger),
             "last_trigger_step": self.last_trigger_step,
             "counters": self.counters.to_dict(),
+            "window": [[score, compared] for score, compared in self.window],
+            "norms": list(self.norms),
+            "examples": [list(e) for e in self.examples],
+            "weights": None if self.weights is None else list(self.weights),
         }
 
     @classmethod
     def from_json(cls, data: Any, *, config: JanusConfig | None = None) -> JanusState:
         """Rebuild a saved state; `config`, when given, must equal the saved one."""
-        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+        if not isinstance(data, dict) or data.get("version") not in (1, STATE_VERSION):
             raise JanusStateError(
                 f"not a Janus state of version {STATE_VERSION}: {str(data)[:120]!r}"
             )
         try:
-            saved = JanusConfig.from_dict(dict(data["config"]))
+            settings = dict(data["config"])
+            if data["version"] == 1:  # written before these settings existed: it ran so
+                settings = {k: v for k, v in PAPER.items() if k != "trigger"} | settings
+            saved = JanusConfig.from_dict(settings)
             if config is not None and config != saved:
                 raise JanusStateError(
                     "saved Janus state was written with other settings: "
@@ -133,6 +152,15 @@ class JanusState:
                 since_trigger=[str(i) for i in data["since_trigger"]],
                 last_trigger_step=data["last_trigger_step"],
                 counters=Counters(**data["counters"]),
+                window=[
+                    (None if w[0] is None else float(w[0]), bool(w[1]))
+                    for w in data.get("window", [])
+                ],
+                norms=[float(n) for n in data.get("norms", [])],
+                examples=[[float(v) for v in e] for e in data.get("examples", [])],
+                weights=(
+                    None if data.get("weights") is None else [float(v) for v in data["weights"]]
+                ),
             )
         except JanusStateError:
             raise
@@ -145,6 +173,11 @@ class JanusState:
         ]
         if missing:
             raise JanusStateError(f"saved state names unknown tasks: {missing[:3]}")
+        width = len(SIGNALS) + 1
+        if (state.weights is not None and len(state.weights) != width) or any(
+            len(e) != width for e in state.examples
+        ):
+            raise JanusStateError(f"saved calibration does not hold {width} numbers per row")
         return state
 
 

@@ -1,4 +1,7 @@
-"""The Memory Momentum Trigger and its ablations: when to compare old and new memory. Pure."""
+"""The Memory Momentum Trigger and its ablations: when to compare old and new memory. Pure.
+
+The budgeted trigger (the default) is in `budget`; it reads the momentum cosine as one of its
+signals."""
 
 from __future__ import annotations
 
@@ -49,6 +52,10 @@ class TriggerInfo:
     kind: str
     reason: str
     cosine: float | None = None
+    score: float | None = None
+    """The budgeted trigger's harm probability."""
+    signals: dict[str, float] | None = None
+    """The budgeted trigger's signals, by name."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -56,6 +63,8 @@ class TriggerInfo:
             "kind": self.kind,
             "reason": self.reason,
             "cosine": self.cosine,
+            "score": self.score,
+            "signals": None if self.signals is None else dict(self.signals),
         }
 
 

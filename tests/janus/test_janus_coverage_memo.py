@@ -12,15 +12,23 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from test_janus_controller import CONFIG, judge, run, stream
 
-from planfence.plugins.janus import CoverageMemo, FunctionEvaluator, HashingEncoder, JanusController
+from planfence.plugins.janus import (
+    CoverageMemo,
+    FunctionEvaluator,
+    HashingEncoder,
+    JanusConfig,
+    JanusController,
+)
 from planfence.plugins.janus.evalset import build_coverage, chain_digest
 
+PAPER = JanusConfig.paper(support_size=8, coverage_size=5, fresh_size=3, seed=11)
 STRATEGIES = [
-    replace(CONFIG, trigger="always"),
-    CONFIG,
-    replace(CONFIG, use_fresh=False),
-    replace(CONFIG, trigger="periodic", period=3),
-    replace(CONFIG, seed=12),
+    replace(PAPER, trigger="always"),
+    PAPER,
+    replace(PAPER, use_fresh=False),
+    replace(PAPER, trigger="periodic", period=3),
+    replace(PAPER, seed=12),
+    CONFIG,  # the default controller: budgeted trigger, aimed tasks
 ]
 
 

@@ -10,9 +10,12 @@ import pytest
 
 from planfence.plugins.janus import JanusConfig, JanusState, Task, accept, finish_step, plan_step
 
-# The reference momentum rule (every candidate feeds the momentum as soon as it is planned);
-# the `deployed` source has its own tests below.
-SMALL = JanusConfig(support_size=4, coverage_size=2, fresh_size=2, seed=3, momentum_source="all")
+# The authors' method with their momentum rule (every candidate feeds the momentum as soon as
+# it is planned); the `deployed` source has its own tests below, the budgeted trigger and the
+# tie rule theirs in test_janus_budget.
+SMALL = JanusConfig.paper(
+    support_size=4, coverage_size=2, fresh_size=2, seed=3, momentum_source="all"
+)
 VECS = {
     "t0": [0.0, 0.0],
     "t1": [0.1, 0.0],
@@ -89,7 +92,7 @@ def compared_state(config: JanusConfig = SMALL) -> tuple[JanusState, object]:
     return state, plan
 
 
-def test_ties_go_to_the_new_memory() -> None:
+def test_ties_go_to_the_new_memory_in_the_papers_method() -> None:
     state, plan = compared_state()
     n = len(plan.eval_ids)
     verdict = finish_step(state, plan, [True] * n, [True] * n)

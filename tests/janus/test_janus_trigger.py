@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -42,21 +44,24 @@ def test_momentum_update_hand_computed() -> None:
     assert m.tolist() == pytest.approx([0.81 - 0.1, 0.09])
 
 
+MOMENTUM = JanusConfig(trigger="momentum")
+
+
 def test_momentum_trigger_needs_a_momentum() -> None:
-    info = decide_trigger(JanusConfig(), v(1, 0), None, 1, 0.0)
+    info = decide_trigger(MOMENTUM, v(1, 0), None, 1, 0.0)
     assert not info.fired
     assert info.cosine is None
 
 
 def test_momentum_trigger_fires_below_tau_only() -> None:
-    cfg = JanusConfig()  # tau = 0.0
+    cfg = MOMENTUM  # tau = 0.0
     assert decide_trigger(cfg, v(-1, 0.1), v(1, 0), 3, 0.5).fired
     assert not decide_trigger(cfg, v(1, 0.1), v(1, 0), 3, 0.5).fired
     # cos exactly 0 (orthogonal, or a zero update) is not < 0: accepted directly.
     assert not decide_trigger(cfg, v(0, 1), v(1, 0), 3, 0.5).fired
     assert not decide_trigger(cfg, v(0, 0), v(1, 0), 3, 0.5).fired
     # a positive tau also checks mildly aligned updates
-    assert decide_trigger(JanusConfig(tau=0.5), v(1, 2), v(1, 0), 3, 0.5).fired  # cos 0.447
+    assert decide_trigger(replace(MOMENTUM, tau=0.5), v(1, 2), v(1, 0), 3, 0.5).fired  # 0.447
 
 
 @pytest.mark.parametrize(
@@ -85,6 +90,13 @@ def test_ablation_triggers(config: JanusConfig, number: int, draw: float, fired:
         {"period": 0},
         {"random_rate": 1.5},
         {"support_size": 0},
+        {"budget": 0.0},
+        {"budget": 1.5},
+        {"floor": 0.0},
+        {"on_tie": "coin"},
+        {"aim_size": -1},
+        {"aim_lines": 0},
+        {"budget_window": 0},
     ],
 )
 def test_config_rejects_bad_settings(bad: dict[str, object]) -> None:
@@ -93,15 +105,25 @@ def test_config_rejects_bad_settings(bad: dict[str, object]) -> None:
 
 
 def test_reference_defaults() -> None:
-    cfg = JanusConfig()
+    cfg = JanusConfig.paper()
     assert (cfg.support_size, cfg.coverage_size, cfg.boundary_size, cfg.fresh_size) == (
         20,
         12,
         8,
         5,
     )
-    assert (cfg.tau, cfg.beta, cfg.trigger) == (0.0, 0.9, "momentum")
+    assert (cfg.tau, cfg.beta, cfg.trigger, cfg.on_tie, cfg.aim_size) == (
+        0.0,
+        0.9,
+        "momentum",
+        "deploy",
+        0,
+    )
     assert JanusConfig.from_dict(cfg.to_dict()) == cfg
+    # planfence's defaults differ from the paper's in exactly these three settings
+    default = JanusConfig()
+    assert (default.trigger, default.on_tie, default.aim_size) == ("budget", "keep", 8)
+    assert replace(default, trigger="momentum", on_tie="deploy", aim_size=0) == cfg
 
 
 finite = st.floats(-100, 100, allow_nan=False, allow_infinity=False)
