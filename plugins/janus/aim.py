@@ -16,11 +16,17 @@ with extra_imports("janus", "the Janus controller"):
     import numpy as np
 
 
+def row_dots(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """rows @ vector, each entry summed along its own row: an entry does not depend on how
+    many rows there are, so a column extended later equals one computed whole."""
+    out: np.ndarray = np.sum(np.asarray(rows, dtype=np.float64) * vector, axis=1)
+    return out
+
+
 def aim(
     ids: Sequence[str],
-    task_vectors: np.ndarray,
+    sims: np.ndarray,
     lines: Sequence[str],
-    line_vectors: np.ndarray,
     changed: Collection[str],
     size: int,
     *,
@@ -30,23 +36,29 @@ def aim(
     """Up to `size` ids of tasks aimed at the `changed` lines, not in `exclude`.
 
     Args:
-        ids, task_vectors: the seen tasks and their embeddings (one row each).
-        lines, line_vectors: the distinct lines of current and candidate memory, embedded.
+        ids: the seen tasks.
+        sims: similarity of each task (row) to each line (column).
+        lines: the distinct lines of current and candidate memory.
         changed: the lines the edit removed or added (a subset of `lines`).
     """
-    if size <= 0 or not len(ids) or not len(lines) or not changed:
+    if size <= 0 or not len(ids) or not len(lines):
         return []
-    sims = np.asarray(task_vectors, dtype=np.float64) @ np.asarray(line_vectors).T
+    changed_at = np.array([j for j, line in enumerate(lines) if line in changed], dtype=np.int64)
+    if not changed_at.size:
+        return []
     k = min(per_task, len(lines))
-    # Each task's k most similar lines; ties go to the earlier line (a stable sort).
-    top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < len(lines) else None
+    rows, cols = (
+        np.nonzero(np.isin(top, changed_at))
+        if top is not None
+        else np.nonzero(np.ones((len(ids), len(changed_at)), dtype=bool))
+    )
+    hit = top[rows, cols] if top is not None else changed_at[cols]
     skip = set(exclude)
     queues: list[list[int]] = []
-    for j, line in enumerate(lines):
-        if line not in changed:
-            continue
-        near = [i for i in np.flatnonzero((top == j).any(axis=1)) if ids[i] not in skip]
-        near.sort(key=lambda i: (-float(sims[i, j]), int(i)))
+    for j in changed_at:
+        near = [int(i) for i in rows[hit == j] if ids[i] not in skip]
+        near.sort(key=lambda i: (-float(sims[i, j]), i))
         if near:
             queues.append(near)
     chosen: dict[str, None] = {}

@@ -1,7 +1,8 @@
 """The harm probability of a candidate: a logistic model over its signals, calibrated online.
 
-Every comparison the controller runs is a labelled example: the candidate scored worse than
-the current memory (harmful, 1) or better (0); a tie says nothing and is not kept. After each
+Every comparison the controller runs can be a labelled example: every task whose outcome
+changed got worse under the candidate (harmful, 1) or every one got better (0). A tie, or tasks
+moving both ways (a noisy evaluator's signature), says too little and is not kept. After each
 labelled comparison the weights are refitted to the kept examples (the latest
 `max_examples`) by Newton's method, as the most probable weights under a Gaussian prior
 centred on `PRIOR`, so a team's own memory moves them as far as its evidence goes and no

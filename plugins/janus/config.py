@@ -1,6 +1,6 @@
 """Controller settings. The defaults are planfence's measured ones (a budgeted, self-calibrating
-trigger, evaluations aimed at the edit, ties keep the current memory); `JanusConfig.paper()`
-gives the reference settings of the Janus authors."""
+trigger, evaluations aimed at the edit, ties decided by the calibrated harm probability);
+`JanusConfig.paper()` gives the reference settings of the Janus authors."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ TriggerKind = Literal["budget", "momentum", "always", "random", "periodic", "nev
 TRIGGER_KINDS: tuple[str, ...] = get_args(TriggerKind)
 MomentumSource = Literal["deployed", "all"]
 MOMENTUM_SOURCES: tuple[str, ...] = get_args(MomentumSource)
-TieRule = Literal["keep", "deploy"]
+TieRule = Literal["keep", "deploy", "score"]
 TIE_RULES: tuple[str, ...] = get_args(TieRule)
 
 PAPER: dict[str, Any] = {"trigger": "momentum", "on_tie": "deploy", "aim_size": 0}
@@ -44,8 +44,10 @@ class JanusConfig:
         calibrate: for "budget", learn the harm probability from the comparisons' outcomes
             (False keeps the prior weights).
         max_examples: comparisons kept as calibration examples (the latest; 256).
-        on_tie: when old and new memory score the same: "keep" (default: no evidence the
-            change helps, so the current memory stays) or "deploy" (the authors' rule).
+        on_tie: when old and new memory score the same: "score" (default: keep the current
+            memory when the candidate's calibrated harm probability is at least one half,
+            deploy it otherwise: the evaluation saw no difference, so the cheap signals
+            decide), "keep" (never deploy without evidence) or "deploy" (the authors' rule).
         aim_size: tasks aimed at the edit added to each evaluation: seen tasks whose most
             similar memory lines (by the encoder) include a line the edit added or removed
             (8; 0 turns it off).
@@ -78,7 +80,7 @@ class JanusConfig:
     floor: float = 0.8
     calibrate: bool = True
     max_examples: int = 256
-    on_tie: TieRule = "keep"
+    on_tie: TieRule = "score"
     aim_size: int = 8
     aim_lines: int = 2
     momentum_source: MomentumSource = "deployed"

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from planfence.plugins.telemetry import janus_span
 from planfence.shared_memory.extras import extra_imports
 
+from .aim import row_dots
 from .config import JanusConfig
 from .decision import Plan, Verdict, accept, finish_step, plan_step
 from .encoders import CachedEncoder, Encoder, default_encoder
@@ -104,6 +105,10 @@ class JanusController:
         self._seen_vectors: np.ndarray | None = None
         self.coverage_memo = coverage_memo
         self._seen_digest = b""  # content key of _seen_vectors, kept when there is a memo
+        # Similarity columns of memory lines over the seen tasks (aimed tasks): a memory
+        # changes a line or two per step, so each comparison computes only what is new.
+        self._line_ids: list[str] = []
+        self._line_sims: dict[str, np.ndarray] = {}
 
     # ---- persistence
 
@@ -148,6 +153,28 @@ class JanusController:
 
         return vectors_of
 
+    def _similarity_of(self, state: JanusState) -> Any:
+        vectors_of = self._vectors_of(state)
+
+        def similarity(ids: Sequence[str], lines: Sequence[str]) -> np.ndarray:
+            ids = list(ids)
+            rows = vectors_of(ids)
+            if ids[: len(self._line_ids)] != self._line_ids:
+                self._line_sims = {}
+            vectors = self.encoder.encode(list(lines))
+            cols: dict[str, np.ndarray] = {}
+            for line, vector in zip(lines, vectors, strict=True):
+                col = self._line_sims.get(line)
+                if col is None:
+                    col = row_dots(rows, vector)
+                elif len(col) < len(ids):
+                    col = np.concatenate([col, row_dots(rows[len(col) :], vector)])
+                cols[line] = col
+            self._line_ids, self._line_sims = ids, cols
+            return np.stack([cols[line] for line in lines], axis=1)
+
+        return similarity
+
     def _coverage_of(
         self,
         ids: Sequence[str],
@@ -182,7 +209,7 @@ class JanusController:
                 unchanged=old_text == new_text,
                 coverage_of=self._coverage_of,
                 edit=self._edit_of(old_text, new_text),
-                lines_of=self.encoder.encode,
+                similarity=self._similarity_of(work),
             )
             verdict = await self._judge(work, plan, current, candidate)
             self.state = work
@@ -203,7 +230,7 @@ class JanusController:
     def _edit_of(self, old_text: str, new_text: str) -> Edit | None:
         """The lines changed, when a setting reads them (the paper's method does not)."""
         cfg = self.config
-        if cfg.trigger != "budget" and not cfg.aim_size:
+        if cfg.trigger != "budget" and not cfg.aim_size and cfg.on_tie != "score":
             return None
         return Edit.between(old_text, new_text)
 

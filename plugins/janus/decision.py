@@ -24,7 +24,7 @@ first three):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planfence.shared_memory.extras import extra_imports
@@ -41,10 +41,13 @@ from .trigger import TriggerInfo, cosine, decide_trigger, momentum_update, step_
 with extra_imports("janus", "the Janus controller"):
     import numpy as np
 
+TIE_HARM = 0.5
+"""Under `on_tie="score"` a tie keeps the current memory from this harm probability up."""
+
 VectorsOf = Callable[[Sequence[str]], np.ndarray]
 """Embeddings (one row per id) of seen tasks."""
-LinesOf = Callable[[Sequence[str]], np.ndarray]
-"""Embeddings (one row per line) of memory lines."""
+SimilarityOf = Callable[[Sequence[str], Sequence[str]], np.ndarray]
+"""Similarity of seen tasks (rows, by id) to memory lines (columns, by text)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def plan_step(
     unchanged: bool = False,
     coverage_of: CoverageFn = build_coverage,
     edit: Edit | None = None,
-    lines_of: LinesOf | None = None,
+    similarity: SimilarityOf | None = None,
 ) -> Plan:
     """Advance the state by one candidate and say whether it must be compared.
 
@@ -134,7 +137,7 @@ def plan_step(
             same sets, e.g. `CoverageMemo`).
         edit: the lines the candidate removed and added (the budgeted trigger's signals and
             the aimed tasks read them; without it neither sees lines).
-        lines_of: embeds memory lines (aimed tasks need it).
+        similarity: task-to-line similarity (aimed tasks need it).
     """
     cfg = state.config
     state.step += 1
@@ -152,13 +155,23 @@ def plan_step(
         state.counters.candidates += 1
     index = t - cfg.support_size - 1
     signals: tuple[float, ...] | None = None
+    score: float | None = None
+    if not unchanged and (edit is not None or cfg.trigger == "budget"):
+        signals = measure(edit, z, state.momentum, state.norms, task.question, cfg.eps)
+        score = probability(state.weights or PRIOR, signals)
+        state.norms = [*state.norms, float(np.sqrt(np.dot(z, z)))][-NORMS_KEPT:]
+    named = None if signals is None else dict(zip(SIGNALS, signals, strict=True))
     if cfg.trigger == "budget":
-        info, signals = _budget(state, task, z, unchanged, edit)
+        cos = cosine(z, state.momentum, cfg.eps) if state.momentum is not None else None
+        info = decide_budget(cfg, score, state.window, cos, named)
+        state.window = [*state.window, (score, info.fired)][-cfg.budget_window :]
     else:
         # Only the random trigger reads the step's draw (its own generator, so skipping it for
         # the other triggers changes nothing else).
         draw = step_draw(cfg.seed, t) if cfg.trigger == "random" else 0.0
         info = decide_trigger(cfg, z, state.momentum, index, draw)
+        if score is not None:
+            info = replace(info, score=score, signals=named)
     if cfg.momentum_source == "all":
         state.momentum = momentum_update(state.momentum, z, cfg.beta)
     if not info.fired:
@@ -182,14 +195,13 @@ def plan_step(
         state.coverage = coverage = cov.ids
     boundary = list(state.boundary) if cfg.use_boundary else []
     aimed: list[str] = []
-    if cfg.aim_size and edit is not None and lines_of is not None and edit.changed:
+    if cfg.aim_size and edit is not None and similarity is not None and edit.changed:
         ids = list(state.seen)
         lines = list(dict.fromkeys((*edit.old, *edit.new)))
         aimed = aim(
             ids,
-            vectors_of(ids),
+            similarity(ids, lines),
             lines,
-            lines_of(lines),
             set(edit.changed),
             cfg.aim_size,
             per_task=cfg.aim_lines,
@@ -209,26 +221,6 @@ def plan_step(
         aimed=tuple(aimed),
         signals=signals,
     )
-
-
-def _budget(
-    state: JanusState, task: Task, z: np.ndarray, unchanged: bool, edit: Edit | None
-) -> tuple[TriggerInfo, tuple[float, ...] | None]:
-    """The budgeted trigger's decision; the step joins its window (and its norm the recent
-    ones)."""
-    cfg = state.config
-    cos = cosine(z, state.momentum, cfg.eps) if state.momentum is not None else None
-    signals: tuple[float, ...] | None = None
-    if unchanged:
-        info = decide_budget(cfg, None, state.window, cos)
-    else:
-        signals = measure(edit, z, state.momentum, state.norms, task.question, cfg.eps)
-        score = probability(state.weights or PRIOR, signals)
-        named = dict(zip(SIGNALS, signals, strict=True))
-        info = decide_budget(cfg, score, state.window, cos, named)
-        state.norms = [*state.norms, float(np.sqrt(np.dot(z, z)))][-NORMS_KEPT:]
-    state.window = [*state.window, (info.score, info.fired)][-cfg.budget_window :]
-    return info, signals
 
 
 def _seed_sets(state: JanusState, vectors_of: VectorsOf, coverage_of: CoverageFn) -> None:
@@ -258,14 +250,24 @@ def accept(state: JanusState, plan: Plan) -> Verdict:
     return Verdict(True, plan.step, plan.reason, trigger=plan.trigger)
 
 
+def _deploys_tie(rule: str, plan: Plan) -> bool:
+    """Whether a tie deploys: always, never, or (`score`) when the candidate's calibrated harm
+    probability is below one half (a candidate without one is deployed)."""
+    if rule != "score":
+        return rule == "deploy"
+    score = None if plan.trigger is None else plan.trigger.score
+    return score is None or score < TIE_HARM
+
+
 def finish_step(
     state: JanusState,
     plan: Plan,
     old_correct: Sequence[bool],
     new_correct: Sequence[bool],
 ) -> Verdict:
-    """Compare scores on `plan.eval_ids` (a tie as `on_tie` says) and refill the boundary; a
-    decisive comparison under the budgeted trigger becomes a calibration example."""
+    """Compare scores on `plan.eval_ids` (a tie as `on_tie` says) and refill the boundary; under
+    the budgeted trigger a comparison whose changed tasks all moved one way becomes a
+    calibration example."""
     cfg = state.config
     ids = plan.eval_ids
     if len(old_correct) != len(ids) or len(new_correct) != len(ids):
@@ -275,9 +277,14 @@ def finish_step(
     acc_old = sum(map(bool, old_correct)) / len(ids) if ids else 0.0
     acc_new = sum(map(bool, new_correct)) / len(ids) if ids else 0.0
     tie = acc_new == acc_old
-    deploy = acc_new > acc_old or (tie and cfg.on_tie == "deploy")
-    if cfg.trigger == "budget" and cfg.calibrate and plan.signals is not None and not tie:
-        example = [*plan.signals, 1.0 if acc_new < acc_old else 0.0]
+    deploy = acc_new > acc_old or (tie and _deploys_tie(cfg.on_tie, plan))
+    worse = sum(bool(o) and not bool(n) for o, n in zip(old_correct, new_correct, strict=True))
+    better = sum(bool(n) and not bool(o) for o, n in zip(old_correct, new_correct, strict=True))
+    # A comparison teaches the calibration only when every task that changed moved the same
+    # way: a noisy evaluator (sampling at temperature) flips tasks both ways, and its
+    # majorities would teach noise.
+    if cfg.calibrate and plan.signals is not None and not (worse and better):
+        example = [*plan.signals, 1.0 if worse else 0.0]
         state.examples = [*state.examples, example][-cfg.max_examples :]
         state.weights = fit(state.examples)
     coverage = set(plan.coverage)
@@ -297,7 +304,7 @@ def finish_step(
         state.counters.deployed += 1
     else:
         state.counters.rejected += 1
-    if cfg.on_tie == "deploy":
+    if cfg.on_tie == "deploy":  # the authors' rule, in their words
         relation = ">=" if deploy else "<"
     else:
         relation = ">" if deploy else ("=" if tie else "<")
@@ -305,7 +312,7 @@ def finish_step(
         f"{plan.reason}; compared on {len(ids)} tasks: new {acc_new:.3f} {relation} "
         f"old {acc_old:.3f}"
     )
-    if tie and cfg.on_tie == "keep":
+    if tie and not deploy:
         reason += " (a tie keeps the current memory)"
     return Verdict(
         deploy,

@@ -3,7 +3,9 @@
 On `abrupt_stream` (benign updates append one rule; harmful ones truncate the cheatsheet or
 rewrite it around one topic) the `deployed` momentum source catches most harmful updates with
 few comparisons, and the reference rule (`all`, a rejected rewrite feeds the momentum) is the
-control that shows the property can fail.
+control that shows the property can fail. Both run the paper's method (`JanusConfig.paper`).
+The budgeted trigger (the default) catches what the momentum misses: a rewrite around the
+current topic points where the recent appends pointed, but it drops most of the lines.
 """
 
 from __future__ import annotations
@@ -54,13 +56,16 @@ async def run(seed: int, config: JanusConfig, encoder: CachedEncoder) -> Outcome
     return Outcome(accuracy(memory, stream.holdout), c.comparisons / steps, harmful, caught)
 
 
-def totals(source: MomentumSource | None, trigger: str = "momentum") -> Outcome:
+def totals(
+    source: MomentumSource | None, trigger: str = "momentum", *, paper: bool = True
+) -> Outcome:
     encoder = CachedEncoder(HashingEncoder())
     runs = []
+    make = JanusConfig.paper if paper else JanusConfig
     for seed in SEEDS:
-        config = JanusConfig(seed=seed, trigger=trigger)  # type: ignore[arg-type]
+        config = make(seed=seed, trigger=trigger)
         if source is not None:
-            config = JanusConfig(seed=seed, momentum_source=source)
+            config = make(seed=seed, momentum_source=source)
         runs.append(asyncio.run(run(seed, config, encoder)))
     return Outcome(
         sum(r.accuracy for r in runs) / len(runs),
@@ -98,6 +103,25 @@ def test_the_reference_rule_is_the_control_rejected_rewrites_hide_the_next_one(
 ) -> None:
     assert reference.caught / reference.harmful < 0.7
     assert reference.accuracy < deployed.accuracy - 0.2
+
+
+@pytest.fixture(scope="module")
+def budgeted() -> Outcome:
+    return totals(None, "budget", paper=False)
+
+
+@pytest.fixture(scope="module")
+def budgeted_always() -> Outcome:
+    return totals(None, "always", paper=False)
+
+
+def test_the_budgeted_trigger_catches_the_rewrites_the_momentum_misses(
+    budgeted: Outcome, budgeted_always: Outcome, deployed: Outcome
+) -> None:
+    assert budgeted.caught / budgeted.harmful >= 0.95 > deployed.caught / deployed.harmful
+    assert budgeted.comparisons_per_step <= 0.3
+    assert budgeted.accuracy >= budgeted_always.accuracy - 0.01
+    assert budgeted.accuracy > deployed.accuracy
 
 
 @pytest.mark.xfail(

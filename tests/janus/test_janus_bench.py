@@ -1,5 +1,5 @@
-"""`planfence bench janus` end to end: the calibrated stream, counting, JSON contract, the
-statistics, the plot and the LLM path."""
+"""`planfence bench janus` end to end: the calibrated and runbook streams, counting, JSON
+contract, the statistics, the plot and the LLM path."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from planfence.demos.bench.janus.run import (
     Plan,
     run_all,
 )
+from planfence.demos.bench.janus.runbook import RunbookConfig, RunbookStream
 from planfence.demos.bench.janus.stats import mean_ci, paired, t_quantile
+from planfence.demos.bench.janus.strategies import PAPER_STRATEGIES, settle_point
 from planfence.demos.bench.janus.stream import Rule, Stream, StreamConfig
 from planfence.plugins.janus import HashingEncoder, Task
 
@@ -47,14 +49,18 @@ def test_bench_runs_end_to_end_and_writes_the_json_contract(
     assert bench.run(parse(*argv, "--out", str(out))) == 0
     printed = capsys.readouterr().out
     assert "CONTROLLED SIMULATION" in printed
-    assert "Targets at R = 0.0, rho = 0.8 (the target cell)" in printed
+    assert "Targets at calibrated, R = 0.0, rho = 0.8 (the target cell)" in printed
     doc = json.loads(out.read_text())
     assert {"rows", "paired", "calibration"} <= set(doc)
-    assert set(doc["calibration"]) >= {"memory_free", "plain", "ceiling"}
+    assert set(doc["calibration"]) == {"calibrated", "runbook"}
+    assert all(set(c) >= {"memory_free", "plain", "ceiling"} for c in doc["calibration"].values())
+    assert "Targets at runbook, R = 0.0, rho = 1.0 (the target cell)" in printed
     rows = doc["rows"]
     names = {r["strategy"] for r in rows}
-    assert set(STRATEGIES) <= names and "janus-momentum-all" in names
-    assert {r["rho"] for r in rows} == {0.2, 0.8} and {r["seed"] for r in rows} == {0, 1}
+    assert set(STRATEGIES) <= names and "janus-momentum-all" not in names
+    cells = {(r["stream"], r["rho"]) for r in rows}
+    assert cells == {("calibrated", 0.2), ("calibrated", 0.8), ("runbook", 1.0)}
+    assert {r["seed"] for r in rows} == {0, 1}
     assert {r["eval_redraw"] for r in rows} == {0.0}  # --quick: the paired cell
     for r in rows:
         assert set(r) >= ROW_KEYS
@@ -65,9 +71,16 @@ def test_bench_runs_end_to_end_and_writes_the_json_contract(
         assert r["deployed"] + r["rejected"] == 60
         assert r["comparisons_per_step"] == pytest.approx(r["comparisons"] / 40, abs=1e-4)
         assert r["cost_proxy"] == r["comparisons"] * 25  # triggers x (K + L)
+        # the budgeted trigger keeps to its budget (30% of any 50 steps; 40 steps here)
+        if r["strategy"].startswith("janus") and r["strategy"] not in (
+            "janus-momentum",
+            "janus-paper",
+        ):
+            assert r["comparisons"] <= 15
     by = {(r["rho"], r["strategy"], r["seed"]): r for r in rows}
-    assert all(by[rho, "always", s]["comparisons"] == 40 for rho in (0.2, 0.8) for s in (0, 1))
-    assert all(by[rho, "plain", s]["comparisons"] == 0 for rho in (0.2, 0.8) for s in (0, 1))
+    rhos = (0.2, 0.8, 1.0)
+    assert all(by[rho, "always", s]["comparisons"] == 40 for rho in rhos for s in (0, 1))
+    assert all(by[rho, "plain", s]["comparisons"] == 0 for rho in rhos for s in (0, 1))
     for p in doc["paired"]:
         assert {"rho", "a", "b", "mean_diff", "ci_low", "ci_high"} <= set(p)
         assert p["ci_low"] <= p["mean_diff"] <= p["ci_high"]
@@ -76,9 +89,14 @@ def test_bench_runs_end_to_end_and_writes_the_json_contract(
 
 def test_json_flag_prints_the_same_document(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("--quick", "--seeds", "1", "--steps", "40", "--rho", "0.5", "--encoder", "hashing")
-    assert bench.run(parse(*argv, "--json")) == 0
+    assert bench.run(parse(*argv, "--json", "--stream", "calibrated")) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["config"]["encoder"] == "hashing" and len(doc["rows"]) == len(STRATEGIES) + 3
+    assert doc["config"]["encoder"] == "hashing" and len(doc["rows"]) == len(STRATEGIES) + 2
+    assert doc["config"]["janus"]["trigger"] == "budget"
+    assert bench.run(parse(*argv, "--json", "--stream", "calibrated", "--janus", "paper")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["rows"]) == len(PAPER_STRATEGIES) + 3  # and the other momentum source
+    assert doc["config"]["janus"]["trigger"] == "momentum"
 
 
 def test_bench_is_deterministic() -> None:
@@ -212,8 +230,9 @@ def test_sweep_rows_carry_eval_redraw(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert {r["eval_redraw"] for r in doc["rows"]} == {0.0, 1.0}
     assert {p["eval_redraw"] for p in doc["paired"]} == {0.0, 1.0}
-    assert set(doc["calibration"]["by_redraw"]) == {"0.0", "1.0"}
-    assert set(doc["curves"]["accuracy"]) == {"0.0", "1.0"}
+    for stream in ("calibrated", "runbook"):
+        assert set(doc["calibration"][stream]["by_redraw"]) == {"0.0", "1.0"}
+        assert set(doc["curves"]["accuracy"][stream]) == {"0.0", "1.0"}
     assert doc["config"]["eval_redraws"] == [0.0, 1.0]
 
 
@@ -274,3 +293,39 @@ def test_llm_path_without_an_endpoint_explains(
     monkeypatch.delenv("PLANFENCE_LLM_BASE_URL", raising=False)
     assert run_tasks(parse("--tasks", str(tasks))) == 2
     assert "PLANFENCE_LLM_BASE_URL" in capsys.readouterr().out
+
+
+def test_the_runbook_stream_breaks_the_papers_premise() -> None:
+    """Every harmful edit drops content (a truncation, a topic rewrite, a lossy reformat);
+    benign edits remove and rewrite lines too; harm costs most of what the team learnt."""
+    labels: dict[str, int] = {}
+    plain, ceiling = [], []
+    for seed in range(3):
+        stream = RunbookStream(RunbookConfig(eval_redraw=0.0), seed)
+        assert stream.expected_accuracy(()) == pytest.approx(0.2)
+        for name, out in (("plain", plain), ("ceiling", ceiling)):
+            memory: tuple[Any, ...] = ()
+            for step in range(len(stream.tasks)):
+                proposal = stream.propose(memory, step, stream.attempt(memory, step))
+                assert proposal == stream.propose(memory, step, stream.attempt(memory, step))
+                if name == "ceiling":
+                    kind = proposal.label.split(":")[1] if proposal.label != "none" else "none"
+                    labels[kind] = labels.get(kind, 0) + 1
+                    if proposal.harmful:
+                        assert proposal.label.endswith(":abrupt")
+                        assert not set(memory) <= set(proposal.memory)  # content lost
+                if name == "plain" or not proposal.harmful:
+                    memory = proposal.memory
+            out.append(stream.expected_accuracy(memory))
+    assert {"truncate", "topic", "reformat"} <= set(labels)
+    assert {"learn", "refine", "consolidate", "note", "prune"} <= set(labels)
+    assert float(np.mean(ceiling)) > 0.75 > 0.5 > float(np.mean(plain))
+
+
+def test_settling_is_where_the_model_stops_moving() -> None:
+    probes = [[0.0, 0.1, 0.0, 0.0, 0.0], [0.5, 0.0, 1.0, 1.0, 0.0]]
+    prior = [-3.0, 8.0, 1.0, 1.0, 0.5, 3.0]
+    moved = [-1.0, 8.0, 1.0, 1.0, 0.5, 3.0]
+    assert settle_point([prior, prior, prior], probes, 0.02) == 0
+    assert settle_point([prior, moved, moved, moved], probes, 0.02) == 1
+    assert settle_point([prior, moved, prior, moved], probes, 0.02) == 3

@@ -1,8 +1,9 @@
 """`planfence bench janus`: does gating memory updates with Janus pay off?
 
-Default: the calibrated simulated stream (see `stream`), every strategy over 20 seeds in
-every cell of eval_redraw R = 0, 0.3, 1 by rho = 0.2, 0.5, 0.8, with paired differences and
-the verdict on the targets. With
+Default: two simulated streams, the calibrated one (see `stream`) in every cell of
+eval_redraw R = 0, 0.3, 1 by rho = 0.2, 0.5, 0.8, and the runbook stream (see `runbook`, where
+the paper's premise fails) at every R; every strategy over 20 seeds, with paired differences,
+the verdict on the targets and the calibration's settling. With
 `--tasks FILE` it runs the real path instead: DC-RS and ExpeL with an LLM on your JSONL tasks
 (see `llm`), using PLANFENCE_LLM_BASE_URL, PLANFENCE_LLM_MODEL and PLANFENCE_LLM_API_KEY.
 """
@@ -28,7 +29,8 @@ from planfence.plugins.janus import (
 
 from ..harness import Progress, add_quick, new_results, pick, run_bench
 from .report import BANNER, plot, print_calibration, print_paired, print_tables, verdict_lines
-from .run import Plan, Run, SharedEncoder, run_all
+from .run import STREAMS, Plan, Run, SharedEncoder, run_all
+from .runbook import RunbookConfig
 from .stats import calibration, paired
 from .stream import StreamConfig
 from .tasks import DEFAULT_FAMILY, write_tasks
@@ -94,6 +96,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="chance that an evaluation draws a fresh outcome instead of the task's latent "
         "one: 0 = paired (temperature 0), 1 = independent draws; several values sweep "
         f"(default: {' '.join(map(str, REDRAWS))}; {QUICK_REDRAWS[0]} with --quick)",
+    )
+    p.add_argument(
+        "--stream",
+        choices=(*STREAMS, "both"),
+        default="both",
+        help="the calibrated stream, the runbook stream (the paper's premise fails there), "
+        "or both (default: %(default)s)",
+    )
+    p.add_argument(
+        "--janus",
+        choices=("default", "paper"),
+        default="default",
+        help="the Janus under test: planfence's defaults (budgeted trigger, aimed tasks, ties "
+        "keep), with its ablations and the paper's method beside it; or the paper's method "
+        "with the paper's study (default: %(default)s)",
     )
     p.add_argument(
         "--encoder",
@@ -198,15 +215,15 @@ def default_jobs() -> int:
 
 
 def curves(runs: list[Run], every: int, steps: int) -> dict[str, Any]:
-    """Mean held-out accuracy along the stream: accuracy[R][rho][strategy]."""
+    """Mean held-out accuracy along the stream: accuracy[stream][R][rho][strategy]."""
     out: dict[str, Any] = {"steps": list(range(every, steps + 1, every)), "accuracy": {}}
-    for redraw, rho in dict.fromkeys((r.eval_redraw, r.rho) for r in runs):
-        cell = [r for r in runs if (r.eval_redraw, r.rho) == (redraw, rho)]
+    for stream, redraw, rho in dict.fromkeys((r.stream, r.eval_redraw, r.rho) for r in runs):
+        cell = [r for r in runs if (r.stream, r.eval_redraw, r.rho) == (stream, redraw, rho)]
         per: dict[str, list[float]] = {}
         for name in dict.fromkeys(r.strategy for r in cell):
             mine = [r.curve for r in cell if r.strategy == name]
             per[name] = [round(statistics.fmean(c), 4) for c in zip(*mine, strict=True)]
-        out["accuracy"].setdefault(str(redraw), {})[str(rho)] = per
+        out["accuracy"].setdefault(stream, {}).setdefault(str(redraw), {})[str(rho)] = per
     return out
 
 
@@ -220,12 +237,15 @@ def document(runs: list[Run], plan: Plan, encoder: str, steps: int) -> dict[str,
         "curves": curves(runs, plan.curve_every, steps),
         "config": {
             "seeds": plan.seeds,
+            "streams": list(plan.streams),
             "rhos": list(plan.rhos),
             "eval_redraws": list(plan.redraws),
             "encoder": encoder,
             "momentum_source": plan.momentum_source,
             "stream": asdict(plan.stream),
-            "janus": JanusConfig(momentum_source=plan.momentum_source).to_dict(),
+            "runbook": asdict(plan.runbook),
+            "janus_under_test": plan.janus,
+            "janus": plan.base(0).to_dict(),
         },
     }
 
@@ -233,9 +253,11 @@ def document(runs: list[Run], plan: Plan, encoder: str, steps: int) -> dict[str,
 def show(doc: Mapping[str, Any]) -> None:
     print(BANNER)
     c = doc["config"]
-    print(f"{c['seeds']} seeds x R {c['eval_redraws']} x rho {c['rhos']}, "
-          f"{c['stream']['stream_tasks']} stream tasks, "
-          f"encoder {c['encoder']}, momentum source {c['momentum_source']}\n")  # fmt: skip
+    print(f"{c['seeds']} seeds x streams {c.get('streams', ['calibrated'])} x R "
+          f"{c['eval_redraws']} x rho {c['rhos']} (runbook: rho 1.0), "
+          f"{c['stream']['stream_tasks']} stream tasks, encoder {c['encoder']}, "
+          f"Janus under test: {c.get('janus_under_test', 'default')}, "
+          f"momentum source {c['momentum_source']}\n")  # fmt: skip
     if not doc["rows"]:
         print("no seed finished")
         return
@@ -265,13 +287,26 @@ def run(args: argparse.Namespace) -> int:
     source: MomentumSource = args.momentum_source or JanusConfig().momentum_source
     stream = replace(StreamConfig(), stream_tasks=steps, order=args.order)
     jobs = args.jobs or default_jobs()
-    plan = Plan(seeds, rhos, stream, factory, source, args.curve_every, jobs, redraws)
+    streams = STREAMS if args.stream == "both" else (args.stream,)
+    plan = Plan(
+        seeds,
+        rhos,
+        stream,
+        factory,
+        source,
+        args.curve_every,
+        jobs,
+        redraws,
+        streams=streams,
+        janus=args.janus,
+        runbook=RunbookConfig(stream_tasks=steps),
+    )
     runs: list[Run] = []
     results = new_results()
 
     def measure() -> None:
         try:
-            with Progress("bench janus", seeds * len(plan.cells)) as progress:
+            with Progress("bench janus", seeds) as progress:
                 run_all(plan, progress=progress.advance, runs=runs)
         finally:
             results.update(document(runs, plan, encoder, steps), interrupted=results["interrupted"])

@@ -1,9 +1,10 @@
-"""One pass over the stream per strategy, and every strategy over seeds and rho.
+"""One pass over a stream per strategy, and every strategy over streams, seeds, R and rho.
 
 Counting follows the authors' code: every post-warm-up step is a step for every strategy
 (unchanged candidates included), so comparisons per step = comparisons / (steps - K), and the
-cost proxy is comparisons x (K + L). Random and periodic are matched to Janus's comparisons
-per step on the same seed and rho.
+cost proxy is comparisons x (K + L); `evaluations` counts the tasks actually solved (aimed
+tasks included). Random and periodic are matched to Janus's comparisons per step on the same
+stream, seed, R and rho.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import multiprocessing
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from planfence.plugins.janus import (
     CachedEncoder,
@@ -27,34 +28,52 @@ from planfence.plugins.janus import (
     Task,
     WordLlamaEncoder,
 )
+from planfence.plugins.janus.calibration import PRIOR
 from planfence.shared_memory.extras import extra_imports
 
-from .stream import Cheatsheet, Stream, StreamConfig
+from .runbook import RunbookConfig, RunbookStream
+from .strategies import (
+    PAPER_STRATEGIES,
+    REFERENCE,
+    RUNBOOK_RHO,
+    SETTLE_TOLERANCE,
+    STRATEGIES,
+    STREAMS,
+    settle_point,
+    source_strategy,
+    strategy_config,
+)
+from .stream import Stream, StreamConfig
+
+__all__ = ["REFERENCE", "STRATEGIES", "STREAMS", "LatentEvaluator", "Plan", "Run", "run_all"]
 
 with extra_imports("janus", "planfence bench janus"):
     import numpy as np
 
-STRATEGIES = (
-    "plain",
-    "janus",
-    "always",
-    "random",
-    "periodic",
-    "janus-no-coverage",
-    "janus-no-boundary",
-    "janus-no-fresh",
-)
-REFERENCE = ("memory-free", "ceiling")
-"""Calibration runs without a controller: no memory, and only harmless candidates deployed."""
+
+class StreamSettings(Protocol):
+    @property
+    def eval_redraw(self) -> float: ...
 
 
-def other_source(source: MomentumSource) -> MomentumSource:
-    return "all" if source == "deployed" else "deployed"
+class BenchStream(Protocol):
+    """What a strategy's pass and the evaluator read from a stream (`Stream`, `RunbookStream`)."""
 
+    seed: int
+    tasks: list[Task]
+    latent: dict[str, float]
+    index: dict[str, int]
+    latents: np.ndarray
 
-def source_strategy(source: MomentumSource) -> str:
-    """The extra strategy that runs Janus with the other momentum source."""
-    return f"janus-momentum-{other_source(source)}"
+    @property
+    def config(self) -> StreamSettings: ...
+
+    def p_tasks(self, memory: Any) -> np.ndarray: ...
+    def p_many(self, memory: Any, tasks: Sequence[Task]) -> np.ndarray: ...
+    def render(self, memory: Any) -> str: ...
+    def expected_accuracy(self, memory: Any) -> float: ...
+    def attempt(self, memory: Any, step: int) -> bool: ...
+    def propose(self, memory: Any, step: int, solved: bool) -> Any: ...
 
 
 @dataclass
@@ -64,6 +83,7 @@ class Run:
     seed: int
     final_accuracy: float
     eval_redraw: float = 1.0
+    stream: str = "calibrated"
     comparisons: int = 0
     post_warmup_steps: int = 0
     deployed: int = 0
@@ -75,6 +95,14 @@ class Run:
     benign: int = 0
     benign_compared: int = 0
     benign_rejected: int = 0
+    benign_against: int = 0
+    """Benign candidates that turned against the momentum (cos < 0): the paper's premise."""
+    evaluations: int = 0
+    labelled: int = 0
+    """Comparisons whose changed tasks all moved one way (the calibration's examples)."""
+    settle: int | None = None
+    """Comparisons after which the calibrated harm probability of the run's candidates stays
+    within `SETTLE_TOLERANCE` of the final model's, on average (see `settle_point`)."""
     curve: list[float] = field(default_factory=list)
 
     @property
@@ -83,6 +111,7 @@ class Run:
 
     def row(self) -> dict[str, Any]:
         return {
+            "stream": self.stream,
             "eval_redraw": self.eval_redraw,
             "rho": self.rho,
             "strategy": self.strategy,
@@ -99,6 +128,10 @@ class Run:
             "benign": self.benign,
             "benign_compared": self.benign_compared,
             "benign_rejected": self.benign_rejected,
+            "benign_against": self.benign_against,
+            "evaluations": self.evaluations,
+            "labelled": self.labelled,
+            "settle": self.settle,
         }
 
 
@@ -109,13 +142,13 @@ class LatentEvaluator:
     at temperature). At R = 1 every evaluation is an independent draw."""
 
     def __init__(
-        self, stream: Stream, rng: np.random.Generator, coins: np.random.Generator
+        self, stream: BenchStream, rng: np.random.Generator, coins: np.random.Generator
     ) -> None:
         self.stream = stream
         self.rng = rng
         self.coins = coins
 
-    async def evaluate(self, memory: Cheatsheet, tasks: Sequence[Task]) -> list[bool]:
+    async def evaluate(self, memory: Any, tasks: Sequence[Task]) -> list[bool]:
         if not tasks:
             return []
         stream = self.stream
@@ -134,26 +167,8 @@ class LatentEvaluator:
         return [bool(h) for h in hits]
 
 
-def strategy_config(name: str, base: JanusConfig, rate: float) -> JanusConfig:
-    """Controller settings of one strategy; `rate` is Janus's comparisons per step."""
-    rate = min(1.0, max(rate, 1e-6))
-    table: dict[str, dict[str, Any]] = {
-        "plain": {"trigger": "never"},
-        "janus": {},
-        "always": {"trigger": "always"},
-        "random": {"trigger": "random", "random_rate": rate},
-        "periodic": {"trigger": "periodic", "period": max(1, round(1 / rate))},
-        "janus-no-coverage": {"use_coverage": False},
-        "janus-no-boundary": {"use_boundary": False},
-        "janus-no-fresh": {"use_fresh": False},
-    }
-    if name.startswith("janus-momentum-"):
-        return replace(base, momentum_source=other_source(base.momentum_source))
-    return replace(base, **table[name])
-
-
 async def run_strategy(
-    stream: Stream,
+    stream: BenchStream,
     name: str,
     config: JanusConfig,
     encoder: Encoder,
@@ -162,6 +177,7 @@ async def run_strategy(
     curve_every: int,
     eval_seed: int,
     memo: CoverageMemo | None = None,
+    stream_name: str = "calibrated",
 ) -> Run:
     """One pass over the stream under one strategy."""
     evaluator = LatentEvaluator(
@@ -172,11 +188,15 @@ async def run_strategy(
     controller = JanusController(
         evaluator, config=config, encoder=encoder, render=stream.render, coverage_memo=memo
     )
-    memory: Cheatsheet = ()
-    out = Run(rho, name, stream.seed, 0.0, stream.config.eval_redraw)
+    memory: Any = ()
+    out = Run(rho, name, stream.seed, 0.0, stream.config.eval_redraw, stream_name)
+    calibrating = config.calibrate
+    history: list[list[float]] = [list(PRIOR)]
+    probes: list[list[float]] = []
     for step in range(len(stream.tasks)):
         proposal = stream.propose(memory, step, stream.attempt(memory, step))
         verdict = await controller.consider(memory, proposal.memory, stream.tasks[step])
+        trigger = verdict.trigger
         if step >= config.support_size:
             if proposal.harmful:
                 out.harmful += 1
@@ -186,6 +206,14 @@ async def run_strategy(
                 out.benign += 1
                 out.benign_compared += verdict.compared
                 out.benign_rejected += not verdict.deploy
+                out.benign_against += bool(trigger and trigger.cosine and trigger.cosine < 0)
+        if trigger is not None and trigger.signals is not None:
+            probes.append(list(trigger.signals.values()))
+        if verdict.compared:
+            moved = [o for o, n in verdict.scores.values() if o != n]
+            out.labelled += bool(moved) and len(set(moved)) == 1
+            if calibrating and trigger is not None and trigger.signals is not None:
+                history.append(list(controller.state.weights or PRIOR))
         if verdict.deploy:
             memory = proposal.memory
         if (step + 1) % curve_every == 0:
@@ -195,13 +223,18 @@ async def run_strategy(
     out.comparisons, out.deployed, out.rejected = c.comparisons, c.deployed, c.rejected
     out.post_warmup_steps = max(0, c.steps - config.support_size)
     out.cost_proxy = c.comparisons * (config.support_size + config.fresh_size)
+    out.evaluations = c.evaluations
+    if calibrating and probes:
+        out.settle = settle_point(history, probes, SETTLE_TOLERANCE)
     return out
 
 
-def run_reference(stream: Stream, name: str, *, rho: float, curve_every: int) -> Run:
+def run_reference(
+    stream: BenchStream, name: str, *, rho: float, curve_every: int, stream_name: str
+) -> Run:
     """Memory-free, or the harm-free ceiling (every harmless candidate, no harmful one)."""
-    memory: Cheatsheet = ()
-    out = Run(rho, name, stream.seed, 0.0, stream.config.eval_redraw)
+    memory: Any = ()
+    out = Run(rho, name, stream.seed, 0.0, stream.config.eval_redraw, stream_name)
     for step in range(len(stream.tasks)):
         if name == "ceiling":
             proposal = stream.propose(memory, step, stream.attempt(memory, step))
@@ -233,10 +266,13 @@ def _loaded(name: str) -> Encoder:
     return CachedEncoder(inner, max_items=200_000)
 
 
+JanusKind = Literal["default", "paper"]
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What to run: seeds x rhos x eval_redraws, every strategy, with one encoder and momentum
-    source."""
+    """What to run: streams x seeds x eval_redraws x rhos (the calibrated stream's; the runbook
+    stream has rho 1), every strategy, with one encoder and momentum source."""
 
     seeds: int
     rhos: tuple[float, ...]
@@ -248,56 +284,82 @@ class Plan:
     """Worker processes; above 1 `encoder` must be picklable (a `SharedEncoder`)."""
     redraws: tuple[float, ...] = (1.0,)
     """The values of `eval_redraw` (R) swept."""
+    streams: tuple[str, ...] = ("calibrated",)
+    janus: JanusKind = "default"
+    """The Janus under test: planfence's defaults, or the paper's method (its study's
+    strategies, as the bench ran them before the budgeted trigger)."""
+    runbook: RunbookConfig = field(default_factory=RunbookConfig)
 
     @property
-    def cells(self) -> list[tuple[float, float]]:
-        """(R, rho) in report order."""
-        return [(r, rho) for r in self.redraws for rho in self.rhos]
+    def cells(self) -> list[Cell]:
+        """(stream, R, rho) in report order."""
+        out: list[Cell] = []
+        for name in self.streams:
+            rhos = self.rhos if name == "calibrated" else (RUNBOOK_RHO,)
+            out += [(name, r, rho) for r in self.redraws for rho in rhos]
+        return out
+
+    def strategies(self) -> list[str]:
+        if self.janus == "paper":
+            return [*PAPER_STRATEGIES, source_strategy(self.momentum_source)]
+        return list(STRATEGIES)
+
+    def base(self, seed: int) -> JanusConfig:
+        if self.janus == "paper":
+            return JanusConfig.paper(seed=seed, momentum_source=self.momentum_source)
+        return JanusConfig(seed=seed, momentum_source=self.momentum_source)
+
+
+def make_stream(plan: Plan, name: str, rho: float, redraw: float, seed: int) -> BenchStream:
+    if name == "runbook":
+        return RunbookStream(replace(plan.runbook, eval_redraw=redraw), seed)
+    return Stream(replace(plan.stream, rho=rho, eval_redraw=redraw), seed)
 
 
 async def run_seed(
-    plan: Plan, rho: float, seed: int, memo: CoverageMemo | None = None, redraw: float = 1.0
+    plan: Plan,
+    rho: float,
+    seed: int,
+    memo: CoverageMemo | None = None,
+    redraw: float = 1.0,
+    stream_name: str = "calibrated",
 ) -> list[Run]:
     """Every strategy (and the two references) on one stream.
 
-    `memo` shares coverage sets between the strategies (and the rhos of a seed, which meet the
-    same tasks): always-compare clusters at every step, identically at every rho, and the
+    `memo` shares coverage sets between the strategies (and the cells of a seed, which meet
+    the same tasks): always-compare clusters at every step, identically at every rho, and the
     Janus variants often cluster the same tasks from the same centroids. The sets are the ones
     each controller would compute itself."""
     memo = CoverageMemo() if memo is None else memo
-    stream = Stream(replace(plan.stream, rho=rho, eval_redraw=redraw), seed)
+    stream = make_stream(plan, stream_name, rho, redraw, seed)
     made = plan.encoder()
     encoder = made if isinstance(made, CachedEncoder) else CachedEncoder(made)
-    base = JanusConfig(seed=seed, momentum_source=plan.momentum_source)
+    base = plan.base(seed)
     every = plan.curve_every
-    runs = [run_reference(stream, n, rho=rho, curve_every=every) for n in REFERENCE]
-    names = [*STRATEGIES, source_strategy(plan.momentum_source)]
-    janus = await run_strategy(
-        stream, "janus", base, encoder, rho=rho, curve_every=every, eval_seed=1, memo=memo
-    )
-    for i, name in enumerate(names):
+    kw: dict[str, Any] = {"rho": rho, "curve_every": every}
+    runs = [run_reference(stream, n, stream_name=stream_name, **kw) for n in REFERENCE]
+    kw |= {"memo": memo, "stream_name": stream_name}
+    janus = await run_strategy(stream, "janus", base, encoder, eval_seed=1, **kw)
+    for i, name in enumerate(plan.strategies()):
         if name == "janus":
             runs.append(janus)
             continue
         cfg = strategy_config(name, base, janus.comparisons_per_step)
-        runs.append(
-            await run_strategy(
-                stream, name, cfg, encoder, rho=rho, curve_every=every, eval_seed=i + 2, memo=memo
-            )
-        )
+        runs.append(await run_strategy(stream, name, cfg, encoder, eval_seed=i + 2, **kw))
     return runs
 
 
-Cell = tuple[float, float]
-"""(eval_redraw, rho)"""
+Cell = tuple[str, float, float]
+"""(stream, eval_redraw, rho)"""
 
 
 def _cells(plan: Plan, seed: int) -> Iterator[tuple[Cell, list[Run]]]:
-    """One seed in every cell (its tasks, shared by every cell, are encoded and clustered
-    once)."""
+    """One seed in every cell (its tasks, shared by every cell of a stream, are encoded and
+    clustered once)."""
     memo = CoverageMemo()
-    for redraw, rho in plan.cells:
-        yield (redraw, rho), asyncio.run(run_seed(plan, rho, seed, memo, redraw))
+    for name, redraw, rho in plan.cells:
+        runs = asyncio.run(run_seed(plan, rho, seed, memo, redraw, name))
+        yield (name, redraw, rho), runs
 
 
 _worker_plan: Plan | None = None
@@ -321,11 +383,12 @@ def run_all(
     progress: Callable[[str], None] = lambda _: None,
     runs: list[Run] | None = None,
 ) -> list[Run]:
-    """Every (R, rho, seed); `runs` holds the finished streams' runs as they come, always in
-    the order R by R, rho by rho, seed by seed (whatever order the workers finish in).
+    """Every (stream, R, rho, seed); `runs` holds the finished streams' runs as they come,
+    always in the order of `plan.cells`, seed by seed (whatever order the workers finish in).
+    `progress` hears of each seed once all its cells are done.
 
     With `plan.jobs` > 1 the seeds run in that many worker processes; each stream's results
-    depend only on its seed and rho, so they are the same as in one process.
+    depend only on its seed and cell, so they are the same as in one process.
     """
     runs = [] if runs is None else runs
     done: dict[tuple[Cell, int], list[Run]] = {}
@@ -333,13 +396,16 @@ def run_all(
     def finished(key: Cell, seed: int, cell: list[Run]) -> None:
         done[key, seed] = cell
         runs[:] = [r for c in plan.cells for s in range(plan.seeds) for r in done.get((c, s), [])]
-        progress(f"R {key[0]} rho {key[1]} seed {seed}")
+
+    def seed_done(seed: int) -> None:
+        progress(f"seed {seed} ({len(plan.cells)} cells)")
 
     jobs = min(plan.jobs, plan.seeds)
     if jobs <= 1:
         for seed in range(plan.seeds):
             for key, cell in _cells(plan, seed):
                 finished(key, seed, cell)
+            seed_done(seed)
         return runs
     context = multiprocessing.get_context("spawn")
     pool = context.Pool(jobs, initializer=_start_worker, initargs=(plan,))
@@ -347,6 +413,7 @@ def run_all(
         for seed, cells in pool.imap_unordered(_work, range(plan.seeds)):
             for key, cell in cells:
                 finished(key, seed, cell)
+            seed_done(seed)
         pool.close()
     except BaseException:
         pool.terminate()

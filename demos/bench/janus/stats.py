@@ -13,10 +13,19 @@ from statistics import NormalDist
 from typing import Any
 
 ABLATIONS = ("janus-no-coverage", "janus-no-boundary", "janus-no-fresh")
+VARIANTS = (
+    "janus-no-aim",
+    "janus-tie-deploy",
+    "janus-uncalibrated",
+    "janus-momentum",
+    "janus-paper",
+)
+"""planfence's changes to the paper's method, each taken back alone (and all of them)."""
 
 
 def pairs(strategies: Iterable[str]) -> list[tuple[str, str]]:
-    """(a, b) pairs reported as a - b: the issue's list, plus the other momentum source."""
+    """(a, b) pairs reported as a - b: the paper's claims, the variants, the other momentum
+    source, the ceiling."""
     present = set(strategies)
     wanted = [
         ("janus", "plain"),
@@ -24,6 +33,7 @@ def pairs(strategies: Iterable[str]) -> list[tuple[str, str]]:
         ("janus", "periodic"),
         ("always", "janus"),
         *((a, "janus") for a in ABLATIONS),
+        *((a, "janus") for a in VARIANTS),
         *((s, "janus") for s in sorted(present) if s.startswith("janus-momentum-")),
         ("ceiling", "janus"),
     ]
@@ -55,8 +65,10 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
-Key = tuple[float, float, str]
-"""(eval_redraw, rho, strategy)"""
+Cell = tuple[str, float, float]
+"""(stream, eval_redraw, rho)"""
+Key = tuple[str, float, float, str]
+"""(stream, eval_redraw, rho, strategy)"""
 
 
 def redraw_of(row: Mapping[str, Any]) -> float:
@@ -64,26 +76,36 @@ def redraw_of(row: Mapping[str, Any]) -> float:
     return float(row.get("eval_redraw", 1.0))
 
 
-def cells(rows: Iterable[Mapping[str, Any]]) -> list[tuple[float, float]]:
-    """The (eval_redraw, rho) cells present, sorted."""
-    return sorted({(redraw_of(r), r["rho"]) for r in rows})
+def stream_of(row: Mapping[str, Any]) -> str:
+    """A row's stream (rows written before there were two were the calibrated stream's)."""
+    return str(row.get("stream", "calibrated"))
+
+
+def cell_of(row: Mapping[str, Any]) -> Cell:
+    return (stream_of(row), redraw_of(row), float(row["rho"]))
+
+
+def cells(rows: Iterable[Mapping[str, Any]]) -> list[Cell]:
+    """The (stream, eval_redraw, rho) cells present, sorted."""
+    return sorted({cell_of(r) for r in rows})
 
 
 def by_key(rows: Iterable[Mapping[str, Any]]) -> dict[Key, dict[int, Any]]:
     out: dict[Key, dict[int, Any]] = {}
     for r in rows:
-        out.setdefault((redraw_of(r), r["rho"], r["strategy"]), {})[r["seed"]] = r
+        out.setdefault((*cell_of(r), r["strategy"]), {})[r["seed"]] = r
     return out
 
 
 def paired(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """a - b in final accuracy per seed, for every (R, rho) cell and every pair in `pairs`."""
+    """a - b in final accuracy per seed, for every cell and every pair in `pairs`."""
     table = by_key(rows)
     out = []
-    for redraw, rho in cells(rows):
-        names = [s for (r, h, s) in table if (r, h) == (redraw, rho)]
+    for cell in cells(rows):
+        stream, redraw, rho = cell
+        names = [k[3] for k in table if k[:3] == cell]
         for a, b in pairs(names):
-            mine_a, mine_b = table[redraw, rho, a], table[redraw, rho, b]
+            mine_a, mine_b = table[(stream, redraw, rho, a)], table[(stream, redraw, rho, b)]
             seeds = sorted(set(mine_a) & set(mine_b))
             if not seeds:
                 continue
@@ -91,6 +113,7 @@ def paired(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             m, lo, hi = mean_ci(diffs)
             out.append(
                 {
+                    "stream": stream,
                     "eval_redraw": redraw,
                     "rho": rho,
                     "a": a,
@@ -105,7 +128,8 @@ def paired(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> dict[Key, dict[str, float]]:
-    """Per (R, rho, strategy): accuracy mean and CI half-width, comparisons, harm caught."""
+    """Per (stream, R, rho, strategy): accuracy mean and CI half-width, comparisons, harm
+    caught, benign edits against the momentum, evaluations and the calibration's settling."""
     out: dict[Key, dict[str, float]] = {}
     for key, per_seed in by_key(rows).items():
         mine = list(per_seed.values())
@@ -131,13 +155,37 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[Key, dict[str, float]]:
             "benign_rejected": (
                 sum(r.get("benign_rejected", 0) for r in mine) / benign if benign else math.nan
             ),
+            "benign_against": (
+                sum(r.get("benign_against", 0) for r in mine) / benign if benign else math.nan
+            ),
+            "evaluations": statistics.fmean(r.get("evaluations", 0) for r in mine),
+            "settle_median": _quantile(
+                [r["settle"] for r in mine if r.get("settle") is not None], 0.5
+            ),
+            "settle_p90": _quantile(
+                [r["settle"] for r in mine if r.get("settle") is not None], 0.9
+            ),
+            "labelled": statistics.fmean(r.get("labelled", 0) for r in mine),
         }
     return out
 
 
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (nearest rank) of `values`; nan when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))])
+
+
 def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Memory-free, plain and harm-free ceiling accuracy: over everything and per rho, and the
-    same for each R (`by_redraw`), where it must hold too."""
+    """Per stream: memory-free, plain and harm-free ceiling accuracy, over everything and per
+    rho, and the same for each R (`by_redraw`), where it must hold too."""
+    streams = sorted({stream_of(r) for r in rows})
+    return {name: _calibration([r for r in rows if stream_of(r) == name]) for name in streams}
+
+
+def _calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     def of(mine: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         def mean_of(strategy: str, rho: float | None = None) -> float | None:
