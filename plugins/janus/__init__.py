@@ -5,8 +5,11 @@
     controller = JanusController(FunctionEvaluator(judge), config=JanusConfig(seed=1))
     verdict = await controller.consider(current_memory, candidate_memory, task)
 
-Janus (momentum trigger + hybrid coverage/boundary/fresh evaluation set) wraps any memory
-updater; `JanusStoreHook` puts it on the write path of a shared-memory key.
+Janus wraps any memory updater; `JanusStoreHook` puts it on the write path of a shared-memory
+key. By default a budgeted trigger compares the candidates most likely to harm (a harm
+probability from cheap signals, calibrated online from the controller's own comparisons) on
+coverage, boundary and fresh tasks plus tasks aimed at the lines the edit changed;
+`JanusConfig.paper()` is the authors' method (momentum trigger, ties deploy).
 
 The controller computes with numpy (the `janus` extra): names are imported on first use, so
 `planfence.plugins.janus.memory` and the errors load without it, and using the controller
@@ -20,7 +23,15 @@ from typing import TYPE_CHECKING
 from planfence.shared_memory.extras import lazy_exports
 
 if TYPE_CHECKING:
-    from .config import MOMENTUM_SOURCES, TRIGGER_KINDS, JanusConfig, MomentumSource, TriggerKind
+    from .config import (
+        MOMENTUM_SOURCES,
+        TIE_RULES,
+        TRIGGER_KINDS,
+        JanusConfig,
+        MomentumSource,
+        TieRule,
+        TriggerKind,
+    )
     from .controller import JanusController, JanusUpdater, StepResult
     from .decision import Plan, Verdict, accept, finish_step, plan_step
     from .encoders import (
@@ -101,8 +112,10 @@ _EXPORTS = {
     "Solver": "evaluators",
     "StepResult": "controller",
     "Submission": "store_hook",
+    "TIE_RULES": "config",
     "TRIGGER_KINDS": "config",
     "Task": "tasks",
+    "TieRule": "config",
     "TriggerInfo": "trigger",
     "TriggerKind": "config",
     "UpdaterOutputError": "errors",
@@ -127,6 +140,7 @@ __all__ = [
     "ENV_BASE_URL",
     "ENV_MODEL",
     "MOMENTUM_SOURCES",
+    "TIE_RULES",
     "TRIGGER_KINDS",
     "Attempt",
     "CachedEncoder",
@@ -164,6 +178,7 @@ __all__ = [
     "StepResult",
     "Submission",
     "Task",
+    "TieRule",
     "TriggerInfo",
     "TriggerKind",
     "UpdaterOutputError",

@@ -192,3 +192,31 @@ async def test_max_seen_tasks_bounds_the_state_but_keeps_the_sets() -> None:
     assert len(state.seen) <= 12 + len(state.since_trigger)
     assert set(state.coverage) | set(state.boundary) <= set(state.seen)
     assert "q59" in state.seen
+
+
+async def test_a_state_saved_before_the_budgeted_trigger_resumes_as_it_ran() -> None:
+    """A version 1 state (no budget, tie rule or aimed tasks in its settings) ran the paper's
+    method: it resumes as that, and refuses settings that would change it silently."""
+    paper = JanusConfig.paper(support_size=8, coverage_size=5, fresh_size=3, seed=11)
+    controller = JanusController(FunctionEvaluator(judge), config=paper)
+    memory, _ = await run(controller, stream(30), [], 1)
+    old = controller.save_state()
+    old["version"] = 1
+    for key in ("window", "norms", "examples", "weights"):
+        del old[key]
+    new_settings = set(JanusConfig().to_dict()) - {
+        "support_size", "coverage_size", "fresh_size", "tau", "beta", "trigger",
+        "momentum_source", "random_rate", "period", "use_coverage", "use_boundary",
+        "use_fresh", "seed", "kmeans_iters", "eps", "max_seen_tasks",
+    }  # fmt: skip
+    for key in new_settings:
+        del old["config"][key]
+    resumed = JanusController.resume(old, FunctionEvaluator(judge), config=paper)
+    assert resumed.config == paper and resumed.state.step == 30
+    _, after = await run(resumed, stream(40)[30:], memory, 31)
+    _, want = await run(controller, stream(40)[30:], memory, 31)
+    assert after == want
+    with pytest.raises(JanusStateError, match="other settings"):
+        JanusController.resume(
+            old, FunctionEvaluator(judge), config=replace(paper, on_tie="keep", aim_size=8)
+        )
