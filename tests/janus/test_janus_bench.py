@@ -23,7 +23,7 @@ from planfence.demos.bench.janus.run import (
     run_all,
 )
 from planfence.demos.bench.janus.runbook import RunbookConfig, RunbookStream
-from planfence.demos.bench.janus.stats import mean_ci, paired, t_quantile
+from planfence.demos.bench.janus.stats import mean_ci, paired, pairs, t_quantile
 from planfence.demos.bench.janus.strategies import PAPER_STRATEGIES, settle_point
 from planfence.demos.bench.janus.stream import Rule, Stream, StreamConfig
 from planfence.plugins.janus import HashingEncoder, Task
@@ -329,3 +329,9 @@ def test_settling_is_where_the_model_stops_moving() -> None:
     assert settle_point([prior, prior, prior], probes, 0.02) == 0
     assert settle_point([prior, moved, moved, moved], probes, 0.02) == 1
     assert settle_point([prior, moved, prior, moved], probes, 0.02) == 3
+
+
+def test_every_strategy_is_paired_with_janus() -> None:
+    found = pairs([*STRATEGIES, "memory-free", "ceiling"])
+    others = {a for a, b in found if b == "janus"} | {b for a, b in found if a == "janus"}
+    assert others == (set(STRATEGIES) - {"janus"}) | {"ceiling"}

@@ -224,7 +224,7 @@ async def run_strategy(
     out.post_warmup_steps = max(0, c.steps - config.support_size)
     out.cost_proxy = c.comparisons * (config.support_size + config.fresh_size)
     out.evaluations = c.evaluations
-    if calibrating and probes:
+    if calibrating and probes and len(history) > 1:
         out.settle = settle_point(history, probes, SETTLE_TOLERANCE)
     return out
 
