@@ -62,7 +62,8 @@ def holdout_share(text: str) -> float:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_quick(
         p,
-        f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps at rho {QUICK_RHOS[0]}, R {QUICK_REDRAWS[0]}",
+        f"{QUICK_SEEDS} seeds x {QUICK_STEPS} steps at rho {QUICK_RHOS[0]} (runbook: 1), "
+        f"R {QUICK_REDRAWS[0]}",
     )
     p.add_argument(
         "--seeds",
@@ -84,7 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         metavar="R",
-        help="share of harmful edits that are abrupt rewrites; several values sweep "
+        help="calibrated stream: share of harmful edits that are abrupt rewrites (the "
+        "runbook stream's are all abrupt); several values sweep "
         f"(default: {' '.join(map(str, RHOS))}; {QUICK_RHOS[0]} with --quick)",
     )
     p.add_argument(
@@ -109,8 +111,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("default", "paper"),
         default="default",
         help="the Janus under test: planfence's defaults (budgeted trigger, aimed tasks, ties "
-        "keep), with its ablations and the paper's method beside it; or the paper's method "
-        "with the paper's study (default: %(default)s)",
+        "by harm probability), with its ablations and the paper's method beside it; or the "
+        "paper's method with the paper's study (default: %(default)s)",
     )
     p.add_argument(
         "--encoder",
