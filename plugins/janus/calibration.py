@@ -1,12 +1,12 @@
 """The harm probability of a candidate: a logistic model over its signals, calibrated online.
 
 Every comparison the controller runs can be a labelled example: every task whose outcome
-changed got worse under the candidate (harmful, 1) or every one got better (0). A tie, or tasks
-moving both ways (a noisy evaluator's signature), says too little and is not kept. After each
-labelled comparison the weights are refitted to the kept examples (the latest
-`max_examples`) by Newton's method, as the most probable weights under a Gaussian prior
-centred on `PRIOR`, so a team's own memory moves them as far as its evidence goes and no
-further. Before any example the prior alone scores.
+changed got worse under the candidate (harmful, 1), or every one got better, or none changed
+(not harmful as far as the evaluation saw, 0). Tasks moving both ways (a noisy evaluator's
+signature) say too little and are not kept. After each labelled comparison the weights are
+refitted to the kept examples (the latest `max_examples`) by Newton's method, as the most
+probable weights under a Gaussian prior centred on `PRIOR`, so a team's own memory moves them
+as far as its evidence goes and no further. Before any example the prior alone scores.
 
 The prior is set by what each signal means, not fitted to any stream: an ordinary one-line
 append is harmful about one time in twenty (bias -3); losing the memory's lines is the

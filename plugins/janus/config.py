@@ -41,8 +41,8 @@ class JanusConfig:
         budget_window: the sliding window the budget is counted over (50 steps).
         floor: for "budget", a candidate whose harm probability is at least this is compared
             even when the budget is spent (0.8); 1.0 never overrides the budget.
-        calibrate: for "budget", learn the harm probability from the comparisons' outcomes
-            (False keeps the prior weights).
+        calibrate: learn the harm probability (which "budget" and `on_tie="score"` read)
+            from the comparisons' outcomes (False keeps the prior weights).
         max_examples: comparisons kept as calibration examples (the latest; 256).
         on_tie: when old and new memory score the same: "score" (default: keep the current
             memory when the candidate's calibrated harm probability is at least one half,

@@ -65,7 +65,7 @@ class Plan:
     z: np.ndarray | None = field(default=None, compare=False, repr=False)
     aimed: tuple[str, ...] = ()
     signals: tuple[float, ...] | None = None
-    """The budgeted trigger's signals of a changed candidate (its calibration example)."""
+    """A changed candidate's signals, when its lines are known (its calibration example)."""
 
     @property
     def eval_ids(self) -> list[str]:
@@ -266,9 +266,9 @@ def finish_step(
     old_correct: Sequence[bool],
     new_correct: Sequence[bool],
 ) -> Verdict:
-    """Compare scores on `plan.eval_ids` (a tie as `on_tie` says) and refill the boundary; under
-    the budgeted trigger a comparison whose changed tasks all moved one way becomes a
-    calibration example."""
+    """Compare scores on `plan.eval_ids` (a tie as `on_tie` says) and refill the boundary; a
+    comparison of a candidate with signals whose changed tasks all moved one way (or none
+    moved) becomes a calibration example."""
     cfg = state.config
     ids = plan.eval_ids
     if len(old_correct) != len(ids) or len(new_correct) != len(ids):
@@ -282,8 +282,8 @@ def finish_step(
     worse = sum(bool(o) and not bool(n) for o, n in zip(old_correct, new_correct, strict=True))
     better = sum(bool(n) and not bool(o) for o, n in zip(old_correct, new_correct, strict=True))
     # A comparison teaches the calibration only when every task that changed moved the same
-    # way: a noisy evaluator (sampling at temperature) flips tasks both ways, and its
-    # majorities would teach noise.
+    # way (none moving is "not harmful, as far as the evaluation saw"): a noisy evaluator
+    # (sampling at temperature) flips tasks both ways, and its majorities would teach noise.
     if cfg.calibrate and plan.signals is not None and not (worse and better):
         example = [*plan.signals, 1.0 if worse else 0.0]
         state.examples = [*state.examples, example][-cfg.max_examples :]
@@ -308,13 +308,13 @@ def finish_step(
     if cfg.on_tie == "deploy":  # the authors' rule, in their words
         relation = ">=" if deploy else "<"
     else:
-        relation = ">" if deploy else ("=" if tie else "<")
+        relation = ">" if acc_new > acc_old else ("=" if tie else "<")
     reason = (
         f"{plan.reason}; compared on {len(ids)} tasks: new {acc_new:.3f} {relation} "
         f"old {acc_old:.3f}"
     )
-    if tie and not deploy:
-        reason += " (a tie keeps the current memory)"
+    if tie and cfg.on_tie != "deploy":
+        reason += f" (a tie {'deploys' if deploy else 'keeps the current memory'})"
     return Verdict(
         deploy,
         plan.step,
