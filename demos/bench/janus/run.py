@@ -292,11 +292,13 @@ class Plan:
 
     @property
     def cells(self) -> list[Cell]:
-        """(stream, R, rho) in report order."""
+        """(stream, R, rho), R by R, then rho by rho (the runbook's 1 after the calibrated
+        stream's), as the rows are written."""
         out: list[Cell] = []
-        for name in self.streams:
-            rhos = self.rhos if name == "calibrated" else (RUNBOOK_RHO,)
-            out += [(name, r, rho) for r in self.redraws for rho in rhos]
+        for r in self.redraws:
+            for name in self.streams:
+                rhos = self.rhos if name == "calibrated" else (RUNBOOK_RHO,)
+                out += [(name, r, rho) for rho in rhos]
         return out
 
     def strategies(self) -> list[str]:
