@@ -32,7 +32,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
-from .errors import ConfigError
+from .errors import ConfigError, StoreClosedError
 from .signing import HeadSigner
 from .store import AsyncStore
 from .urls import redact_url
@@ -71,11 +71,12 @@ class Portal:
 
     def __init__(self, name: str = "planfence-portal") -> None:
         self._closed = False
+        self.owner = "planfence's event loop"
+        """What a call after `close` names as closed (a `Store` names itself)."""
         started: Future[BlockingPortal] = Future()
         self._thread = threading.Thread(target=_run_portal, args=(started,), name=name, daemon=True)
         self._thread.start()
         self._portal = started.result()
-        self._thread_id = self._thread.ident
         # At exit, before the interpreter starts tearing down (when a daemon thread can no
         # longer run): stop the loop if nobody closed it.
         self._at_exit = weakref.finalize(self, _stop_portal, self._portal, self._thread)
@@ -90,20 +91,31 @@ class Portal:
 
     @property
     def in_thread(self) -> bool:
-        """True when called from the portal's own event loop thread."""
-        return threading.get_ident() == self._thread_id
+        """True when called from the portal's own event loop thread (that thread object: a
+        new thread may reuse the id of a portal thread that has ended)."""
+        return threading.current_thread() is self._thread
 
     def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run `fn(*args, **kwargs)` on the portal's loop and wait for its result."""
         if self.in_thread:
             raise RuntimeError("a sync planfence call from inside its own portal thread")
-        # The coroutine is made on the loop: one never started is never left unawaited.
-        return self._portal.call(partial(fn, *args, **kwargs))
+        self._check_open()
+        try:
+            # The coroutine is made on the loop: one never started is never left unawaited.
+            return self._portal.call(partial(fn, *args, **kwargs))
+        except RuntimeError:
+            self._check_open()  # closed by another thread meanwhile: the loop has stopped
+            raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.owner} is closed: open a new one to use it again")
 
     def call_within(
         self, timeout: float, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """`call`, giving up (`TimeoutError`, the call cancelled) after `timeout` seconds."""
+        self._check_open()
         future = self._portal.start_task_soon(partial(fn, *args, **kwargs))
         try:
             return future.result(timeout)
@@ -164,10 +176,6 @@ def _stop_portal(portal: BlockingPortal, thread: threading.Thread) -> None:
     thread.join(EXIT_TIMEOUT)
 
 
-async def _thread_id() -> int:
-    return threading.get_ident()
-
-
 class twin(Generic[P, T]):
     """A `Store` method that runs the `AsyncStore` method of the same name through the portal.
 
@@ -189,7 +197,7 @@ class twin(Generic[P, T]):
         method: Callable[P, Awaitable[T]] = getattr(store.aio, self.name)
 
         def run(*args: P.args, **kwargs: P.kwargs) -> T:
-            return store.portal.call(method, *args, **kwargs)
+            return store._call(method, *args, **kwargs)
 
         return update_wrapper(run, method)
 
@@ -213,6 +221,7 @@ class stream_twin(Generic[P, T]):
         method: Callable[P, AsyncIterator[T]] = getattr(store.aio, self.name)
 
         def run(*args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+            store._check_open()
             return store.portal.iterate(method, *args, **kwargs)
 
         return update_wrapper(run, method)
@@ -229,6 +238,8 @@ class Store:
         self.aio = inner
         self._owns_portal = portal is None
         self.portal = Portal() if portal is None else portal
+        if self._owns_portal:
+            self.portal.owner = f"the store {redact_url(inner.url)}"
         self._closed = False
         try:
             self.portal.call(inner.setup)
@@ -264,9 +275,38 @@ class Store:
     def __repr__(self) -> str:
         return f"<Store {self.aio!r}>"
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: every use now raises `StoreClosedError`."""
+        return self._closed or self.aio.closed
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreClosedError(
+                f"the store {redact_url(self.url)} is closed: open a new one to use it again"
+            )
+
+    def _call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)` on this store's portal, on an open store."""
+        self._check_open()
+        return self.portal.call(fn, *args, **kwargs)
+
+    async def _acall(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`_call` from async code (see `Portal.acall`)."""
+        self._check_open()
+        return await self.portal.acall(fn, *args, **kwargs)
+
     def _run(self, awaitable: Awaitable[T]) -> T:
-        """Await `awaitable` (made from `self.aio`) on this store's portal."""
-        return self.portal.call(_awaited, awaitable)
+        """Await `awaitable` (made from `self.aio`) on this store's portal. On a closed store it
+        is closed unawaited (no "never awaited" warning) and `StoreClosedError` raised."""
+        if self.closed:
+            close = getattr(awaitable, "close", None)
+            if close is not None:
+                close()
+            self._check_open()
+        return self._call(_awaited, awaitable)
 
     def _stop_portal(self) -> None:
         if self._owns_portal:
@@ -436,15 +476,16 @@ class StoreBridge:
         """Run `fn(async_store, ...)` from sync code."""
         store = self.store
         if isinstance(store, Store):
-            return store.portal.call(fn, store.aio, *args, **kwargs)
+            return store._call(fn, store.aio, *args, **kwargs)
         return Portal.shared().call(self._on_async, fn, *args, **kwargs)
 
     def run(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run an async function that reaches the store through this bridge, from sync code,
         on the loop the store lives on (so its own `acall`s go straight to the store)."""
         store = self.store
-        portal = store.portal if isinstance(store, Store) else Portal.shared()
-        return portal.call(fn, *args, **kwargs)
+        if isinstance(store, Store):
+            return store._call(fn, *args, **kwargs)
+        return Portal.shared().call(fn, *args, **kwargs)
 
     async def acall(
         self,
@@ -456,7 +497,7 @@ class StoreBridge:
         """Run `fn(async_store, ...)` from async code."""
         store = self.store
         if isinstance(store, Store):
-            return await store.portal.acall(fn, store.aio, *args, **kwargs)
+            return await store._acall(fn, store.aio, *args, **kwargs)
         return await self._on_async(fn, *args, **kwargs)
 
     async def _on_async(

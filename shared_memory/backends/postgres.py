@@ -164,7 +164,7 @@ class PostgresStore(AsyncStore):
         self._lock_prefix = f"{schema}:"
         self._feed_lock = f"planfence-feed:{schema}"
 
-    async def setup(self) -> None:
+    async def _open(self) -> None:
         if self._ready:
             return
         # One plain connection first: a server that cannot be used is one error naming the
@@ -254,10 +254,10 @@ class PostgresStore(AsyncStore):
     def _unavailable(self, exc: BaseException, what: str = "PostgreSQL store") -> Exception:
         return StoreUnavailableError(f"{what}: {_one_line(scrub(str(exc), self.url))}")
 
-    async def aclose(self) -> None:
-        if self._listener is not None:
-            await self._listener.close()
-            self._listener = None
+    async def _close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
         await self._pool.close()
         self._ready = False
 
@@ -267,6 +267,7 @@ class PostgresStore(AsyncStore):
         """Run `work` on a pooled connection. If that connection breaks before `work` may have
         committed anything, run it once more on another one (the server may have restarted or
         ended the pool's sessions); any other failure is a `StoreUnavailableError`."""
+        self._check_open()  # a closed store never runs `setup` again (it would reconnect)
         if not self._ready:
             await self.setup()
         for attempt in (1, 2):
@@ -276,6 +277,7 @@ class PostgresStore(AsyncStore):
                 async with self._pool.connection() as conn:
                     return await work(conn, progress)
             except (psycopg.Error, PoolTimeout) as exc:
+                self._check_open()  # the store closed under this operation
                 broken = conn is not None and conn.broken
                 if attempt == 1 and broken and not progress.maybe_committed:
                     await self._renew_pool()
@@ -461,6 +463,7 @@ class PostgresStore(AsyncStore):
             await asyncio.sleep(min(self.poll_interval, timeout))
             return
         async with self._listen_lock:
+            self._check_open()  # never a new listener for a store that closed meanwhile
             try:
                 if self._listener is None or self._listener.closed:
                     self._listener = await psycopg.AsyncConnection.connect(

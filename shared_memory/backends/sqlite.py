@@ -109,7 +109,6 @@ class SQLiteStore(AsyncStore):
         self._runner = SQLiteRunner(io, busy_timeout)
         self._conn: sqlite3.Connection | None = None
         self._ready = False
-        self._closed = False
 
     # ---- plumbing
 
@@ -121,14 +120,14 @@ class SQLiteStore(AsyncStore):
             try:
                 if not memory and self.create:
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                self._conn = _until_not_busy(self._open, self.busy_timeout)
+                self._conn = _until_not_busy(self._open_file, self.busy_timeout)
             except (sqlite3.Error, OSError) as exc:
                 if not memory and not self.create and not os.path.exists(self.path):
                     raise StoreNotFoundError(self.path) from None  # removed meanwhile
                 raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
         return self._conn
 
-    def _open(self) -> sqlite3.Connection:
+    def _open_file(self) -> sqlite3.Connection:
         # Never hand the user's path to SQLite as is: a path starting with "file:" would be read
         # as an SQLite URI (":memory:", "..%2F", "?mode=" ...). A URI built from the absolute
         # path, with everything escaped, also lets `mode=rw` refuse to create a missing file.
@@ -160,10 +159,10 @@ class SQLiteStore(AsyncStore):
     async def _call(
         self, fn: Callable[[sqlite3.Connection], T], *, may_run_on_loop: bool = True
     ) -> T:
-        if self._closed:
-            raise StoreUnavailableError(f"the SQLite store {self.path} is closed")
+        self._check_open()  # also for a call that started before the store closed
 
         def guarded() -> T:
+            self._check_open()  # queued here before the store closed: never reconnect
             try:
                 return fn(self._connect())
             except sqlite3.Error as exc:  # locked, disk full, corrupt: the store is unusable now
@@ -183,7 +182,7 @@ class SQLiteStore(AsyncStore):
             raise
         return out
 
-    async def setup(self) -> None:
+    async def _open(self) -> None:
         def migrate(conn: sqlite3.Connection) -> None:
             def step(c: sqlite3.Connection) -> None:
                 version = c.execute("PRAGMA user_version").fetchone()[0]
@@ -202,17 +201,12 @@ class SQLiteStore(AsyncStore):
         await self._call(migrate)
         self._ready = True
 
-    async def aclose(self) -> None:
-        def close(conn: sqlite3.Connection) -> None:
-            conn.close()
-
-        if self._closed:
-            return
-        if self._conn is not None:
-            await self._call(close)
-            self._conn = None
-        self._closed = True
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
         self._ready = False
+        if conn is not None:
+            # On the store's thread, after the calls queued there (they find the store closed).
+            await self._runner.call(conn.close, may_run_on_loop=False)
         self._runner.shutdown()
 
     # ---- primitives
