@@ -25,13 +25,12 @@ another: a server restart or dropped connections cost no failed operations.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..batches import WriteBatch, WriteResult, plan_batch
-from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
+from ..errors import ConfigError, StoreUnavailableError
 from ..extras import extra_imports
 from ..leases import LeaseRow, needs_leases
 from ..model import KeyState
@@ -80,11 +79,11 @@ from .postgres_conn import (
     split_schema,
 )
 from .postgres_leases import _apply_leases, _lease_rows
+from .postgres_migrate import DEFAULT_MIGRATION_TIMEOUT, migrate, require_store
 from .postgres_rows import _append_args, _changes, _key_states, _stored_rows
 from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
 
 CHANNEL = "planfence_changes"
-_MIGRATION_LOCK = 0x706C616F  # advisory lock id held while migrating any schema
 _UPSERT_KEY = upsert_key_sql("pf_keys", "%s")
 _INSERT_CHANGE = insert_change_sql("pf_changes", "%s")
 
@@ -124,6 +123,7 @@ class PostgresStore(AsyncStore):
         self.schema = options.schema
         self.create = create if options.create is None else options.create
         self._allow_server = options.allow_server
+        self.migration_timeout = options.migration_timeout or DEFAULT_MIGRATION_TIMEOUT
         try:
             params = conninfo_to_dict(self._conninfo)
         except psycopg.Error as exc:
@@ -190,47 +190,13 @@ class PostgresStore(AsyncStore):
         row = await (await conn.execute("SELECT version()")).fetchone()
         return str(row[0]) if row and row[0] else ""
 
-    async def _require_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Without `create`: refuse a schema that is missing or holds no planfence tables (a
-        mistyped schema, or a database never set up), as a missing SQLite file is refused."""
-        if self.schema:
-            cur = await conn.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-            )
-            if await cur.fetchone() is None:
-                raise StoreNotFoundError(
-                    redact_url(self.url),
-                    detail=f"schema {self.schema} does not exist",
-                    check="the schema name",
-                )
-        cur = await conn.execute("SELECT current_schema(), to_regclass('pf_schema') IS NOT NULL")
-        row = await cur.fetchone()
-        schema, ready = (row[0], bool(row[1])) if row else (None, False)
-        if not ready:
-            where = f"schema {schema}" if schema else "the search path (no schema on it exists)"
-            raise StoreNotFoundError(
-                redact_url(self.url),
-                detail=f"{where} holds no planfence tables",
-                check="the URL and its schema= option",
-            )
-
     async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if not self.create:
-            await self._require_store(conn)
-        if self.schema:
-            # Another process may create it at the same moment.
-            with contextlib.suppress(psycopg.errors.UniqueViolation):
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            await conn.execute("CREATE TABLE IF NOT EXISTS pf_schema (version INTEGER NOT NULL)")
-            row = await (await conn.execute("SELECT max(version) FROM pf_schema")).fetchone()
-            version = (row[0] if row else None) or 0
-            for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                await conn.execute(script)
-                await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
-            row = await (await conn.execute("SELECT current_schema()")).fetchone()
-            self._name_locks(str(row[0]) if row and row[0] else self.schema or "public")
+            await require_store(conn, redact_url(self.url), self.schema)
+        where = self._where
+        self._name_locks(
+            await migrate(conn, schema=self.schema, timeout=self.migration_timeout, where=where)
+        )
 
     async def _check_idle(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """The pool's check before handing a connection out. A round trip per operation would
