@@ -80,6 +80,7 @@ from .postgres_conn import (
 )
 from .postgres_leases import _apply_leases, _lease_rows
 from .postgres_migrate import DEFAULT_MIGRATION_TIMEOUT, migrate, require_store
+from .postgres_pooler import behind_pooler, refused_startup_option, say_polling, schema_refused
 from .postgres_rows import _append_args, _changes, _key_states, _stored_rows
 from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
 
@@ -155,6 +156,8 @@ class PostgresStore(AsyncStore):
         self._listen_lock = asyncio.Lock()
         self._name_locks(self.schema or "public")
         self._ready = False
+        self.behind_pooler = False
+        """Whether a connection pooler sits in front of the server (found at open)."""
 
     def _name_locks(self, schema: str) -> None:
         # Advisory locks and NOTIFY channels are database-wide: name them after the schema the
@@ -173,17 +176,29 @@ class PostgresStore(AsyncStore):
             conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs)
         except psycopg.Error as exc:
             cause = scrub(connect_cause(exc), self.url)
+            if self.schema and refused_startup_option(cause):
+                raise schema_refused(self._where, self.schema, cause) from None
             raise StoreUnavailableError(
                 f"cannot connect to PostgreSQL at {self._where}: {cause}"
             ) from None
         try:
             async with conn:
                 check_server(await self._server_version(conn), self._where, self._allow_server)
+                if await behind_pooler(conn, self._where):
+                    self._through_pooler()
                 await self._migrate(conn)
             await self._pool.open(wait=True, timeout=self._connect_timeout)
         except (psycopg.Error, PoolTimeout, TimeoutError) as exc:
             raise self._unavailable(exc, "cannot set up the PostgreSQL store") from exc
         self._ready = True
+
+    def _through_pooler(self) -> None:
+        """Keep no session state: see `postgres_pooler`."""
+        if self.schema:
+            raise schema_refused(self._where, self.schema)
+        self.behind_pooler = True
+        self._kwargs["prepare_threshold"] = None  # the pool's connections take these too
+        say_polling(self._where, self.poll_interval)
 
     async def _server_version(self, conn: psycopg.AsyncConnection[Any]) -> str:
         """What the server says it is (`SELECT version()`)."""
@@ -425,6 +440,9 @@ class PostgresStore(AsyncStore):
         await self._fetch(_UPSERT_KEY + " RETURNING key", key_row(state), commits=True)
 
     async def _wait_for_change(self, since: int, timeout: float) -> None:
+        if self.behind_pooler:  # a pooler's server sessions do not keep a LISTEN: poll
+            await super()._wait_for_change(since, timeout)
+            return
         if self._listen_lock.locked():  # someone else is listening; a short sleep is enough
             await asyncio.sleep(min(self.poll_interval, timeout))
             return
