@@ -35,7 +35,10 @@ async def behind_pooler(conn: psycopg.AsyncConnection[Any], where: str) -> bool:
     Raises:
         ConfigError: the pooler does not run transactions (statement pooling).
     """
-    row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+    try:
+        row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+    except psycopg.Error:  # a server that only speaks the protocol (`?allow_server=`)
+        return False
     if row is None or int(row[0]) == conn.info.backend_pid:
         return False
     try:
