@@ -14,7 +14,6 @@ from planfence.shared_memory import (
     Entry,
     JournalQuery,
     StoreClosedError,
-    StoreUnavailableError,
     create_async_store,
     open_store,
 )
@@ -60,11 +59,6 @@ async def test_every_use_of_a_closed_store_raises_store_closed(store_url: str, u
     with pytest.raises(StoreClosedError, match="is closed"):
         await ASYNC_USES[use](store)
     await store.aclose()  # closing again does nothing
-
-
-async def test_a_closed_store_is_a_store_that_is_unavailable() -> None:
-    # A gate maps StoreUnavailableError to `store_unavailable`: a closed store blocks the same.
-    assert issubclass(StoreClosedError, StoreUnavailableError)
 
 
 async def test_a_closed_postgres_store_never_connects_again(
