@@ -47,8 +47,10 @@ class SyncGate:
         self.close()
 
     def close(self) -> None:
-        """Write a deferred audit's queue and close the head source (see `Gate.aclose`)."""
-        self.store._run(self.gate.aclose())
+        """Write a deferred audit's queue and close the head source (see `Gate.aclose`). After
+        its store was closed there is nothing left to do: closing the store wrote the queue."""
+        if not self.store.closed:
+            self.store._run(self.gate.aclose())
 
     def run(
         self,
