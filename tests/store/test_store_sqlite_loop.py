@@ -164,16 +164,15 @@ async def test_a_lineage_walk_runs_on_the_thread_and_a_check_seen_before_on_the_
             return await call(fn, may_run_on_loop=may_run_on_loop)
 
         store._runner.call = spy  # type: ignore[method-assign]
-        gate = Gate(store, POLICY)
-        for audit in (True, False):
+        for audit in ("deferred", "off"):
             ran.clear()
-            gate.audit = audit
-            gate.frontier_memo._entries.clear()
-            gate.frontier_memo._built.clear()
-            if gate.repeats is not None:
-                gate.repeats.clear()
+            gate = Gate(store, POLICY, audit=audit)
+            memo = gate.walk.reads.memo  # the store's: a gate before this one filled it
+            memo._entries.clear()
+            memo._built.clear()
             assert (await gate.check(ToolCall("ship", ARGS, plan.id))).verdict == "allow"
             assert ran[0] is False  # the walk
             ran.clear()
             assert (await gate.check(ToolCall("ship", ARGS, plan.id))).verdict == "allow"
             assert ran == [True]  # one call, on the loop
+            await gate.aclose()
