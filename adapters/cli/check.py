@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from planfence.plugins.gate import Gate, Policy, ScopeError, Verdict, payload_of
+from planfence.plugins.gate import Gate, Policy, ScopeError, ToolCall, Verdict, payload_of
 from planfence.shared_memory import KeyState, open_async_store, validate_agent
 
 from .common import UsageError, add_output, add_store_option, emit, guarded, store_url, write_out
@@ -83,7 +83,7 @@ async def _report(
         plan_id = await store.resolve_id(args.plan) if args.plan is not None else None
         # audit=False and `preview`: the gate's own decision, with no journal entry written.
         gate = Gate(store, policy, audit=False, agent=args.agent)
-        verdict = await gate.preview(args.tool, call_args, plan_id)
+        verdict = await gate.preview(ToolCall(args.tool, call_args, plan_id))
         templates = _templates(policy, args.tool, call_args)
         # D(a); when some template does not fill, the keys of those that do.
         keys = verdict.scope or tuple(sorted({t["key"] for t in templates if t["key"]}))

@@ -19,8 +19,9 @@ from typing import Any
 from planfence.fence import FenceToken, current
 from planfence.plugins.gate import (
     ALLOW,
-    GuardedExecutor,
+    Checker,
     Policy,
+    ToolCall,
     Verdict,
     find_decisions,
     gate_checker,
@@ -257,7 +258,7 @@ def _ran(result: str) -> bool:
     return result.startswith(("booked a flight", "weather at"))
 
 
-class FreshnessOnly(GuardedExecutor):
+class FreshnessOnly:
     """The control checker of case (d): it allows every declared call that carries a plan,
     against the heads as they are now, without looking at which records produced the plan."""
 
@@ -265,28 +266,21 @@ class FreshnessOnly(GuardedExecutor):
         self.store = store
         self.policy = policy
 
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
-        declared = self.policy.get(tool)
-        scope = () if declared is None or declared.ungated else declared.scope(args)
+    name = "freshness"
+
+    async def check(self, call: ToolCall) -> Verdict:
+        declared = self.policy.get(call.tool)
+        scope = () if declared is None or declared.ungated else declared.scope(call.args)
         heads = await self.store.heads(list(scope))
-        plan = plan_id if isinstance(plan_id, str) else None
-        return Verdict(ALLOW, "fresh_state", tool, plan, agent, scope=scope, heads=heads)
+        return call.verdict(ALLOW, "fresh_state", scope=scope, heads=heads)
 
 
-def freshness_only(store: AsyncStore, policy: Policy, agent: str | None = None) -> GuardedExecutor:
+def freshness_only(store: AsyncStore, policy: Policy, agent: str | None = None) -> Checker:
     """The control's checker factory (`checker=freshness_only`)."""
     return FreshnessOnly(store, policy)
 
 
-def unavailable(store: AsyncStore, policy: Policy, agent: str | None = None) -> GuardedExecutor:
+def unavailable(store: AsyncStore, policy: Policy, agent: str | None = None) -> Checker:
     """Case (f)'s checker factory: the gate, over a store that fails every read and write."""
     down = Outage(store)
     down.down = True

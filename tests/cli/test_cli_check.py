@@ -14,6 +14,7 @@ from planfence.plugins.gate import (
     Policy,
     Reason,
     SyncGate,
+    ToolCall,
     create_plan_sync,
     find_decisions_sync,
 )
@@ -124,10 +125,10 @@ def test_check_writes_nothing_and_spends_no_replan_budget(
             store, author="planner", parents=[world[k] for k in KEYS], supersedes=world["plan"]
         )
         gate = SyncGate(store, Policy.load(policy_file))
-        assert gate.check("ship_order", ARGS, replan.id).verdict == REPLAN
+        assert gate.check(ToolCall("ship_order", ARGS, replan.id)).verdict == REPLAN
         # The contrast, by a real check: after the gate's own refusal of the first plan, the same
         # replan is out of budget.
-        assert gate.check("ship_order", ARGS, world["plan"]).verdict == REPLAN
+        assert gate.check(ToolCall("ship_order", ARGS, world["plan"])).verdict == REPLAN
         again = create_plan_sync(
             store,
             author="planner",
@@ -135,7 +136,9 @@ def test_check_writes_nothing_and_spends_no_replan_budget(
             supersedes=world["plan"],
             value={"n": 2},
         )
-        assert gate.check("ship_order", ARGS, again.id).reason == Reason.STALE_AFTER_REPLAN
+        assert (
+            gate.check(ToolCall("ship_order", ARGS, again.id)).reason == Reason.STALE_AFTER_REPLAN
+        )
         assert written(store) != before
 
 
@@ -240,8 +243,8 @@ def test_refusals_a_dry_run_explains_mention_it(sqlite_url: str, policy_file: st
             ids.append(store.put(key, 1, author="owner").id)
         plan = create_plan_sync(store, author="planner", parents=ids[:-1])
         gate = SyncGate(store, Policy.load(policy_file))
-        lineage = gate.check("ship_order", ARGS, plan.id)
-        scope = gate.check("ship_order", {"order_id": "o1"}, plan.id)
+        lineage = gate.check(ToolCall("ship_order", ARGS, plan.id))
+        scope = gate.check(ToolCall("ship_order", {"order_id": "o1"}, plan.id))
     assert (lineage.verdict, lineage.reason) == (BLOCK, Reason.INCOMPLETE_LINEAGE)
     assert (scope.verdict, scope.reason) == (BLOCK, Reason.SCOPE_UNRESOLVED)
     for verdict in (lineage, scope):

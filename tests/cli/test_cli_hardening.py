@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from planfence.adapters.cli.main import build_parser, main
+from planfence.plugins.gate import ToolCall
 from planfence.shared_memory import KIND_PLAN, open_store
 
 KEY = "order/7"
@@ -207,7 +208,7 @@ def test_audit_plan_filter_takes_a_prefix_and_refuses_junk(
         from planfence.plugins.gate import Policy, SyncGate
 
         with SyncGate(store, Policy().declare("ship", depends_on=[KEY])) as gate:
-            assert gate.check("ship", {}, plan, agent="executor").verdict == "allow"
+            assert gate.check(ToolCall("ship", {}, plan, agent="executor")).verdict == "allow"
     code, out, _ = run(capsys, "audit", "--plan", plan[:8], "--store", url, "--json")
     assert code == 0
     rows = json.loads(out)

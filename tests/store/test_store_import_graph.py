@@ -22,15 +22,6 @@ MAPPED["fence"] = "plugins/fence"
 KNOWN: set[frozenset[str]] = {
     # StoreBridge opens a store by URL (factory), and the factory builds sync stores.
     frozenset({"planfence.shared_memory.factory", "planfence.shared_memory.sync"}),
-    # Gate.run builds the seam that builds a Gate (the one-front-door issue takes it apart).
-    frozenset(
-        {
-            "planfence.plugins.gate.checkers",
-            "planfence.plugins.gate.executor",
-            "planfence.plugins.gate.gate",
-            "planfence.plugins.gate.middleware",
-        }
-    ),
 }
 
 SCRIPT = """

@@ -18,8 +18,8 @@ from planfence.plugins.gate import (
     CheckerFactory,
     Gate,
     GateMiddleware,
-    GuardedExecutor,
     PlanStamper,
+    ToolCall,
     Verdict,
 )
 from planfence.shared_memory.extras import extra_imports
@@ -56,7 +56,7 @@ async def drive(script: Script, read: Read, send: Send) -> Run:
         run.told.append(last)
 
 
-class _Judged(GuardedExecutor):
+class _Judged:
     """The proxy's gate replaced by another checker (the cases' controls): the proxy's own
     record tools keep the world's store, only the judging changes."""
 
@@ -65,8 +65,10 @@ class _Judged(GuardedExecutor):
         self.policy = world.policy
         self.inner = checker(world.store, world.policy, AGENT)
 
-    async def check(self, tool: str, args: Any, plan_id: Any, **kw: Any) -> Verdict:
-        return await self.inner.check(tool, args, plan_id, **kw)
+    name = "control"
+
+    async def check(self, call: ToolCall) -> Verdict:
+        return await self.inner.check(call)
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from planfence.plugins.gate import ALLOW, Gate, Policy
+from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall
 from planfence.shared_memory import open_async_store, sqlite_on_loop
 
 from ..harness import Progress, percentile
@@ -132,7 +132,7 @@ async def peer_rows(
                     gate = Gate(store, policy, agent=REQUESTER)
 
                     async def ours(gate: Gate = gate, plan: str = plan) -> None:
-                        verdict = await gate.check("act", {}, plan)
+                        verdict = await gate.check(ToolCall("act", {}, plan))
                         if verdict.verdict != ALLOW:
                             raise RuntimeError(f"benchmark plan not allowed: {verdict.message}")
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from planfence.plugins.gate import ALLOW, Gate, Policy, create_plan
+from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall, create_plan
 from planfence.shared_memory import AsyncStore, Record
 from planfence.shared_memory.batches import AdvanceHead, AssignOwner, WriteBatch
 
@@ -62,7 +62,7 @@ async def timed_checks(
             for step in ("check", "read") if i % 2 else ("read", "check"):
                 t0 = time.perf_counter()
                 if step == "check":
-                    verdict = await gate.check("act", {}, plan)
+                    verdict = await gate.check(ToolCall("act", {}, plan))
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"benchmark plan not allowed: {verdict.message}")
                 else:

@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+from planfence.plugins.gate import ToolCall
+
 
 async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -> list[float]:
     from planfence.plugins.gate import ALLOW, Gate, Policy
@@ -20,7 +22,9 @@ async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -
     store = await open_async_store(url)
     gate = Gate(store, Policy().declare("act", keys), agent=f"worker{os.getpid()}")
     try:
-        verdict = await gate.check("act", {}, plan)  # warm: the plan's lineage is remembered
+        verdict = await gate.check(
+            ToolCall("act", {}, plan)
+        )  # warm: the plan's lineage is remembered
         if verdict.verdict != ALLOW:
             raise RuntimeError(f"benchmark plan not allowed: {verdict.reason} {verdict.message}")
         print("ready", file=sys.stderr, flush=True)
@@ -30,7 +34,7 @@ async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -
         end = time.perf_counter() + seconds
         while True:  # at least one check, however busy the machine
             t0 = time.perf_counter()
-            verdict = await gate.check("act", {}, plan)
+            verdict = await gate.check(ToolCall("act", {}, plan))
             latencies.append((time.perf_counter() - t0) * 1000.0)
             if verdict.verdict != ALLOW:
                 raise RuntimeError(f"benchmark plan refused: {verdict.reason} {verdict.message}")
