@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from planfence.plugins.gate import Gate, Policy, create_plan, find_decisions
+from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan, find_decisions
 from planfence.shared_memory import AsyncStore, create_async_store
 
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n')
@@ -22,7 +22,8 @@ ARGS = {"id": "7"}
 PRELUDE = textwrap.dedent(
     """
     import asyncio, sys
-    from planfence.plugins.gate import Gate, Policy, SyncGate, create_plan, create_plan_sync
+    from planfence.plugins.gate import Gate, Policy, SyncGate, ToolCall
+    from planfence.plugins.gate import create_plan, create_plan_sync
     from planfence.shared_memory import open_async_store, open_store
 
     POLICY = Policy.from_toml('[tools.ship]\\ndepends_on = ["order/{id}"]\\n')
@@ -37,9 +38,9 @@ async def main():
     order = await store.put("order/7", {"n": 0}, author="sales")
     plan = await create_plan(store, author="planner", parents=[order.id])
     gate = Gate(store, POLICY)
-    print((await gate.check("ship", {"id": "7"}, plan.id)).verdict)
+    print((await gate.check(ToolCall("ship", {"id": "7"}, plan.id))).verdict)
     await store.aclose()                      # before the gate
-    after = await gate.check("ship", {"id": "7"}, plan.id)
+    after = await gate.check(ToolCall("ship", {"id": "7"}, plan.id))
     print(after.verdict, after.reason)
     await gate.aclose()
 
@@ -53,7 +54,7 @@ async def main():
     order = await store.put("order/7", {"n": 0}, author="sales")
     plan = await create_plan(store, author="planner", parents=[order.id])
     gate = Gate(store, POLICY)
-    print((await gate.check("ship", {"id": "7"}, plan.id)).verdict)
+    print((await gate.check(ToolCall("ship", {"id": "7"}, plan.id))).verdict)
     await store.aclose()                      # the gate is never closed
 
 asyncio.run(main())
@@ -65,7 +66,7 @@ store.own("order/7", "sales")
 order = store.put("order/7", {"n": 0}, author="sales")
 plan = create_plan_sync(store, author="planner", parents=[order.id])
 gate = SyncGate(store, POLICY)
-print(gate.check("ship", {"id": "7"}, plan.id).verdict)
+print(gate.check(ToolCall("ship", {"id": "7"}, plan.id)).verdict)
 store.close()                                 # before the gate
 gate.close()
 """
@@ -124,7 +125,7 @@ async def test_a_gate_closed_after_its_store_has_nothing_left_to_write(
     plan = await _seeded(store)
     gate = Gate(store, POLICY)
     for _ in range(3):
-        assert (await gate.check("ship", ARGS, plan)).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed
     assert gate.deferred is not None and gate.deferred.pending > 0
     with caplog.at_level(logging.WARNING):
         await store.aclose()
@@ -141,7 +142,7 @@ async def test_allows_the_store_cannot_write_at_close_are_said_in_one_line(
     await store.setup()
     plan = await _seeded(store)
     gate = Gate(store, POLICY)
-    assert (await gate.check("ship", ARGS, plan)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed
     assert gate.deferred is not None
 
     async def broken(batch: object) -> object:

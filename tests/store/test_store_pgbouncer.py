@@ -28,7 +28,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from planfence.plugins.gate import Gate, Policy, create_plan, find_decisions, refreshed_parents
+from planfence.plugins.gate import (
+    Gate,
+    Policy,
+    ToolCall,
+    create_plan,
+    find_decisions,
+    refreshed_parents,
+)
 from planfence.shared_memory import (
     AsyncStore,
     ConfigError,
@@ -213,9 +220,9 @@ async def _gate_allows_and_replans(store: AsyncStore) -> None:
     order = await store.put("order/7", {"line": "1 Harbour St"}, author="sales")
     plan = await create_plan(store, author="planner", parents=[order.id])
     async with Gate(store, POLICY) as gate:
-        assert (await gate.check("ship", {"id": "7"}, plan.id)).verdict == "allow"
+        assert (await gate.check(ToolCall("ship", {"id": "7"}, plan.id))).verdict == "allow"
         await store.put("order/7", {"line": "9 Hill Rd"}, author="sales")
-        stale = await gate.check("ship", {"id": "7"}, plan.id)
+        stale = await gate.check(ToolCall("ship", {"id": "7"}, plan.id))
         assert stale.verdict == "replan"
         new = await create_plan(
             store,
@@ -223,7 +230,7 @@ async def _gate_allows_and_replans(store: AsyncStore) -> None:
             supersedes=plan.id,
             parents=refreshed_parents(plan, stale),
         )
-        assert (await gate.check("ship", {"id": "7"}, new.id)).verdict == "allow"
+        assert (await gate.check(ToolCall("ship", {"id": "7"}, new.id))).verdict == "allow"
     decisions = sorted(d.verdict for d in await find_decisions(store))
     assert decisions == ["allow", "allow", "replan"]
 
