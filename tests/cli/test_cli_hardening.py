@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupts import interruptible
 
 from planfence.adapters.cli.main import build_parser, main
 from planfence.shared_memory import KIND_PLAN, open_store
@@ -275,7 +276,9 @@ def test_deeply_nested_json_value_is_one_line(
 def test_ctrl_c_ends_with_130_and_one_line(seeded: tuple[str, str, str]) -> None:
     url = seeded[0]
     proc = subprocess.Popen(
-        [*PLANFENCE, "memory", "put", KEY, "--value-file", "-", "--as", "sales", "--store", url],
+        interruptible(
+            [*PLANFENCE, "memory", "put", KEY, "--value-file", "-", "--as", "sales", "--store", url]
+        ),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -455,18 +458,20 @@ def test_serve_owner_prints_one_ready_line(seeded: tuple[str, str, str], tmp_pat
     keyring = tmp_path / "keys.toml"
     keyring.write_text('sales = "0123456789abcdef0123"\n')
     proc = subprocess.Popen(
-        [
-            *PLANFENCE,
-            "serve-owner",
-            "--agent",
-            "sales",
-            "--store",
-            url,
-            "--port",
-            "0",
-            "--keyring",
-            str(keyring),
-        ],
+        interruptible(
+            [
+                *PLANFENCE,
+                "serve-owner",
+                "--agent",
+                "sales",
+                "--store",
+                url,
+                "--port",
+                "0",
+                "--keyring",
+                str(keyring),
+            ]
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
