@@ -211,7 +211,7 @@ def test_audit_plan_filter_takes_a_prefix_and_refuses_junk(
             assert gate.check("ship", {}, plan, agent="executor").verdict == "allow"
     code, out, _ = run(capsys, "audit", "--plan", plan[:8], "--store", url, "--json")
     assert code == 0
-    rows = json.loads(out)
+    rows = json.loads(out)["decisions"]
     assert [r["plan"] for r in rows] == [plan]
     code, out, _ = run(capsys, "audit", "--plan", plan[:8], "--store", url)
     assert "executor" in out  # the agent is shown
@@ -450,7 +450,7 @@ def test_audit_lists_janus_verdicts(capsys: pytest.CaptureFixture[str], sqlite_u
         store.log(Decision(source="janus", verdict="deploy", reason="new_better", agent="janus"))
     code, out, err = run(capsys, "audit", "--verdict", "keep", "--store", sqlite_url, "--json")
     assert code == 0, err
-    assert [d["verdict"] for d in json.loads(out)] == ["keep"]
+    assert [d["verdict"] for d in json.loads(out)["decisions"]] == ["keep"]
 
 
 def test_serve_owner_prints_one_ready_line(seeded: tuple[str, str, str], tmp_path: Path) -> None:
