@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from planfence.plugins.gate import Gate, Policy, ScopeError, Verdict, payload_of
+from planfence.plugins.gate.rule import CHECK_HINT
 from planfence.shared_memory import KeyState, open_async_store, validate_agent
 
 from .common import UsageError, add_output, add_store_option, emit, guarded, store_url, write_out
@@ -183,6 +184,7 @@ def _text(report: Mapping[str, Any]) -> str:
     plan = f" for plan {report['plan']}" if report["plan"] else ""
     lines.append(f"verdict{plan}: {v['verdict']} ({v['reason']})")
     if v.get("message"):
-        lines.append(f"  {v['message']}")
+        # This is the dry run the refusal points to: no need to say to run it.
+        lines.append(f"  {v['message'].replace(f' ({CHECK_HINT})', '')}")
     lines.append("dry run: nothing was written (no audit entry, no replan budget spent)")
     return "\n".join(lines)

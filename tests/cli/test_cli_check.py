@@ -269,3 +269,25 @@ def test_the_exit_status_is_the_verdict(
     # a store that does not exist: the check could not be made
     code, _, _ = check(capsys, f"sqlite:///{world['plan'][:8]}/none.db", policy_file)
     assert code == 1
+
+
+def test_an_argument_too_long_for_a_key_is_told_as_such(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, policy_file: str, world: dict[str, str]
+) -> None:
+    """100,000 characters: no convertor shortens a value, so `:enc` is no advice; and the dry
+    run does not tell its user to run the dry run."""
+    huge = {**ARGS, "order_id": "x" * 100_000}
+    argv = ["check", "ship_order", "--args", json.dumps(huge), "--policy", policy_file]
+    code, out, _ = run(capsys, *argv, "--plan", world["plan"], "--store", sqlite_url)
+    assert code == 4
+    [said] = [line.strip() for line in out.splitlines() if line.startswith("  'order/")]
+    assert said.startswith(
+        "'order/{order_id}' would fill to a key of 100006 characters, over 256 (the longest a "
+        "key may be), 100000 of them from argument 'order_id'"
+    )
+    assert "{order_id:enc}" not in out and "planfence check" not in out
+    # A real check of the same call says the same, and points to the dry run.
+    with open_store(sqlite_url) as store:
+        verdict = SyncGate(store, Policy.load(policy_file)).check("ship_order", huge, world["plan"])
+    assert verdict.reason == Reason.SCOPE_UNRESOLVED
+    assert verdict.message.startswith(said) and "planfence check" in verdict.message
