@@ -127,11 +127,15 @@ class GatedCalls:
                 return to_wire_result(refused.payload)
             call = replace(call, agent=caller)
 
+        if self.sessions is not None and call.agent is None:
+            # The proxy acts for its --agent: every decision on this call is that agent's, the
+            # refusals that come before any plan (undeclared, missing plan) and ungated allows too.
+            call = replace(call, agent=self.sessions.agent)
         stamped = False
         if self.sessions is not None and call.plan is None and META_PLAN not in meta:
             plan = await self.sessions.plan_for(ctx, tool)
             if plan is not None:
-                call = replace(call, plan=plan, agent=call.agent or self.sessions.agent)
+                call = replace(call, plan=plan)
                 stamped = True
 
         judged = Judged(self.gate, call)

@@ -120,3 +120,22 @@ def busy(url: str) -> Busy:
             verdict = gate.check(ToolCall("ship_order", {**ARGS, "order_id": str(n)}, None)).verdict
             assert verdict == "block"
     return Busy(world, notes, memory)
+
+
+@dataclass
+class TwoVersions:
+    plan: str  # cites revs[3] directly, and revs[2] through `earlier`
+    earlier: str  # the plan `plan` was derived from, which cites revs[2]
+    revs: list[str]  # cfg/x's versions, oldest first: value {"rev": 1} ... {"rev": 5}
+
+
+def two_versions_used(store: Store) -> TwoVersions:
+    """A plan that used two versions of one key (rev 4 directly, rev 3 through the plan it was
+    derived from), both stale: rev 5 is the head."""
+    store.own("cfg/x", "ana")
+    revs = [store.put("cfg/x", {"rev": n}, author="ana").id for n in range(1, 6)]
+    earlier = store.add("plans/bob", {"v": 1}, author="bob", parents=[revs[2]], kind=KIND_PLAN)
+    plan = store.add(
+        "plans/bob", {"v": 2}, author="bob", parents=[revs[3], earlier.id], kind=KIND_PLAN
+    )
+    return TwoVersions(plan.id, earlier.id, revs)

@@ -29,6 +29,7 @@ from planfence.plugins.janus import (
 )
 from planfence.shared_memory.extras import extra_imports
 
+from ..harness.lifeline import die_with_parent
 from .stream import Cheatsheet, Stream, StreamConfig
 
 with extra_imports("janus", "planfence bench janus"):
@@ -305,8 +306,9 @@ _worker_plan: Plan | None = None
 
 def _start_worker(plan: Plan) -> None:
     global _worker_plan
-    # Ctrl-C is the parent's to handle: it stops the workers itself.
+    # Ctrl-C is the parent's to handle: it stops the workers itself; a killed parent cannot.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     _worker_plan = plan
 
 

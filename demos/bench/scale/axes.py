@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall, create_plan
@@ -16,6 +14,8 @@ from planfence.shared_memory import AsyncStore, Record
 from planfence.shared_memory.batches import AdvanceHead, AssignOwner, WriteBatch
 
 from ..harness import Progress, percentile
+from ..harness.lifeline import lifeline
+from ..harness.scratch import scratch_folder
 
 OWNER = "owner"
 AGENT = "bench"
@@ -165,9 +165,9 @@ async def process_axis(
 async def _race(
     url: str, plan: str, keys: Sequence[str], n: int, seconds: float
 ) -> list[list[float]]:
-    with tempfile.TemporaryDirectory(prefix="planfence-bench-scale-") as tmp:
-        go = Path(tmp) / "go"
-        argv = [url, plan, ",".join(keys), str(go), str(seconds)]
+    with scratch_folder("planfence-bench-scale-") as tmp:
+        go = tmp / "go"
+        argv = [url, plan, ",".join(keys), str(go), str(seconds), str(lifeline())]
         procs = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -176,6 +176,7 @@ async def _race(
                 *argv,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                pass_fds=(lifeline(),),
             )
             for _ in range(n)
         ]

@@ -1,7 +1,9 @@
 """One gate process of `bench scale`'s process axis: wait for the common start, check one plan
 for a fixed time, print the latencies (ms) as JSON on stdout.
 
-    python -m planfence.demos.bench.scale.worker URL PLAN KEY,KEY,... GO_FILE SECONDS
+    python -m planfence.demos.bench.scale.worker URL PLAN KEY,KEY,... GO_FILE SECONDS [PARENT_FD]
+
+PARENT_FD: the benchmark's lifeline (`harness.lifeline`): the worker stops when it closes.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -
 
 
 def main(argv: list[str]) -> None:
-    url, plan, keys, go, seconds = argv
+    url, plan, keys, go, seconds, *parent = argv
+    if parent:
+        from planfence.demos.bench.harness.lifeline import die_with_parent
+
+        die_with_parent(int(parent[0]))
     latencies = asyncio.run(_work(url, plan, keys.split(","), go, float(seconds)))
     print(json.dumps({"latencies_ms": [round(x, 4) for x in latencies]}))
 
