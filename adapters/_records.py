@@ -8,6 +8,10 @@ from collections.abc import Iterable
 from planfence.shared_memory import Record, canonical_json
 
 DEFAULT_HEADER = "Current public records (planfence shared memory); plan from these values:"
+UNREADABLE = (
+    "planfence: the public records cannot be read now (the shared store cannot be reached: "
+    "{error}). No action that depends on them can run until it is back (store_unavailable)."
+)
 
 
 def records_text(header: str, records: Iterable[Record]) -> str:
@@ -15,3 +19,8 @@ def records_text(header: str, records: Iterable[Record]) -> str:
     lines = [header]
     lines += [f"- {r.key} (version {r.id[:12]}): {canonical_json(r.value)}" for r in records]
     return "\n".join(lines)
+
+
+def unreadable_text(error: str) -> str:
+    """What a model is shown instead of the records when the store cannot be reached."""
+    return UNREADABLE.format(error=error)

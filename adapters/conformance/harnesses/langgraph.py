@@ -83,18 +83,31 @@ class CreateAgent:
     tool_span: ClassVar[str | None] = None  # LangChain opens no OpenTelemetry spans itself
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         keys = [KEY] if plans else []
         fence = PlanfenceMiddleware(
             world.store, world.policy, keys=keys, agent=AGENT, checker=checker
         )
         agent = create_agent(ScriptedChatModel(script=script), lc_tools(world), middleware=[fence])
+        run = Run()
         try:
-            state = await agent.ainvoke(TASK_INPUT)
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                state = await agent.ainvoke(TASK_INPUT)
+                run.told += told(state["messages"]).told
         finally:
-            await fence.gate.aclose()
-        return told(state["messages"])
+            if close:
+                await fence.gate.aclose()
+        return run
 
 
 class GraphState(MessagesState, PlanfenceState):
@@ -111,7 +124,14 @@ class HandWrittenGraph:
     tool_span: ClassVar[str | None] = None
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         model = ScriptedChatModel(script=script)
         reader = PlanfenceStore(world.store)
@@ -141,8 +161,14 @@ class HandWrittenGraph:
         graph.add_node("tools", fence.tool_node(lc_tools(world)), destinations=fence.destinations)
         graph.add_edge(START, "planner")
         graph.add_conditional_edges("planner", route, ["tools", END])
+        compiled, run = graph.compile(), Run()
         try:
-            state = await graph.compile().ainvoke(TASK_INPUT)
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                state = await compiled.ainvoke(TASK_INPUT)
+                run.told += told(state["messages"]).told
         finally:
-            await fence.gate.aclose()
-        return told(state["messages"])
+            if close:
+                await fence.gate.aclose()
+        return run
