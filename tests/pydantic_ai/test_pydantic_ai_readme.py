@@ -51,19 +51,22 @@ def booking_model(destinations: list[str]) -> FunctionModel:
     return FunctionModel(answer)
 
 
-def test_pydantic_ai_readme_snippet_runs(capsys: Any) -> None:
+def test_pydantic_ai_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
     [code] = snippets("Add planfence to a PydanticAI agent")
+    # The snippet closes its store: on a file, what it wrote can be read back after.
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    code = code.replace('open_store("memory://")', f"open_store({url!r})")
     namespace: dict[str, Any] = {"__name__": "readme", "model": booking_model(["Lisbon"])}
     exec(compile(code, str(README), "exec"), namespace)
+    assert capsys.readouterr().out.strip() == "Booked."
+    store = open_store(url)
     try:
-        assert capsys.readouterr().out.strip() == "Booked."
-        store = namespace["store"]
         [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
         plan = store.get(allow.plan)
         assert plan.parents == (store.head(REQ),)  # the plan cites exactly what was shown
     finally:
-        namespace["store"].close()
+        store.close()
 
 
 def trip_store() -> Any:
