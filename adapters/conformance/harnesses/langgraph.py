@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from planfence.plugins.gate import CheckerFactory
+from planfence.shared_memory import StoreUnavailableError
 from planfence.shared_memory.extras import extra_imports
 
 from ..harness import Run
@@ -143,9 +144,13 @@ class HandWrittenGraph:
         async def planner(state: GraphState) -> dict[str, Any]:
             prompt: list[BaseMessage] = list(state["messages"])
             if plans:
-                item = await reader.aget(tuple(namespace.split("/")), leaf)
-                if item is not None:
-                    prompt = [SystemMessage(f"{KEY}: {json.dumps(item.value)}"), *prompt]
+                try:
+                    item = await reader.aget(tuple(namespace.split("/")), leaf)
+                    shown = f"{KEY}: {json.dumps(item.value)}" if item is not None else None
+                except StoreUnavailableError as exc:  # what a planner node says instead
+                    shown = f"the records cannot be read now: {exc}"
+                if shown is not None:
+                    prompt = [SystemMessage(shown), *prompt]
             reply = await model.ainvoke(prompt)
             update: dict[str, Any] = {"messages": [reply]}
             if plans and isinstance(reply, AIMessage) and reply.tool_calls:
