@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from planfence.plugins.gate import AllowPayload, RefusalPayload, Verdict
+from planfence.plugins.gate import REPLAN, AllowPayload, RefusalPayload, Verdict, explain
 
 from .meta import MALFORMED_META, META_REFUSAL
 
@@ -67,6 +67,14 @@ class ProxyFailure:
         }
 
 
+def for_model(verdict: Verdict) -> Verdict:
+    """A refusal whose message the model can replan from: a replan's says which records changed
+    and what they are now (their current values); any other refusal keeps the gate's."""
+    if verdict.verdict != REPLAN:
+        return verdict
+    return replace(verdict, message=explain(verdict))
+
+
 def to_wire_result(problem: Verdict | RefusalPayload | ProxyFailure) -> dict[str, Any]:
     """The `CallToolResult` (wire form) for a refused call or a failed forwarded call."""
     if isinstance(problem, Verdict):
@@ -102,5 +110,6 @@ __all__ = [
     "UPSTREAM_UNAVAILABLE",
     "ProxyFailure",
     "fit_to_tool",
+    "for_model",
     "to_wire_result",
 ]
