@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from planfence.plugins.gate import REPLAN, AllowPayload, RefusalPayload, Verdict, explain
+from planfence.plugins.gate import AllowPayload, RefusalPayload, Verdict
 
+from .._records import for_model
 from .meta import MALFORMED_META, META_REFUSAL
 
 if TYPE_CHECKING:
@@ -65,14 +66,6 @@ class ProxyFailure:
             "message": self.message,
             "decision": decision,
         }
-
-
-def for_model(verdict: Verdict) -> Verdict:
-    """A refusal whose message the model can replan from: a replan's says which records changed
-    and what they are now (their current values); any other refusal keeps the gate's."""
-    if verdict.verdict != REPLAN:
-        return verdict
-    return replace(verdict, message=explain(verdict))
 
 
 def to_wire_result(problem: Verdict | RefusalPayload | ProxyFailure) -> dict[str, Any]:
