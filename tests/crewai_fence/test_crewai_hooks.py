@@ -89,15 +89,18 @@ def crew(llm: FunctionLLM, booked: list[Any], role: str = "booker") -> Crew:
     return Crew(agents=[agent], tasks=[task])
 
 
-def test_crewai_readme_snippet_runs(capsys: Any) -> None:
+def test_crewai_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
     text = README.read_text(encoding="utf-8")
     start = text.index("### Add planfence to a CrewAI crew\n")
     section = text[start : text.find("\n### ", start + 1)]
     [code] = re.findall(r"```python\n(.*?)```", section, re.S)
+    # The snippet closes its store: on a file, what it wrote can be read back after.
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    code = code.replace('open_store("memory://")', f"open_store({url!r})")
     llm = FunctionLLM(books_once)
     namespace: dict[str, Any] = {"__name__": "readme", "llm": llm}
     exec(compile(code, str(README), "exec"), namespace)
-    store = namespace["store"]
+    store = open_store(url)
     try:
         assert capsys.readouterr().out.strip() == "Booked."
         [allow] = find_decisions_sync(store, source="gate")
