@@ -38,7 +38,8 @@ async def _run(h: Harness, world: World, script: Script, what: str, **options: A
     except CaseFailure:
         raise
     except Exception as exc:
-        raise CaseFailure(f"{what}: the run raised {type(exc).__name__}: {exc}") from None
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise CaseFailure(f"{what}: the run raised {type(exc).__name__}: {first}") from None
 
 
 async def _refused_unavailable(h: Harness, world: World, script: Script, what: str) -> None:
