@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from planfence.plugins.gate import GateMiddleware, Policy, PlanStamper, ToolCall
+from planfence.plugins.gate import GateMiddleware, PlanStamper, Policy, ToolCall
 from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import open_store
 
 REQ = "trip/42/requirements"
-POLICY = (
-    Policy()
-    .declare("book_flight", depends_on=[REQ])
-    .declare("check_weather", ungated=True)
-)
+POLICY = Policy().declare("book_flight", depends_on=[REQ]).declare("check_weather", ungated=True)
 
 
 def test_a_closed_sync_store_is_store_unavailable_not_an_internal_error() -> None:
