@@ -3,7 +3,8 @@ what to do on every call (returning native tool calls), with the `Planfence` hoo
 
 CrewAI opens no OpenTelemetry span of its own around a tool (its telemetry records a "Tool Usage"
 span on a private provider after the call), so case (h) checks that the gate's span is inside
-the span the crew was run in."""
+the span the crew was run in. CrewAI's own files go to a temporary home (`private_home`), never
+the user's."""
 
 from __future__ import annotations
 
