@@ -64,12 +64,13 @@ from .audit import AUDIT_SOURCE, Decision
 from .audit_writer import DEFAULT_AUDIT, AuditMode, audit_mode
 from .call import Checker, ToolCall
 from .checkers import CheckerFactory, checker_factory, gate_checker
-from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict, fail_closed
+from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict
 from .executor import CallFn, Outcome, ReplanFn, Replanned
 from .explain import explain
 from .fence import FenceToken, TokenSigner, bound, issue
 from .gate import Gate
 from .leasing import LeaseRefused, release_lease, take_lease
+from .outage import PlanUnavailable, failure
 from .policy import Policy
 from .wire import AllowPayload, DecisionDetail, RefusalPayload
 
@@ -255,11 +256,17 @@ class GateMiddleware(Middleware):
         return Allowed(verdict) if after.allowed else after
 
     async def verdict(self, call: ToolCall) -> Verdict:
-        """The checker's verdict on `call`; a check that cannot run blocks (fail closed)."""
+        """The checker's verdict on `call`; a check that cannot run blocks (fail closed), as
+        `store_unavailable` when the store is down (or the plan could not be stamped)."""
+        if isinstance(call.plan, PlanUnavailable):
+            declared = self.policy.get(call.tool)
+            if declared is not None and not declared.ungated:
+                return call.plan.verdict(call.tool, call.agent or self.agent)
+            call = replace(call, plan=None)
         try:
             return await self.bridge.acall(self._check, call)
         except Exception as exc:
-            return fail_closed(call.tool, call.plan, call.agent or self.agent, exc)
+            return failure(call.tool, call.plan, call.agent or self.agent, exc)
 
     async def _check(self, store: AsyncStore, call: ToolCall) -> Verdict:
         return await self.checker_for(store).check(call.by(self.agent))
@@ -289,14 +296,14 @@ class GateMiddleware(Middleware):
                 return await self._fenced(call, judged)
             return judged
         except Exception as exc:  # a middleware that fails must not let the call through
-            return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
+            return Refused(failure(call.tool, call.plan, call.agent or self.agent, exc))
 
     def judge_sync(self, call: ToolCall) -> Judgement:
         """`judge` from sync code (on the store's portal)."""
         try:
             return self.bridge.run(self.judge, call)
         except Exception as exc:
-            return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
+            return Refused(failure(call.tool, call.plan, call.agent or self.agent, exc))
 
     async def _fenced(self, call: ToolCall, judged: Allowed) -> Judgement:
         """The allow with its token, and its lease when the tool's policy asks for one (taken on
