@@ -17,9 +17,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from planfence.plugins.gate import GuardedExecutor, HeadSource, Policy
+from planfence.plugins.gate import Checker, HeadSource, Policy, ToolCall
 from planfence.plugins.gate.decision import (
     ALLOW,
     BLOCK,
@@ -27,7 +26,6 @@ from planfence.plugins.gate.decision import (
     STALE,
     STALE_AFTER_REPLAN,
     UNKNOWN_PLAN,
-    CheckRequest,
     HeadAnswer,
     StaleKey,
     Verdict,
@@ -53,15 +51,12 @@ from planfence.shared_memory import (
 from .pushes import PushCheck, PushedHead
 
 
-def _precheck(
-    policy: Policy, tool: str, args: Mapping[str, Any], plan_id: Any, agent: str | None
-) -> Verdict | tuple[str, ...]:
+def _precheck(policy: Policy, call: ToolCall) -> Verdict | tuple[str, ...]:
     """The same read-free checks as the gate: a verdict ends the check, else the scope D(a)."""
-    req = CheckRequest(tool, args, plan_id, agent)
-    return resolve_call(req, policy, base_verdict(req))
+    return resolve_call(call, policy, base_verdict(call))
 
 
-class FreshnessOnly(GuardedExecutor):
+class FreshnessOnly:
     """Brings the local replica up to date before every action; never checks the plan.
 
     With `heads` and `owner_of` (key -> owner) it takes the owner-head form: it first asks the
@@ -96,16 +91,9 @@ class FreshnessOnly(GuardedExecutor):
         if owners:
             await self.heads.heads({o: tuple(ks) for o, ks in owners.items()})
 
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
-        pre = _precheck(self.policy, tool, args, plan_id, agent)
+    async def check(self, call: ToolCall) -> Verdict:
+        tool, args, plan_id, agent = call.tool, call.args, call.plan, call.agent
+        pre = _precheck(self.policy, call)
         if isinstance(pre, Verdict):
             return pre
         await self._ask_owners(pre)
@@ -257,7 +245,7 @@ class EagerSync:
             raise
 
 
-class EagerExecutor(GuardedExecutor):
+class EagerExecutor:
     """Acts without contacting owners: its replica already invalidated superseded plans."""
 
     name = "eager"
@@ -285,16 +273,9 @@ class EagerExecutor(GuardedExecutor):
                     self.replica.invalid.setdefault(plan.id, set()).add(key)
         return uses
 
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
-        pre = _precheck(self.policy, tool, args, plan_id, agent)
+    async def check(self, call: ToolCall) -> Verdict:
+        tool, args, plan_id, agent = call.tool, call.args, call.plan, call.agent
+        pre = _precheck(self.policy, call)
         if isinstance(pre, Verdict):
             return pre
         try:
@@ -316,7 +297,7 @@ class EagerExecutor(GuardedExecutor):
         stale = tuple(
             StaleKey(k, tuple(sorted(uses.get(k, ()))), self.replica.heads.get(k)) for k in bad
         )
-        if replan_spent:
+        if call.replan_spent:
             return Verdict(BLOCK, STALE_AFTER_REPLAN, tool, plan_id, agent, scope=pre, stale=stale)
         current = await self.store.get_many(s.current for s in stale if s.current)
         records = {s.key: current[s.current] for s in stale if s.current in current}
@@ -363,8 +344,6 @@ def store_key_space(store: AsyncStore, prefix: str = "") -> Callable[[], Awaitab
     return listing
 
 
-def freshness_checker(
-    store: AsyncStore, policy: Policy, agent: str | None = None
-) -> GuardedExecutor:
+def freshness_checker(store: AsyncStore, policy: Policy, agent: str | None = None) -> Checker:
     """The freshness-only baseline as an adapter's checker (`checker=freshness_checker`)."""
     return FreshnessOnly(store, policy)

@@ -2,7 +2,7 @@
 `planfence demo workflows`, `planfence bench replay`, and the planfence vs all-key comparisons
 of `bench gate` and `bench link`.
 
-Each entry builds a `GuardedExecutor` from a `Wiring`: the store and policy, the agent, and the
+Each entry builds a checker (`Checker`) from a `Wiring`: the store and policy, the agent, and the
 parts a baseline needs (where owner heads come from, the shared key space, the eager update
 path, the replica to keep current). A caller fills in the parts its executors use and meters them
 as it likes; the registry decides what each executor is made of.
@@ -19,7 +19,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from planfence.plugins.gate import Gate, GuardedExecutor, HeadSource, Policy
+from planfence.plugins.gate import (
+    CallFn,
+    Checker,
+    Gate,
+    GateMiddleware,
+    HeadSource,
+    Outcome,
+    Policy,
+    ReplanFn,
+    ToolCall,
+)
 from planfence.shared_memory import AsyncStore, Replica
 
 from .baselines import AllKeysHeads, EagerExecutor, EagerSync, FreshnessOnly, store_key_space
@@ -46,26 +56,26 @@ class Wiring:
         return self.heads
 
 
-def _planfence(w: Wiring) -> GuardedExecutor:
+def _planfence(w: Wiring) -> Checker:
     return Gate(w.store, w.policy, agent=w.agent, heads=w.head_source("planfence"))
 
 
-def _freshness(w: Wiring) -> GuardedExecutor:
+def _freshness(w: Wiring) -> Checker:
     return FreshnessOnly(w.store, w.policy, replica=w.replica, heads=w.heads, owner_of=w.owner_of)
 
 
-def _eager(w: Wiring) -> GuardedExecutor:
+def _eager(w: Wiring) -> Checker:
     return EagerExecutor(w.store, w.policy, w.eager if w.eager is not None else EagerSync(w.store))
 
 
-def _allkeys(w: Wiring) -> GuardedExecutor:
+def _allkeys(w: Wiring) -> Checker:
     space = w.key_space if w.key_space is not None else store_key_space(w.store)
     return Gate(
         w.store, w.policy, agent=w.agent, heads=AllKeysHeads(w.head_source("allkeys"), space)
     )
 
 
-REGISTRY: Mapping[str, Callable[[Wiring], GuardedExecutor]] = {
+REGISTRY: Mapping[str, Callable[[Wiring], Checker]] = {
     "planfence": _planfence,
     "freshness": _freshness,
     "eager": _eager,
@@ -74,7 +84,7 @@ REGISTRY: Mapping[str, Callable[[Wiring], GuardedExecutor]] = {
 EXECUTORS = tuple(REGISTRY)
 
 
-async def flush_audit(executor: GuardedExecutor) -> None:
+async def flush_audit(executor: Checker) -> None:
     """Write the allows a gate's deferred audit has queued; its head source stays open (the
     benchmarks close theirs themselves)."""
     flush = getattr(executor, "flush", None)
@@ -82,7 +92,16 @@ async def flush_audit(executor: GuardedExecutor) -> None:
         await flush()
 
 
-def build_executor(name: str, wiring: Wiring) -> GuardedExecutor:
+async def run_action(
+    executor: Checker, call: ToolCall, fn: CallFn, replan: ReplanFn | None = None
+) -> Outcome:
+    """Run `fn` under `executor`'s verdicts, through the seam every adapter uses (the one-replan
+    loop, the fencing token, the lease): `GateMiddleware.run` over the executor as its checker."""
+    seam = GateMiddleware(executor.store, executor.policy, checker=executor)
+    return await seam.run(call, fn, replan)
+
+
+def build_executor(name: str, wiring: Wiring) -> Checker:
     """The executor registered as `name`, built from `wiring`.
 
     Raises:

@@ -21,11 +21,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.plugins.gate import REPLAN, Policy, Replanned, StoreHeads, Verdict, create_plan
+from planfence.plugins.gate import (
+    REPLAN,
+    Policy,
+    Replanned,
+    StoreHeads,
+    ToolCall,
+    Verdict,
+    create_plan,
+)
 from planfence.shared_memory import AdvanceHead, AssignOwner, AsyncStore, Record, WriteBatch
 
 from .baselines import EagerSync
-from .executors import EXECUTORS, Wiring, build_executor
+from .executors import EXECUTORS, Wiring, build_executor, run_action
 from .judging import ActionLog, changes_since_plan, feed_end, judge
 from .metering import Cost, MeteredHeads, MeteredReplica, eager_push
 
@@ -246,7 +254,8 @@ async def run_workflow(
         return {"ok": True, "args": dict(args)}
 
     try:
-        outcome = await ex.run(wf.tool, wf.derive(run, values), plan.id, call, replan)
+        action = ToolCall(wf.tool, wf.derive(run, values), plan.id)
+        outcome = await run_action(ex, action, call, replan)
     finally:
         close = getattr(ex, "aclose", None)
         if close is not None:  # the gate writes the allows its audit queued

@@ -14,6 +14,7 @@ from .batches import (
     WriteBatch,
     WriteResult,
 )
+from .bridge import StoreBridge
 from .errors import (
     AdvancePendingError,
     AlreadyOwnedError,
@@ -90,7 +91,7 @@ from .signing import (
     sign_owner,
 )
 from .store import AsyncStore
-from .sync import Portal, Store, StoreBridge
+from .sync import Portal, Store
 from .urls import redact_url
 
 __all__ = [

@@ -3,20 +3,27 @@
 Backends implement `_read` (a batch of read ops answered from one consistent snapshot) and `_write`
 (a write batch, checked with `plan_batch` and applied atomically). Optional, with defaults here:
 `_wait_for_change` (a wake-up hint for `subscribe`), `_transact` (a read flow and the write it
-decides in one hop, which SQLite overrides), and the read ops a backend lists in
-`optional_reads` (a lineage prefetch). Integrity is checked here: every record row a backend
-returns is re-hashed against its id (once per distinct row, through a cache).
+decides in one hop, which SQLite overrides), `_open` and `_close` (connect and migrate, release
+connections), and the read ops a backend lists in `optional_reads` (a lineage prefetch).
+Integrity is checked here: every record row a backend returns is re-hashed against its id (once
+per distinct row, through a cache).
+
+A store's life is kept here too, the same on every backend: `aclose()` first writes what the
+writers registered with `drain_on_close` queued for it (a gate's deferred audit), then closes the
+backend, and from then on every use raises `StoreClosedError`: a closed store never reopens.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from .batches import WriteBatch, WriteResult, checked_batch
+from .errors import StoreClosedError
 from .reads import CORE_READS, GetKeys, GetRecords, Lineage, ReadFlow, ReadOp
 from .records import DEFAULT_LIMITS, StoreLimits, VerifiedRecords
 from .signing import HeadSigner
@@ -24,6 +31,15 @@ from .urls import redact_url
 
 T = TypeVar("T")
 Decide = Callable[[T], WriteBatch | None]
+
+
+class Drains(Protocol):
+    """Something that queues writes for a store (a gate's deferred audit) and writes them out
+    when the store closes (see `StoreCore.drain_on_close`)."""
+
+    async def drain(self) -> None:
+        """Write what is queued for the store, which closes next; report (never raise) what
+        cannot be written, since nothing can write it later."""
 
 
 class StoreCore:
@@ -49,6 +65,8 @@ class StoreCore:
         self._verified = VerifiedRecords()
         self._verified_lock = threading.Lock()  # a backend may decode on its own thread
         self._answered_ops = self.optional_reads | CORE_READS  # asked on every read
+        self._closed = False
+        self._drains: weakref.WeakSet[Drains] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {redact_url(self.url)}>"
@@ -81,11 +99,60 @@ class StoreCore:
         batch = decide(result) if decide is not None else None
         return result, (await self._write(batch) if batch is not None else None)
 
+    async def _open(self) -> None:
+        """Connect, and create or migrate the schema; idempotent (`setup` calls it)."""
+
+    async def _close(self) -> None:
+        """Release connections, once (`aclose` calls it, after the drains)."""
+
+    # ---- the store's life
+
+    @property
+    def closed(self) -> bool:
+        """Whether `aclose()` was called: every use now raises `StoreClosedError`."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"the store {redact_url(self.url)} is closed: open a new one to use it again"
+            )
+
     async def setup(self) -> None:
-        """Create or migrate the schema; idempotent."""
+        """Connect, and create or migrate the schema; idempotent.
+
+        Raises:
+            StoreClosedError: the store was closed (a closed store never reopens).
+        """
+        self._check_open()
+        await self._open()
+
+    def drain_on_close(self, writer: Drains) -> None:
+        """Have `aclose()` await `writer.drain()` before it closes the store: a gate's deferred
+        audit registers here, so closing the store alone loses none of the allows it queued.
+        Held weakly: a writer that is gone is simply not drained. On a closed store it does
+        nothing (the writer's first write raises `StoreClosedError`)."""
+        if not self._closed:
+            self._drains.add(writer)
 
     async def aclose(self) -> None:
-        """Release connections."""
+        """Write what the registered writers queued (`drain_on_close`), then release the
+        connections; every later use raises `StoreClosedError`. Closing twice does nothing."""
+        if self._closed:
+            return
+        failed: BaseException | None = None
+        for writer in list(self._drains):
+            try:
+                await writer.drain()
+            except Exception as exc:  # a writer that breaks its promise: close anyway, then say
+                failed = failed or exc
+        if self._closed:  # closed by another call while this one drained
+            return
+        self._closed = True
+        self._drains.clear()
+        await self._close()
+        if failed is not None:
+            raise failed
 
     async def __aenter__(self) -> Any:
         await self.setup()
@@ -93,6 +160,11 @@ class StoreCore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    async def _commit(self, batch: WriteBatch) -> WriteResult:
+        """`_write`, on a store that is open (every write of the public API goes through it)."""
+        self._check_open()
+        return await self._write(batch)
 
     def _signed(self, batch: WriteBatch) -> WriteBatch:
         """`batch`, signed by the store's signer unless it brings its own."""
@@ -135,6 +207,7 @@ class StoreCore:
         return self._decoded(ops, read(asked) if asked else [])
 
     async def _answer(self, ops: Sequence[ReadOp]) -> list[Any]:
+        self._check_open()
         asked = self._asked(ops)
         return self._decoded(ops, await self._read(asked) if asked else [])
 
@@ -155,6 +228,7 @@ class StoreCore:
     async def read_flow(self, flow: ReadFlow[T], *, short: bool = False) -> T:
         """Run a flow of dependent reads (in one hop where the backend can). `short=True`
         says it reads a row or two (SQLite with `io=loop` runs only such flows on the loop)."""
+        self._check_open()
         return (await self._transact(flow, None, short=short))[0]
 
     async def transact(
@@ -168,4 +242,5 @@ class StoreCore:
             batch = decide(result)
             return None if batch is None else self._signed(checked_batch(batch, self.limits))
 
+        self._check_open()
         return await self._transact(flow, checked, short=short)

@@ -82,7 +82,7 @@ class AsyncStore(StoreCore):
         validate_agent(owner, self.limits)
         by = validate_agent(by, self.limits) if by is not None else owner
         batch = self._signed(WriteBatch(ops=(AssignOwner(key, owner, by),)))
-        return (await self._write(batch)).changes[0]
+        return (await self._commit(batch)).changes[0]
 
     async def transfer(self, key: str, new_owner: str, *, by: str) -> Change:
         """Hand `key` to `new_owner`; only the current owner may. The key's owner epoch goes up
@@ -96,7 +96,7 @@ class AsyncStore(StoreCore):
         validate_agent(new_owner, self.limits)
         validate_agent(by, self.limits)
         batch = self._signed(WriteBatch(ops=(TransferOwner(key, new_owner, by),)))
-        return (await self._write(batch)).changes[0]
+        return (await self._commit(batch)).changes[0]
 
     async def reassign(
         self, key: str, new_owner: str, *, by: str, from_epoch: int | None = None
@@ -123,7 +123,7 @@ class AsyncStore(StoreCore):
         validate_agent(new_owner, self.limits)
         validate_agent(by, self.limits)
         op = ReassignOwner(key, new_owner, by, from_epoch)
-        return (await self._write(self._signed(WriteBatch(ops=(op,))))).changes[0]
+        return (await self._commit(self._signed(WriteBatch(ops=(op,))))).changes[0]
 
     async def epoch(self, key: str) -> int:
         """The owner epoch of `key` (1 for its first owner, +1 per transfer or reassignment).
@@ -178,7 +178,7 @@ class AsyncStore(StoreCore):
         else:
             expected = validate_record_id(expected_head) if expected_head is not None else None
         batch = WriteBatch(records=(record,), ops=(AdvanceHead(key, record.id, expected, author),))
-        await write_waiting(self._write, self._signed(batch), wait)
+        await write_waiting(self._commit, self._signed(batch), wait)
         return record
 
     async def add(
@@ -207,7 +207,7 @@ class AsyncStore(StoreCore):
             supersedes=supersedes,
             limits=self.limits,
         )
-        await self._write(WriteBatch(records=(record,), entries=self._bounded(entries)))
+        await self._commit(WriteBatch(records=(record,), entries=self._bounded(entries)))
         return record
 
     async def advance(
@@ -232,7 +232,7 @@ class AsyncStore(StoreCore):
             ops=(AdvanceHead(key, record_id, expected_head, by),),
             entries=self._bounded(entries),
         )
-        return (await write_waiting(self._write, self._signed(batch), wait)).changes[0]
+        return (await write_waiting(self._commit, self._signed(batch), wait)).changes[0]
 
     async def write(self, batch: WriteBatch, *, wait: bool = True) -> list[Change]:
         """Apply a prepared batch atomically: all of it or none of it. A head advance on a leased
@@ -247,7 +247,7 @@ class AsyncStore(StoreCore):
         checked = self._signed(checked_batch(batch, self.limits))
         if checked.leases and not self.supports_leases:
             raise LeasesUnsupportedError(f"{type(self).__name__} does not hold head leases")
-        return (await write_waiting(self._write, checked, wait)).changes
+        return (await write_waiting(self._commit, checked, wait)).changes
 
     # ---- head leases
 
@@ -275,7 +275,7 @@ class AsyncStore(StoreCore):
             expect=tuple(ExpectHead(k, heads[k]) for k in lease.keys),
         )
         try:
-            await self._write(checked_batch(batch, self.limits))
+            await self._commit(checked_batch(batch, self.limits))
         except (HeadConflictError, UnknownKeyError, AdvancePendingError):
             raise  # refused: nothing was written
         except BaseException:
@@ -290,7 +290,7 @@ class AsyncStore(StoreCore):
         """End `lease` now (nothing happens if it already ended)."""
         if lease.keys:
             batch = WriteBatch(leases=tuple(DropLease(k, lease.id) for k in lease.keys))
-            await self._write(checked_batch(batch, self.limits))
+            await self._commit(checked_batch(batch, self.limits))
 
     def _bounded(self, entries: Iterable[Entry | ToEntry]) -> tuple[Entry, ...]:
         return tuple(bound_entry(as_entry(e), self.limits) for e in entries)
@@ -415,7 +415,7 @@ class AsyncStore(StoreCore):
         """Append one entry to the journal; return its id. Strings and detail are cut to the
         store's audit bounds (`StoreLimits.max_audit_field_bytes`)."""
         batch = WriteBatch(entries=self._bounded([entry]))
-        return (await self._write(batch)).entry_ids[0]
+        return (await self._commit(batch)).entry_ids[0]
 
     async def journal(
         self,

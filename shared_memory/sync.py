@@ -15,7 +15,6 @@ and SQLite backends; give sync code a sync `Store` for PostgreSQL.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import os
@@ -24,148 +23,17 @@ import threading
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from functools import partial, update_wrapper
+from functools import update_wrapper
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-import anyio.to_thread
-from anyio.from_thread import BlockingPortal
-
-from .errors import ConfigError
+from .errors import StoreClosedError
+from .portal import EXIT_TIMEOUT, Portal, _awaited
 from .signing import HeadSigner
 from .store import AsyncStore
 from .urls import redact_url
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-_DONE = object()
-
-
-async def _awaited(awaitable: Awaitable[T]) -> T:
-    return await awaitable
-
-
-async def _next_or_done(items: AsyncIterator[T]) -> T | object:
-    try:
-        return await items.__anext__()
-    except StopAsyncIteration:
-        return _DONE
-
-
-class Portal:
-    """An event loop on a daemon thread, and the way sync code runs coroutines on it.
-
-    `call` blocks the calling thread until the coroutine is done; `acall` does the same from a
-    coroutine on another loop without blocking that loop; `iterate` walks an async iterator.
-    Calls made from the portal's own thread run directly instead of waiting on themselves.
-
-    The thread never keeps the interpreter alive: a portal still open at exit is stopped then
-    (what it still runs is cancelled), and the interpreter does not wait for a loop that does
-    not stop in time.
-    """
-
-    _shared: Portal | None = None
-    _shared_lock = threading.Lock()
-
-    def __init__(self, name: str = "planfence-portal") -> None:
-        self._closed = False
-        started: Future[BlockingPortal] = Future()
-        self._thread = threading.Thread(target=_run_portal, args=(started,), name=name, daemon=True)
-        self._thread.start()
-        self._portal = started.result()
-        self._thread_id = self._thread.ident
-        # At exit, before the interpreter starts tearing down (when a daemon thread can no
-        # longer run): stop the loop if nobody closed it.
-        self._at_exit = weakref.finalize(self, _stop_portal, self._portal, self._thread)
-
-    @classmethod
-    def shared(cls) -> Portal:
-        """The process-wide portal for async stores driven from sync code."""
-        with cls._shared_lock:
-            if cls._shared is None or cls._shared._closed:
-                cls._shared = Portal("planfence-shared-portal")
-            return cls._shared
-
-    @property
-    def in_thread(self) -> bool:
-        """True when called from the portal's own event loop thread."""
-        return threading.get_ident() == self._thread_id
-
-    def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run `fn(*args, **kwargs)` on the portal's loop and wait for its result."""
-        if self.in_thread:
-            raise RuntimeError("a sync planfence call from inside its own portal thread")
-        # The coroutine is made on the loop: one never started is never left unawaited.
-        return self._portal.call(partial(fn, *args, **kwargs))
-
-    def call_within(
-        self, timeout: float, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> T:
-        """`call`, giving up (`TimeoutError`, the call cancelled) after `timeout` seconds."""
-        future = self._portal.start_task_soon(partial(fn, *args, **kwargs))
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            future.cancel()
-            raise TimeoutError(f"gave up after {timeout:g} s") from None
-
-    async def acall(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """`call` from async code: waits in a worker thread, so the caller's loop keeps going."""
-        if self.in_thread:
-            return await fn(*args, **kwargs)
-        return await anyio.to_thread.run_sync(partial(self.call, fn, *args, **kwargs))
-
-    def iterate(
-        self, fn: Callable[P, AsyncIterator[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Iterator[T]:
-        """Walk `fn(*args, **kwargs)`, an async iterator, one item per portal call."""
-        items = fn(*args, **kwargs)
-        try:
-            while (item := self.call(_next_or_done, items)) is not _DONE:
-                yield item  # type: ignore[misc]
-        finally:
-            close = getattr(items, "aclose", None)
-            if close is not None and not self._closed:
-                self.call(close)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._at_exit()
-
-
-# How long exit waits for a loop, or a store left open, to finish closing.
-EXIT_TIMEOUT = 2.0
-
-
-def _run_portal(started: Future[BlockingPortal]) -> None:
-    async def serve() -> None:
-        async with BlockingPortal() as portal:
-            started.set_result(portal)
-            await portal.sleep_until_stopped()
-
-    try:
-        anyio.run(serve)
-    except BaseException as exc:
-        if not started.done():
-            started.set_exception(exc)
-        else:
-            raise
-
-
-def _stop_portal(portal: BlockingPortal, thread: threading.Thread) -> None:
-    if threading.current_thread() is thread:  # dropped on its own loop: stop it from outside
-        threading.Thread(target=_stop_portal, args=(portal, thread), daemon=True).start()
-        return
-    with contextlib.suppress(RuntimeError, FutureTimeout):  # already stopped
-        portal.start_task_soon(portal.stop, True).result(EXIT_TIMEOUT)
-    thread.join(EXIT_TIMEOUT)
-
-
-async def _thread_id() -> int:
-    return threading.get_ident()
 
 
 class twin(Generic[P, T]):
@@ -189,7 +57,7 @@ class twin(Generic[P, T]):
         method: Callable[P, Awaitable[T]] = getattr(store.aio, self.name)
 
         def run(*args: P.args, **kwargs: P.kwargs) -> T:
-            return store.portal.call(method, *args, **kwargs)
+            return store._call(method, *args, **kwargs)
 
         return update_wrapper(run, method)
 
@@ -213,6 +81,7 @@ class stream_twin(Generic[P, T]):
         method: Callable[P, AsyncIterator[T]] = getattr(store.aio, self.name)
 
         def run(*args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+            store._check_open()
             return store.portal.iterate(method, *args, **kwargs)
 
         return update_wrapper(run, method)
@@ -229,6 +98,8 @@ class Store:
         self.aio = inner
         self._owns_portal = portal is None
         self.portal = Portal() if portal is None else portal
+        if self._owns_portal:
+            self.portal.owner = f"the store {redact_url(inner.url)}"
         self._closed = False
         try:
             self.portal.call(inner.setup)
@@ -264,9 +135,38 @@ class Store:
     def __repr__(self) -> str:
         return f"<Store {self.aio!r}>"
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: every use now raises `StoreClosedError`."""
+        return self._closed or self.aio.closed
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreClosedError(
+                f"the store {redact_url(self.url)} is closed: open a new one to use it again"
+            )
+
+    def _call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)` on this store's portal, on an open store."""
+        self._check_open()
+        return self.portal.call(fn, *args, **kwargs)
+
+    async def _acall(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`_call` from async code (see `Portal.acall`)."""
+        self._check_open()
+        return await self.portal.acall(fn, *args, **kwargs)
+
     def _run(self, awaitable: Awaitable[T]) -> T:
-        """Await `awaitable` (made from `self.aio`) on this store's portal."""
-        return self.portal.call(_awaited, awaitable)
+        """Await `awaitable` (made from `self.aio`) on this store's portal. On a closed store it
+        is closed unawaited (no "never awaited" warning) and `StoreClosedError` raised."""
+        if self.closed:
+            close = getattr(awaitable, "close", None)
+            if close is not None:
+                close()
+            self._check_open()
+        return self._call(_awaited, awaitable)
 
     def _stop_portal(self) -> None:
         if self._owns_portal:
@@ -396,96 +296,4 @@ def _watch_exit() -> None:
             atexit.register(_close_stores_at_exit)
 
 
-class StoreBridge:
-    """Reaches an async store from sync or async code, wherever the store lives.
-
-    `store` is an `AsyncStore` (awaited on the caller's loop; sync callers drive it on the shared
-    portal), a sync `Store` (its own portal, from both), or a URL (opened on first use, and
-    closed by `aclose`; stores handed in belong to the caller).
-    """
-
-    def __init__(self, store: AsyncStore | Store | str) -> None:
-        self.store: AsyncStore | Store | None = None
-        self._owned = False
-        self._lock = asyncio.Lock()
-        if isinstance(store, str):
-            if not store:
-                raise ConfigError("a store URL is required")
-            self.url = store
-        elif isinstance(store, AsyncStore | Store):
-            self.store = store
-            self.url = store.url
-        else:
-            raise ConfigError(f"expected a planfence store, got {type(store).__name__}")
-
-    @property
-    def aio(self) -> AsyncStore:
-        """The async store (for a URL, once opened)."""
-        store = self.store
-        if store is None:
-            raise ConfigError(f"store {self.url!r} is not open yet")
-        return store.aio if isinstance(store, Store) else store
-
-    def call(
-        self,
-        fn: Callable[Concatenate[AsyncStore, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """Run `fn(async_store, ...)` from sync code."""
-        store = self.store
-        if isinstance(store, Store):
-            return store.portal.call(fn, store.aio, *args, **kwargs)
-        return Portal.shared().call(self._on_async, fn, *args, **kwargs)
-
-    def run(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run an async function that reaches the store through this bridge, from sync code,
-        on the loop the store lives on (so its own `acall`s go straight to the store)."""
-        store = self.store
-        portal = store.portal if isinstance(store, Store) else Portal.shared()
-        return portal.call(fn, *args, **kwargs)
-
-    async def acall(
-        self,
-        fn: Callable[Concatenate[AsyncStore, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """Run `fn(async_store, ...)` from async code."""
-        store = self.store
-        if isinstance(store, Store):
-            return await store.portal.acall(fn, store.aio, *args, **kwargs)
-        return await self._on_async(fn, *args, **kwargs)
-
-    async def _on_async(
-        self,
-        fn: Callable[Concatenate[AsyncStore, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        return await fn(await self._opened(), *args, **kwargs)
-
-    async def _opened(self) -> AsyncStore:
-        if self.store is None:
-            from .factory import create_async_store  # the factory imports this module
-
-            async with self._lock:
-                if self.store is None:
-                    opened = create_async_store(self.url)
-                    await opened.setup()
-                    self.store, self._owned = opened, True
-        store = self.store
-        return store.aio if isinstance(store, Store) else store
-
-    async def aclose(self) -> None:
-        """Close the store if this bridge opened it (it opens again on next use)."""
-        store, owned = self.store, self._owned
-        if owned and isinstance(store, AsyncStore):
-            self.store, self._owned = None, False
-            await store.aclose()
-
-
-__all__ = ["Portal", "Store", "StoreBridge", "stream_twin", "twin"]
+__all__ = ["Portal", "Store", "stream_twin", "twin"]

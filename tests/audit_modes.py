@@ -8,26 +8,21 @@ an `AuditBacklogError` from `flush`, and every allow after it blocks with `audit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from planfence.plugins.gate import Gate, Verdict
+from planfence.plugins.gate import Gate, ToolCall, Verdict
 from planfence.plugins.gate.audit_writer import AuditBacklogError
 
 AUDIT_MODES = ("durable", "deferred")
 
 
-async def check_until_recorded(
-    gate: Gate, tool: str, args: Mapping[str, Any], plan_id: Any, **kwargs: Any
-) -> Verdict:
+async def check_until_recorded(gate: Gate, call: ToolCall) -> Verdict:
     """`gate.check`; when a deferred gate allowed, its queued record is written (`flush`) and,
     if that write fails, the verdict is the next check's: the one that must block. An allow
     whose record was written stands."""
-    verdict = await gate.check(tool, args, plan_id, **kwargs)
+    verdict = await gate.check(call)
     if gate.deferred is None or verdict.verdict != "allow":
         return verdict
     try:
         await gate.flush()
     except AuditBacklogError:
-        return await gate.check(tool, args, plan_id, **kwargs)
+        return await gate.check(call)
     return verdict

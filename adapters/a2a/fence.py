@@ -10,6 +10,10 @@ metadata) with its arguments as a data part; the sender's plan id travels beside
 - `PlanfenceInterceptor` is the sender's client interceptor: on an outbound SendMessage for a
   skill with side effects it attaches the plan; given a gate, it checks the plan first and
   answers a refusal itself, the same task, without sending.
+- `SenderPlans` is the sender's read side: the records to show its model, and the plan its next
+  skill calls carry, citing exactly those records. A store it cannot reach is not an exception:
+  its model is told the records cannot be read, and the interceptor answers the skill call
+  itself with a `store_unavailable` refusal (a failed task), without sending.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from planfence.plugins.gate import (
     Refused,
     ToolCall,
 )
-from planfence.shared_memory import AsyncStore, Store
+from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced
+from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
+from .._records import DEFAULT_HEADER
 
 with extra_imports("a2a", "planfence.adapters.a2a"):
     from a2a.client.interceptors import AfterArgs, BeforeArgs, ClientCallInterceptor
@@ -144,12 +150,57 @@ class FencedExecutor(Fenced, AgentExecutor):
         await self.inner.cancel(context, event_queue)
 
 
+class SenderPlans:
+    """The sending agent's records and plans: `show()` is the text its model is shown (the
+    current records, or why they cannot be read); `stamp()`, called when the model decides to
+    call skills, stamps the plan they carry, citing exactly what `show()` showed (each plan
+    supersedes the one before). Give it to `PlanfenceInterceptor`, which attaches `last`.
+
+    Args:
+        store: an `AsyncStore`, a sync `Store`, a URL, or a `StoreBridge`.
+        agent: who plans: plans are stored under `plans/<agent>`.
+        keys: keys whose current version is shown.
+        prefixes: key prefixes shown the same way.
+        header: the first line of the records text.
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore | Store | StoreBridge | str,
+        agent: str,
+        *,
+        keys: Iterable[str] = (),
+        prefixes: Iterable[str] = (),
+        header: str = DEFAULT_HEADER,
+    ) -> None:
+        self.stamper = PlanStamper(store, agent)
+        self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
+        self.shown: list[Record] | PlanUnavailable = []
+        self.last: str | PlanUnavailable | None = None
+
+    async def show(self) -> str:
+        """The records as the model reads them now."""
+        self.shown = await read(self.stamper, self.keys, self.prefixes)
+        return shown_text(self.header, self.shown)
+
+    async def stamp(self) -> str | PlanUnavailable:
+        """The plan of the skill calls the model makes from what it was last shown."""
+        self.last = await stamp(self.stamper, reads_or_down(self.shown))
+        return self.last
+
+    def reset(self) -> None:
+        """A new request: its first plan starts a chain of its own."""
+        self.stamper.reset()
+        self.shown, self.last = [], None
+
+
 class PlanfenceInterceptor(ClientCallInterceptor):
     """Carries the sender's plan on outbound SendMessage calls for skills with side effects.
 
     Args:
-        plan: the plan to carry: a `PlanStamper` (its latest plan) or a function returning the
-            plan id (None: no plan).
+        plan: the plan to carry: `SenderPlans` or a `PlanStamper` (its latest plan), or a
+            function returning the plan id (None: no plan). A plan that could not be stamped
+            because the store was down is refused here, as `store_unavailable`.
         policy: the declared scopes; calls of a skill declared `ungated` carry no plan.
         gate: when given, the plan is checked before the message leaves, and a refusal is
             answered here (the receiving agent checks again before it acts).
@@ -157,7 +208,7 @@ class PlanfenceInterceptor(ClientCallInterceptor):
 
     def __init__(
         self,
-        plan: PlanStamper | Callable[[], str | None],
+        plan: SenderPlans | PlanStamper | Callable[[], str | None],
         policy: Policy | Mapping[str, Any] | str,
         *,
         gate: GateMiddleware | None = None,
@@ -171,7 +222,13 @@ class PlanfenceInterceptor(ClientCallInterceptor):
         declared = self.policy.get(call.tool) if call is not None else None
         if call is None or message is None or (declared is not None and declared.ungated):
             return
-        plan = call.plan or (self.plan.last if isinstance(self.plan, PlanStamper) else self.plan())
+        plan = call.plan or self._latest()
+        if isinstance(plan, PlanUnavailable) and declared is None:
+            plan = None  # an undeclared skill: the receiver refuses it for that
+        if isinstance(plan, PlanUnavailable):  # nothing to send a plan for: refused here
+            refused = Refused(plan.verdict(call.tool, self.agent))
+            args.early_return = _reply(args.method, refused, message)
+            return
         carrier: dict[str, str] = {}
         if propagate is not None:
             propagate.inject(carrier)
@@ -183,12 +240,27 @@ class PlanfenceInterceptor(ClientCallInterceptor):
         judged = await self.gate.judge(ToolCall(call.tool, call.args, plan))
         await self.gate.release(judged)  # a lease is the receiver's to take, while it acts
         if isinstance(judged, Refused):
-            task = refusal_task(judged, message.task_id or _id(), message.context_id or _id())
-            reply = SendMessageResponse if args.method == "send_message" else StreamResponse
-            args.early_return = reply(task=task)
+            args.early_return = _reply(args.method, judged, message)
+
+    def _latest(self) -> str | PlanUnavailable | None:
+        if isinstance(self.plan, SenderPlans | PlanStamper):
+            return self.plan.last
+        return self.plan()
+
+    @property
+    def agent(self) -> str | None:
+        plans = self.plan.stamper if isinstance(self.plan, SenderPlans) else self.plan
+        return plans.author if isinstance(plans, PlanStamper) else None
 
     async def after(self, args: AfterArgs) -> None:
         return None
+
+
+def _reply(method: str, refused: Refused, message: Message) -> Any:
+    """The answer to a send the sender refused itself: the refused task, as the server would."""
+    task = refusal_task(refused, message.task_id or _id(), message.context_id or _id())
+    reply = SendMessageResponse if method == "send_message" else StreamResponse
+    return reply(task=task)
 
 
 @contextmanager
@@ -217,6 +289,7 @@ __all__ = [
     "TRACE",
     "FencedExecutor",
     "PlanfenceInterceptor",
+    "SenderPlans",
     "refusal_task",
     "skill_call",
     "skill_message",

@@ -4,10 +4,13 @@ Read side: before each model call the plugin appends the current public records 
 system instruction; when the model answers with function calls, it stamps a plan whose parents
 are exactly the records shown for that request, superseding the invocation's previous plan. Act
 side: `before_tool_callback` runs the gate. A refusal is returned as the tool's result (a dict,
-so ADK skips the tool): the `RefusalPayload`'s wire form, whose `message` names the changed
-records, so the model replans once; a block reads `"verdict": "block"`. An allowed tool runs with
-the allow's fencing token as `planfence.fence.current()`, and the lease its policy declares is
-released when the tool returns or fails. Plans chain per invocation.
+so ADK skips the tool): the `RefusalPayload`'s wire form, whose `message` says in words which
+records changed and their current values, so the model replans once; a block reads
+`"verdict": "block"`. An allowed tool runs with the allow's fencing token as
+`planfence.fence.current()`, and the lease its policy declares is released when the tool returns
+or fails. Plans chain per invocation. A store that cannot be reached while the records are shown
+or the plan is stamped is no error in the run: the instruction says the records cannot be read,
+and a gated call is blocked as `store_unavailable`.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from planfence.plugins.gate import (
     ToolCall,
 )
 from planfence.plugins.gate.fence import bound
+from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.wire import RefusalPayload
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced
-from .._records import DEFAULT_HEADER, records_text
+from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
+from .._records import DEFAULT_HEADER, for_model
 
 with extra_imports("adk", "planfence.adapters.adk"):
     from google.adk.agents.callback_context import CallbackContext
@@ -46,8 +51,8 @@ with extra_imports("adk", "planfence.adapters.adk"):
 class _Invocation:
     def __init__(self, stamper: PlanStamper) -> None:
         self.stamper = stamper
-        self.shown: list[Record] = []
-        self.plan: str | None = None
+        self.shown: list[Record] | PlanUnavailable = []
+        self.plan: str | PlanUnavailable | None = None
 
 
 class PlanfencePlugin(Fenced, BasePlugin):
@@ -96,9 +101,9 @@ class PlanfencePlugin(Fenced, BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         run = self._run(callback_context.invocation_id)
-        run.shown = await run.stamper.current(self.keys) if self.keys else []
+        run.shown = await read(run.stamper, self.keys) if self.keys else []
         if run.shown:
-            llm_request.append_instructions([records_text(self.header, run.shown)])
+            llm_request.append_instructions([shown_text(self.header, run.shown)])
         return None
 
     async def after_model_callback(
@@ -107,7 +112,7 @@ class PlanfencePlugin(Fenced, BasePlugin):
         parts = llm_response.content.parts if llm_response.content else None
         if self.keys and any(p.function_call for p in parts or []):
             run = self._run(callback_context.invocation_id)
-            run.plan = (await run.stamper.stamp([r.id for r in run.shown])).id
+            run.plan = await stamp(run.stamper, reads_or_down(run.shown))
         return None
 
     # ---- act side
@@ -117,8 +122,8 @@ class PlanfencePlugin(Fenced, BasePlugin):
     ) -> dict[str, Any] | None:
         plan = self._run(tool_context.invocation_id).plan
         judged = await self.gate.judge(ToolCall(tool.name, dict(tool_args), plan))
-        if isinstance(judged, Refused):
-            return judged.payload.wire()
+        if isinstance(judged, Refused):  # what changed, with the current values, in words
+            return RefusalPayload.of(for_model(judged.verdict)).wire()
         # The tool runs in this task, right after: its token is current until it returns.
         token = bound(judged.fence)
         token.__enter__()

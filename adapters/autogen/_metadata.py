@@ -13,6 +13,7 @@ ROUTE = "planfence.route"
 REASON = "planfence.reason"
 STALE = "planfence.stale"
 TOOL = "planfence.tool"
+UNAVAILABLE = "planfence.unavailable"  # why no plan could be stamped (the store was down)
 
 ROUTE_REPLAN = "replan"
 ROUTE_BLOCKED = "blocked"

@@ -6,8 +6,11 @@ replaces the records it showed on earlier turns, so the model sees no other vers
 the plan id travels in the message metadata. Each plan supersedes the agent's previous plan,
 refused or not, until the agent is reset: the gate follows that chain back through plans that
 made no gated call, so a step of ungated calls (a weather lookup) between a refusal and the
-next plan does not renew the one replan. Reset the team (or the agent) before an unrelated
-request so that its first plan starts a new chain.
+next plan does not renew the one replan. A new request (a message from the user, as
+`team.run(task=...)` sends it) starts a new chain: its first plan supersedes nothing, so a
+second run gets its own replan whatever happened to the first. When the records could not be
+read, or the plan could not be stored (the store was down), the answer carries no plan but says
+why (`planfence.unavailable`), and the executor's gated calls are refused as `store_unavailable`.
 
 `FencedAgent` acts under the latest plan id it received: each of its turns carries that plan to
 its `FencedWorkbench`es, and its answer is labelled with the route the team should take:
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planfence.plugins.gate import PlanStamper, Verdict, fold_step, payload_of
+from planfence.plugins.gate.outage import PlanUnavailable, store_down
 from planfence.shared_memory import ConfigError, Record
 from planfence.shared_memory.extras import extra_imports
 
@@ -45,20 +49,33 @@ from ._metadata import (
     STALE,
     SUPERSEDES,
     TOOL,
+    UNAVAILABLE,
 )
-from .memory import SharedMemory, record_ids
+from .memory import SharedMemory, record_ids, unavailable_of
 from .workbench import FencedWorkbench, Turn, agent_turn
 
 StreamItem = BaseAgentEvent | BaseChatMessage | Response
+USER = "user"
+"""The source of a task message (`team.run(task=...)`): a new request."""
 
 
-def plan_of(messages: Sequence[BaseChatMessage]) -> str | None:
-    """The newest plan id stamped on `messages`, if any."""
+def plan_of(messages: Sequence[BaseChatMessage]) -> str | PlanUnavailable | None:
+    """The newest plan id stamped on `messages` (or why the newest plan could not be), if any."""
     for message in reversed(messages):
+        if message.metadata.get(ROUTE) is not None:
+            continue
+        down = message.metadata.get(UNAVAILABLE)
+        if down:
+            return PlanUnavailable(down)
         plan = message.metadata.get(PLAN)
-        if plan and message.metadata.get(ROUTE) is None:
+        if plan:
             return plan
     return None
+
+
+def new_request(messages: Sequence[BaseChatMessage]) -> bool:
+    """Whether `messages` bring a new request: a message from the user."""
+    return any(m.source == USER for m in messages)
 
 
 def refused_plan(messages: Sequence[BaseChatMessage]) -> str | None:
@@ -79,6 +96,7 @@ def _with_metadata(response: Response, extra: dict[str, str]) -> Response:
 class _PlanTurn:
     reads: list[str] = field(default_factory=list)
     overlapped: bool = False
+    down: PlanUnavailable | None = None
 
 
 class PlanningAgent(AssistantAgent):
@@ -112,6 +130,8 @@ class PlanningAgent(AssistantAgent):
     async def on_messages_stream(
         self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
     ) -> AsyncGenerator[StreamItem, None]:
+        if new_request(messages):
+            self.stamper.reset()  # a new request: a chain (and a replan) of its own
         supersedes = refused_plan(messages) or self.stamper.last
         turn = _PlanTurn()
         _overlap(self._turns, turn)
@@ -119,6 +139,7 @@ class PlanningAgent(AssistantAgent):
             async for item in super().on_messages_stream(messages, cancellation_token):
                 if isinstance(item, MemoryQueryEvent) and item.source == self.name:
                     turn.reads.extend(record_ids(item.content))
+                    turn.down = turn.down or unavailable_of(item.content)
                 if isinstance(item, Response):
                     item = await self._stamp(item, supersedes, turn)
                     # The turn ends with its response: `on_messages` returns at this point and
@@ -135,7 +156,17 @@ class PlanningAgent(AssistantAgent):
         value: dict[str, Any] = {"agent": self.name, "text": response.chat_message.to_text()}
         if turn.overlapped:
             value["unknown_reads"] = "the agent ran turns concurrently"
-        plan = await self.stamper.stamp(parents, value=value, supersedes=supersedes)
+        down, plan = turn.down, None
+        if down is None:
+            try:
+                plan = await self.stamper.stamp(parents, value=value, supersedes=supersedes)
+            except Exception as exc:
+                if not store_down(exc):
+                    raise
+                down = PlanUnavailable.of(exc)
+        if plan is None:  # the records could not be read, or the plan not stored
+            assert down is not None
+            return _with_metadata(response, {UNAVAILABLE: down.error})
         self.plans.append(plan)
         self._read_set = tuple(parents)
         extra = {PLAN: plan.id, PARENTS: json.dumps(parents)}
@@ -178,7 +209,7 @@ class FencedAgent(AssistantAgent):
         self._fences = [wb for wb in self._workbench if isinstance(wb, FencedWorkbench)]
         if not self._fences:
             raise ConfigError(f"FencedAgent {name!r} needs a FencedWorkbench in workbench=")
-        self._plan: str | None = None
+        self._plan: str | PlanUnavailable | None = None
         self._turns: set[Turn] = set()
 
     @property
@@ -186,7 +217,7 @@ class FencedAgent(AssistantAgent):
         return tuple(self._fences)
 
     @property
-    def plan_id(self) -> str | None:
+    def plan_id(self) -> str | PlanUnavailable | None:
         """The plan this agent acts under: the newest one it has received."""
         return self._plan
 
@@ -211,7 +242,8 @@ class FencedAgent(AssistantAgent):
         self._plan = None
 
     async def save_state(self) -> Mapping[str, Any]:
-        return {**await super().save_state(), "planfence_plan": self._plan}
+        plan = self._plan if isinstance(self._plan, str) else None
+        return {**await super().save_state(), "planfence_plan": plan}
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
         await super().load_state(state)

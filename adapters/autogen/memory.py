@@ -10,6 +10,11 @@ The system message of an earlier turn is replaced, not kept: a model context tha
 an older version of a record would let the model plan from a version its plan does not cite.
 The memory recognises its own earlier messages by their text (its `header` line followed only
 by records of the keys it shows): give two `SharedMemory`s of one agent different headers.
+
+When the store cannot be reached, the turn's message says the records cannot be read (and
+replaces the records shown before), and the turn's one memory result says why
+(`metadata["unavailable"]`): a `PlanningAgent` then stamps no plan, and the executor's gated
+calls are refused as `store_unavailable`.
 """
 
 from __future__ import annotations
@@ -35,12 +40,14 @@ from pydantic import BaseModel, Field
 from typing_extensions import Self
 
 from planfence.plugins.gate import read_heads
+from planfence.plugins.gate.outage import PlanUnavailable, store_down
 
-from .._records import DEFAULT_HEADER, records_text
+from .._records import DEFAULT_HEADER, UNREADABLE, records_text, unreadable_text
 from ._store import store_bridge
 
 # Marks the memory results that are public records, as opposed to other memories' results.
 SOURCE = "planfence"
+UNREADABLE_START = UNREADABLE.split("{", 1)[0]
 
 
 class SharedMemoryConfig(BaseModel):
@@ -92,7 +99,15 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         """Show the current records; the result (this turn's read set) names their ids."""
-        records = await self.read()
+        try:
+            records = await self.read()
+        except Exception as exc:
+            if not store_down(exc):
+                raise
+            down = PlanUnavailable.of(exc)
+            text = unreadable_text(down.error)
+            await self._replace_shown(model_context, SystemMessage(content=text))
+            return UpdateContextResult(memories=MemoryQueryResult(results=[_unavailable(down)]))
         if records:
             text = records_text(self.header, records)
             await self._replace_shown(model_context, SystemMessage(content=text))
@@ -118,6 +133,8 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         """Whether `message` is a records message of this memory (same header, its keys)."""
         if not isinstance(message, SystemMessage):
             return False
+        if message.content.startswith(UNREADABLE_START):
+            return True
         first, *lines = message.content.split("\n")
         if first != self.header or not lines:
             return False
@@ -196,6 +213,23 @@ def _content(record: Record) -> MemoryContent:
             "source": SOURCE,
         },
     )
+
+
+def _unavailable(down: PlanUnavailable) -> MemoryContent:
+    return MemoryContent(
+        content={"unavailable": down.error},
+        mime_type=MemoryMimeType.JSON,
+        metadata={"source": SOURCE, "unavailable": down.error},
+    )
+
+
+def unavailable_of(results: Sequence[MemoryContent]) -> PlanUnavailable | None:
+    """Why the records could not be read, when a `SharedMemory` said so in `results`."""
+    for content in results:
+        meta = content.metadata or {}
+        if meta.get("source") == SOURCE and isinstance(meta.get("unavailable"), str):
+            return PlanUnavailable(meta["unavailable"])
+    return None
 
 
 def record_ids(results: Sequence[MemoryContent]) -> list[str]:

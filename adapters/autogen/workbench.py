@@ -46,6 +46,7 @@ from planfence.plugins.gate import (
     fail_closed,
 )
 from planfence.plugins.gate.fence import bound
+from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, PlanFenceError, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -75,7 +76,7 @@ class Turn:
     """One agent turn: the plan its tool calls act under and the verdicts they got."""
 
     agent: str
-    plan_id: str | None
+    plan_id: str | PlanUnavailable | None
     fences: tuple[Any, ...] = ()
     verdicts: list[Verdict] = field(default_factory=list)
     overlapped: bool = False
@@ -302,9 +303,14 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             _PENDING.reset(token)
         if pending.judged is None:
             # The tool never started (an unknown tool, arguments it rejects): judged all the
-            # same, so the decision is audited and a refusal says why in the gate's words.
+            # same, so the decision is audited and a refusal says why in the gate's words. An
+            # allow of a call that never ran ends no action: the model may call again (the
+            # framework's own retry), under the same plan and replan budget.
             pending.judged = await self.gate.judge(call)
             await self.gate.release(pending.judged)
+            if not isinstance(pending.judged, Refused):
+                self.verdicts.append(pending.judged.verdict)
+                return result
         self._keep(turn, pending.judged)
         if isinstance(pending.judged, Refused):
             return _error(name, pending.judged.message)

@@ -8,6 +8,10 @@ the verdict the gate would give now, with its reason and message. The verdict co
 gate itself (`Gate.preview`: the same flow and reads as a real check). Nothing is written: no
 audit entry, so no replan budget is spent either. Without `--plan` it still prints the keys and
 their heads.
+
+The exit status is the verdict, so a script can act on it: 0 allow, 3 replan, 4 block (a call
+without `--plan` is one the gate blocks: `missing_plan`); 1 when the check could not be made (no
+store, say), 2 for a usage error, as every command.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from planfence.plugins.gate import Gate, Policy, ScopeError, Verdict, payload_of
+from planfence.plugins.gate import Gate, Policy, ScopeError, ToolCall, Verdict, payload_of
+from planfence.plugins.gate.rule import CHECK_HINT
 from planfence.shared_memory import KeyState, open_async_store, validate_agent
 
 from .common import UsageError, add_output, add_store_option, emit, guarded, store_url, write_out
+
+EXIT_ALLOW, EXIT_REPLAN, EXIT_BLOCK = 0, 3, 4
+EXIT_OF_VERDICT = {"allow": EXIT_ALLOW, "replan": EXIT_REPLAN, "block": EXIT_BLOCK}
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,8 +38,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="dry run: the keys a call depends on, their versions, and the gate's verdict",
         description="Show what the gate would decide for one call, writing nothing: the keys "
         "the call depends on, the versions the plan used of each, their current heads, and the "
-        "verdict with its reason. Without --plan: the keys and their heads. Exits 0 whatever "
-        "the verdict (the verdict is in the output; --json for scripts).",
+        "verdict with its reason. Without --plan: the keys and their heads. Exit status: "
+        f"{EXIT_ALLOW} allow, {EXIT_REPLAN} replan, {EXIT_BLOCK} block; 1 when the check could "
+        "not be made, 2 for a usage error.",
     )
     p.add_argument("tool", metavar="TOOL", help="the tool's name, as the policy declares it")
     p.add_argument(
@@ -72,7 +81,7 @@ def _check(args: argparse.Namespace) -> int:
     report = asyncio.run(_report(args, policy, call_args))
     write_out(args, report)
     emit(args, report, _text(report))
-    return 0
+    return EXIT_OF_VERDICT[report["verdict"]["verdict"]]
 
 
 async def _report(
@@ -83,7 +92,7 @@ async def _report(
         plan_id = await store.resolve_id(args.plan) if args.plan is not None else None
         # audit=False and `preview`: the gate's own decision, with no journal entry written.
         gate = Gate(store, policy, audit=False, agent=args.agent)
-        verdict = await gate.preview(args.tool, call_args, plan_id)
+        verdict = await gate.preview(ToolCall(args.tool, call_args, plan_id))
         templates = _templates(policy, args.tool, call_args)
         # D(a); when some template does not fill, the keys of those that do.
         keys = verdict.scope or tuple(sorted({t["key"] for t in templates if t["key"]}))
@@ -175,6 +184,7 @@ def _text(report: Mapping[str, Any]) -> str:
     plan = f" for plan {report['plan']}" if report["plan"] else ""
     lines.append(f"verdict{plan}: {v['verdict']} ({v['reason']})")
     if v.get("message"):
-        lines.append(f"  {v['message']}")
+        # This is the dry run the refusal points to: no need to say to run it.
+        lines.append(f"  {v['message'].replace(f' ({CHECK_HINT})', '')}")
     lines.append("dry run: nothing was written (no audit entry, no replan budget spent)")
     return "\n".join(lines)

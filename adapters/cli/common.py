@@ -78,14 +78,26 @@ def open_cli_store(
 ) -> Store:
     """Open `--store` for one command.
 
-    Only commands that create state (`creates`) may create a new SQLite file; every other command
-    refuses a store that does not exist and names the path, so a mistyped path is an error and
-    never a new, empty store. Writes to `memory://` are lost when the command exits: warn.
+    Only commands that create state (`creates`) may create a new store, and they say so, naming
+    where (a mistyped path shows at once); every other command refuses a store that does not
+    exist and names the path, so a mistyped path is an error and never a new, empty store.
+    Writes to `memory://` are lost when the command exits: warn.
     """
     url = store_url(args)
     if writes and url.startswith("memory://"):
         warn("memory:// keeps nothing after this command exits; the write is lost")
-    return open_store(url, create=creates)
+    try:
+        return open_store(url, create=False)
+    except StoreNotFoundError as missing:
+        if not creates:
+            raise
+        store = open_store(url, create=True)
+        print(
+            f"planfence: created a new store at {missing.path} (there was none; check the path "
+            "if you meant an existing store)",
+            file=sys.stderr,
+        )
+        return store
 
 
 def require_existing_store(url: str) -> None:

@@ -38,7 +38,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mem = sub.add_parser("memory", help="inspect and seed the shared-memory store")
     msub = mem.add_subparsers(dest="memory_cmd", required=True, metavar="COMMAND")
 
-    p = msub.add_parser("own", help="assign the owner of a new key (creates the store if needed)")
+    p = msub.add_parser(
+        "own",
+        help="assign the owner of a new key (creates the store if needed, and says where)",
+    )
     p.add_argument("key", help="the key, e.g. trip/42/requirements")
     p.add_argument(
         "--owner", required=True, metavar="AGENT", help="the agent that will own the key"

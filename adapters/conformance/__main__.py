@@ -1,12 +1,16 @@
 """`python -m planfence.adapters.conformance`: the suite for every adapter whose framework is
 installed, as a table adapter by case (`--json` prints the results as JSON, `--out FILE` writes
-them). Exit status 1 when a case failed, 2 for a usage error, 130 after Ctrl-C."""
+them). Quiet by default: the frameworks' and planfence's logs are not shown; `-v` shows each
+case as it ends and the logs. Exit status 1 when a case failed, 2 for a usage error, 130 after
+Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
+import warnings
 from collections.abc import Sequence
 
 from planfence.adapters.cli.common import (
@@ -43,12 +47,27 @@ def parser() -> argparse.ArgumentParser:
         help=f"only this case (repeatable): {', '.join(c.letter for c in CASES)}",
     )
     p.add_argument("--quick", action="store_true", help=f"only cases {', '.join(QUICK)}")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="show each case as it ends, and the logs"
+    )
     add_output(p)
     return p
 
 
 def _progress(result: Result) -> None:
     print(f"  {result.adapter} ({result.case}) {result.status}", file=sys.stderr, flush=True)
+
+
+def _quiet() -> None:
+    """No logs and no warnings: the frameworks' chatter (and the gate's own notes, such as
+    unsigned fencing tokens) would bury the table; the cases assert on what matters."""
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+
+
+def _verbose() -> None:
+    # Configured before any framework configures the root logger its own way.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,10 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [c for c in cases or [] if c not in letters]
     if bad:
         return fail(f"unknown case {bad[0]!r} (known: {', '.join(sorted(letters))})", EXIT_USAGE)
+    _verbose() if args.verbose else _quiet()
     try:
-        results = asyncio.run(
-            run_suite(args.adapter, cases, progress=None if args.json else _progress)
-        )
+        progress = _progress if args.verbose and not args.json else None
+        results = asyncio.run(run_suite(args.adapter, cases, progress=progress))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     data = {"results": [r.to_dict() for r in results]}

@@ -15,6 +15,20 @@ spans, not only on what the adapter reports.
 - (h) span: the `planfence.check` span is the child of the framework's own tool span (or, for a
   framework that opens none, of the span the agent was run in; for one whose tool span wraps
   only the function, outside its interception place, the span just before it, in the same parent).
+
+The lifecycle cases (`lifecycle`):
+
+- (i) store down before the plan is stamped: the adapter's store broken from the start, closed
+  before the run, or lost between the model's read and the stamp: each time the run ends
+  normally, nothing runs, and the model is told `store_unavailable`.
+- (j) second run: the same agent and adapter run again after a blocked run: the second run gets
+  its own replan.
+- (k) framework retries: a malformed call the framework rejects and retries first does not use
+  up the replan: the replan and its allow follow, and the run ends normally.
+- (l) shown after a refusal: the refusal carries the current value, what the model is shown next
+  holds it, and nothing labelled current holds an older one.
+- (m) close order: the store closed right after a run, the adapter never closed: closing does
+  not hang, the store stays closed, and the run's allow is in the journal.
 """
 
 from __future__ import annotations
@@ -25,26 +39,10 @@ from typing import Any
 
 from planfence.fence import StaleFenceError, verify
 
-from . import tracing
-from .harness import Harness, Run
+from . import lifecycle, tracing
+from .checks import CaseFailure, booked, expect, told, verdicts
+from .harness import Harness
 from .world import BOOK, KEY, NOWHERE, WEATHER, Script, World, freshness_only, unavailable
-
-
-class CaseFailure(AssertionError):
-    """A case's expectation did not hold; the message says what was seen instead."""
-
-
-def expect(ok: bool, message: str) -> None:
-    if not ok:
-        raise CaseFailure(message)
-
-
-def booked(world: World) -> list[str]:
-    return [e.args.get("destination", "?") for e in world.effects.of(BOOK)]
-
-
-async def _verdicts(world: World, tool: str = BOOK) -> list[tuple[str, str]]:
-    return [(v, r) for t, v, r in await world.gate_log() if t == tool]
 
 
 def _revise(world: World, destination: str) -> Callable[[], Awaitable[Any]]:
@@ -54,7 +52,7 @@ def _revise(world: World, destination: str) -> Callable[[], Awaitable[Any]]:
 async def current(h: Harness, world: World) -> str:
     await h.run(world, Script(), checker=None, plans=True)
     expect(booked(world) == ["Lisbon"], f"effects {booked(world)}, expected one Lisbon booking")
-    log = await _verdicts(world)
+    log = await verdicts(world)
     expect(("allow", "current") in log, f"audit log {log} has no allow of the current plan")
     expect(all(v == "allow" for v, _ in log), f"audit log {log}: a current plan was refused")
     return "booked Lisbon once; allow audited"
@@ -64,7 +62,7 @@ async def replan(h: Harness, world: World) -> str:
     script = Script(meanwhile={0: _revise(world, "Porto")})
     await h.run(world, script, checker=None, plans=True)
     expect(booked(world) == ["Porto"], f"effects {booked(world)}, expected one Porto booking")
-    log = await _verdicts(world)
+    log = await verdicts(world)
     expect(
         log == [("replan", "stale_dependencies"), ("allow", "current")],
         f"audit log {log}, expected one replan then one allow",
@@ -76,7 +74,7 @@ async def stale_again(h: Harness, world: World) -> str:
     script = Script(meanwhile={0: _revise(world, "Porto"), 1: _revise(world, "Madrid")})
     await h.run(world, script, checker=None, plans=True)
     expect(booked(world) == [], f"effects {booked(world)}, expected none")
-    log = await _verdicts(world)
+    log = await verdicts(world)
     expect(
         log[:2] == [("replan", "stale_dependencies"), ("block", "stale_after_replan")],
         f"audit log {log}, expected a replan then a stale_after_replan block",
@@ -101,7 +99,7 @@ async def no_plan(h: Harness, world: World) -> str:
     expect(len(weather) == 1, f"ungated tool ran {len(weather)} times without a plan, expected 1")
     await h.run(world, Script(tool=BOOK), checker=None, plans=False)
     expect(booked(world) == [], f"effects {booked(world)}: a gated tool ran without a plan")
-    log = await _verdicts(world)
+    log = await verdicts(world)
     expect(bool(log) and all(v == "block" for v, _ in log), f"audit log {log}, expected blocks")
     reasons = sorted({r for _, r in log})
     return f"ungated ran; gated blocked ({', '.join(reasons)})"
@@ -110,13 +108,9 @@ async def no_plan(h: Harness, world: World) -> str:
 async def store_down(h: Harness, world: World) -> str:
     run = await h.run(world, Script(), checker=unavailable, plans=True)
     expect(booked(world) == [], f"effects {booked(world)}: a call ran while the store was down")
-    told = _told(run)
-    expect("store_unavailable" in told, f"the model was told {told!r}, not store_unavailable")
+    said = told(run)
+    expect("store_unavailable" in said, f"the model was told {said!r}, not store_unavailable")
     return "no effect; blocked store_unavailable"
-
-
-def _told(run: Run) -> str:
-    return "\n".join(run.told)
 
 
 async def fence(h: Harness, world: World) -> str:
@@ -192,6 +186,11 @@ CASES: tuple[Case, ...] = (
     Case("f", "store_down", store_down),
     Case("g", "fence", fence),
     Case("h", "span", span),
+    Case("i", "store_down_before_stamp", lifecycle.store_down_before_stamp),
+    Case("j", "second_run", lifecycle.second_run),
+    Case("k", "framework_retries", lifecycle.framework_retries),
+    Case("l", "shown_after_refusal", lifecycle.shown_after_refusal),
+    Case("m", "close_order", lifecycle.close_order),
 )
 
 __all__ = ["CASES", "NOWHERE", "Case", "CaseFailure"]

@@ -44,16 +44,32 @@ class Harness(Protocol):
     tool_span: ClassVar[str | None]
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
-        """Run the agent once on the task `world.TASK`.
+        """Run the agent on the task `world.TASK`.
 
         Args:
             world: the store (give the adapter `world.store`), policy and tools.
             script: the scripted model's decisions; call `await script.next(shown, last)` on
-                every model turn and make the call it returns (None: answer with text).
+                every model turn and make the call it returns (None: answer with text). A call
+                may be malformed (`MALFORMED` instead of `destination`): the framework
+                rejects it as it rejects any call whose arguments do not fit the tool.
             checker: the checker factory to give the adapter (None: the gate).
             plans: False for an agent with no read side: it is shown no records and its calls
                 carry no plan (case e).
+            runs: how many times to run the agent on the task, one run after the other, with
+                the same framework agent, model and adapter objects, as a user runs one agent
+                on several requests (case j); call `script.new_run()` before each run after
+                the first. `told` holds what all of them told the model.
+            close: False: leave the adapter open when the runs end (case m closes the store
+                under it); a framework's own resources may still be released, as long as that
+                does not close the adapter.
         """
         ...

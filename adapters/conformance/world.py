@@ -12,15 +12,16 @@ import json
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from planfence.fence import FenceToken, current
 from planfence.plugins.gate import (
     ALLOW,
-    GuardedExecutor,
+    Checker,
     Policy,
+    ToolCall,
     Verdict,
     find_decisions,
     gate_checker,
@@ -126,7 +127,13 @@ def _token(token: FenceToken | None) -> dict[str, Any] | None:
 class World:
     """Everything one case runs against. Harnesses build their agent over `store` with
     `policy`, and wrap `book_flight` and `check_weather` as their framework's tools; processes
-    they start reach the same store at `url`."""
+    they start reach the same store at `url`.
+
+    `shared` is the same database as the other agents reach it, through a connection of their
+    own: the customer's revisions and the case's reads of the journal go through it, and a
+    harness whose planner is not part of the adapter (a client that stamps its own plans) plans
+    through it. A case that breaks or closes `store` (the adapter's handle) leaves it working.
+    """
 
     store: AsyncStore
     url: str
@@ -134,6 +141,21 @@ class World:
     effects: Effects
     policy: Policy = POLICY
     key: str = KEY
+    shared: AsyncStore | None = None
+
+    def __post_init__(self) -> None:
+        if self.shared is None:
+            self.shared = self.store
+
+    @property
+    def others(self) -> AsyncStore:
+        """The store as the other agents reach it (`shared`)."""
+        assert self.shared is not None
+        return self.shared
+
+    def with_store(self, store: AsyncStore) -> World:
+        """This world with the adapter reaching the database through `store`."""
+        return replace(self, store=store, shared=self.others)
 
     @property
     def policy_file(self) -> Path:
@@ -158,18 +180,18 @@ class World:
 
     async def revise(self, destination: str) -> Record:
         """The customer commits a new version of the requirements (the head moves)."""
-        return await self.store.put(KEY, {"destination": destination}, author=OWNER)
+        return await self.others.put(KEY, {"destination": destination}, author=OWNER)
 
     async def head(self) -> str | None:
-        return await self.store.head(KEY)
+        return await self.others.head(KEY)
 
     async def gate_log(self) -> list[tuple[str, str, str]]:
         """(tool, verdict, reason) of every decision in the audit log, oldest first."""
-        found = await find_decisions(self.store, limit=1000)
+        found = await find_decisions(self.others, limit=1000)
         return [(d.tool or "", d.verdict, d.reason) for d in reversed(found)]
 
     async def aclose(self) -> None:
-        await self.store.aclose()
+        await self.others.aclose()
 
 
 def _store_url(path: Path) -> str:
@@ -198,22 +220,42 @@ class Call:
     args: dict[str, Any]
 
 
+Meanwhile = Mapping[int, Callable[[], Awaitable[Any]]]
+MALFORMED = "to"
+"""The argument a malformed call sends instead of `destination` (the tools reject it)."""
+
+
 @dataclass
 class Script:
     """The scripted model's decisions, shared by every harness's model.
 
     Args:
         tool: the tool it calls.
-        meanwhile: turn number -> what another agent does while the model thinks on that turn.
-        max_calls: calls it makes at most before it gives up and answers.
+        meanwhile: turn number -> what another agent does while the model thinks on that turn
+            (turns of the first run).
+        max_calls: calls it makes at most, per run, before it gives up and answers.
+        malformed: how many of its first calls send a malformed argument (`{"to": ...}`), which
+            the framework rejects before the tool runs (its own retry).
+        later: the `meanwhile` of each further run (case j), in order.
     """
 
     tool: str = BOOK
-    meanwhile: Mapping[int, Callable[[], Awaitable[Any]]] = field(default_factory=dict)
+    meanwhile: Meanwhile = field(default_factory=dict)
     max_calls: int = 3
+    malformed: int = 0
+    later: Sequence[Meanwhile] = ()
     turns: int = 0
     calls: int = 0
+    runs: int = 1
     shown: list[list[str]] = field(default_factory=list)
+    results: list[str | None] = field(default_factory=list)
+
+    def new_run(self) -> None:
+        """A harness calls this before each run after the first, on the same agent: the model
+        starts over on the task (its turns counted afresh, with the next run's `meanwhile`)."""
+        self.meanwhile = self.later[self.runs - 1] if len(self.later) >= self.runs else {}
+        self.runs += 1
+        self.turns = self.calls = 0
 
     async def next(self, shown: Sequence[str], last_result: str | None = None) -> Call | None:
         """One model turn. `shown` is what the framework put before the model (instructions,
@@ -221,6 +263,7 @@ class Script:
         sees. Returns the call to make, or None for a final text answer."""
         turn, self.turns = self.turns, self.turns + 1
         self.shown.append([*shown, *([last_result] if last_result is not None else [])])
+        self.results.append(last_result)
         if last_result is not None and (_ran(last_result) or _blocked(last_result)):
             return None
         if self.calls >= self.max_calls:
@@ -229,18 +272,28 @@ class Script:
         if hook is not None:
             await hook()
         self.calls += 1
-        return Call(self.tool, {"destination": self.destination(shown, last_result)})
+        destination = self.destination(shown, last_result)
+        if self.malformed > 0:
+            self.malformed -= 1
+            return Call(self.tool, {MALFORMED: destination})
+        return Call(self.tool, {"destination": destination})
 
     @staticmethod
     def destination(shown: Sequence[str], last_result: str | None) -> str:
         """The destination in the latest text that names one (a refusal names the new value)."""
         for text in [*([last_result] if last_result else []), *reversed(shown)]:
-            found = _DESTINATION.findall(text)
+            found = destinations(text)
             if found:
-                return str(found[-1])
+                return found[-1]
         return NOWHERE
 
     FINAL = "Done."
+
+
+def destinations(text: str) -> list[str]:
+    """The destinations a text names (as JSON: `"destination": "..."`, also inside a JSON
+    string), in order."""
+    return [str(d) for d in _DESTINATION.findall(text.replace('\\"', '"'))]
 
 
 BLOCKED = "This action will not run."
@@ -257,7 +310,7 @@ def _ran(result: str) -> bool:
     return result.startswith(("booked a flight", "weather at"))
 
 
-class FreshnessOnly(GuardedExecutor):
+class FreshnessOnly:
     """The control checker of case (d): it allows every declared call that carries a plan,
     against the heads as they are now, without looking at which records produced the plan."""
 
@@ -265,28 +318,21 @@ class FreshnessOnly(GuardedExecutor):
         self.store = store
         self.policy = policy
 
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
-        declared = self.policy.get(tool)
-        scope = () if declared is None or declared.ungated else declared.scope(args)
+    name = "freshness"
+
+    async def check(self, call: ToolCall) -> Verdict:
+        declared = self.policy.get(call.tool)
+        scope = () if declared is None or declared.ungated else declared.scope(call.args)
         heads = await self.store.heads(list(scope))
-        plan = plan_id if isinstance(plan_id, str) else None
-        return Verdict(ALLOW, "fresh_state", tool, plan, agent, scope=scope, heads=heads)
+        return call.verdict(ALLOW, "fresh_state", scope=scope, heads=heads)
 
 
-def freshness_only(store: AsyncStore, policy: Policy, agent: str | None = None) -> GuardedExecutor:
+def freshness_only(store: AsyncStore, policy: Policy, agent: str | None = None) -> Checker:
     """The control's checker factory (`checker=freshness_only`)."""
     return FreshnessOnly(store, policy)
 
 
-def unavailable(store: AsyncStore, policy: Policy, agent: str | None = None) -> GuardedExecutor:
+def unavailable(store: AsyncStore, policy: Policy, agent: str | None = None) -> Checker:
     """Case (f)'s checker factory: the gate, over a store that fails every read and write."""
     down = Outage(store)
     down.down = True

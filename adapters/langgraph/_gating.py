@@ -24,6 +24,7 @@ from planfence.plugins.gate import (
     fold_step,
     merge_reads,
 )
+from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -39,11 +40,14 @@ ToolAnswer = ToolMessage | Command[Any]
 
 
 def tool_call(request: ToolCallRequest, agent: str | None) -> ToolCall:
-    """The seam's view of a request: tool, arguments, and the plan from graph state."""
+    """The seam's view of a request: tool, arguments, and the plan from graph state (or why
+    none could be stamped)."""
     state = request.state if isinstance(request.state, Mapping) else {}
     call = request.tool_call
     args = dict(call.get("args") or {})
-    return ToolCall(call["name"], args, state.get("planfence_plan"), agent)
+    down = state.get("planfence_unavailable")
+    plan = PlanUnavailable(str(down)) if down else state.get("planfence_plan")
+    return ToolCall(call["name"], args, plan, agent)
 
 
 class ToolGating(Fenced):

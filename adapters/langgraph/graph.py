@@ -15,6 +15,11 @@ ungated calls (a weather lookup) between a refusal and the next plan does not re
 replan. For the same reason the replan count is reset only once a gated call was allowed under
 a current plan. A graph with a checkpointer carries both across invocations of one thread; a new
 request that should start afresh passes `GraphFence.NEW_REQUEST` in its input.
+
+A plan that cannot be stamped because the store cannot be reached is no exception in the planner
+node: `stamp` returns an update whose tool calls the tool node refuses as `store_unavailable`
+(the run then ends). Reads through a `PlanfenceStore` raise `StoreUnavailableError` as any
+store's would: a planner node that shows the model what it read says so when they fail.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from planfence.plugins.gate import (
     merge_reads,
     refreshed,
 )
-from planfence.shared_memory import JSON, AsyncStore, Record, Store
+from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.shared_memory import JSON, AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("langgraph", "planfence.adapters.langgraph"):
@@ -46,6 +52,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.prebuilt import ToolNode
     from langgraph.types import Command, Overwrite
 
+from .._fenced import stamp
 from ._gating import ToolGating, fold_into_state
 
 
@@ -122,19 +129,22 @@ class GraphFence(ToolGating):
     ) -> dict[str, Any]:
         cited = self._cited(state, reads)
         supersedes = _previous_plan(state)
-        record = await self.stamper.stamp(cited, value=value, supersedes=supersedes, author=author)
-        return self._stamped(state, cited, record)
+        plan = await stamp(self.stamper, cited, value=value, supersedes=supersedes, author=author)
+        if isinstance(plan, PlanUnavailable):  # the tool node refuses its calls
+            return {"planfence_unavailable": plan.error, "planfence_verdicts": None}
+        return self._stamped(state, cited, plan)
 
     @staticmethod
     def _cited(state: Mapping[str, Any], reads: Mapping[str, str | Sequence[str]]) -> ReadSet:
         return merge_reads(_tool_reads(state), reads)
 
     @staticmethod
-    def _stamped(state: Mapping[str, Any], cited: ReadSet, record: Record) -> dict[str, Any]:
+    def _stamped(state: Mapping[str, Any], cited: ReadSet, plan: str) -> dict[str, Any]:
         replanning = _refused_plan(state) is not None
         spent = int(state.get("planfence_replans", 0) or 0)
         update: dict[str, Any] = {
-            "planfence_plan": record.id,
+            "planfence_plan": plan,
+            "planfence_unavailable": None,
             "planfence_reads": cited,
             # Only a gated allow ends the action; ungated calls leave the count where it was.
             "planfence_replans": 0 if action_done(state.get("planfence_outcome")) else spent,

@@ -9,7 +9,10 @@ between a refusal and the next plan do not renew the one replan. Every tool call
 refusal comes back to the model as an error `ToolMessage` naming the changed records, so it
 replans once; a second refusal ends the run with `planfence_outcome["status"] == "blocked"`.
 The replan count starts afresh only after a gated call was allowed under a current plan, and at
-the start of each invocation (a new request: its first plan supersedes nothing).
+the start of each invocation (a new request: its first plan supersedes nothing). A store that
+cannot be reached while the records are shown or the plan is stamped is no exception in the run:
+the model is told the records cannot be read, and its gated calls are refused (and the run
+ends) as `store_unavailable`.
 
 Order: `PlanfenceMiddleware` must be the innermost middleware around tool calls (the last one
 in `middleware=[...]` that wraps tool calls). The gate checks the call it is handed, and the
@@ -40,6 +43,7 @@ from planfence.plugins.gate import (
     reads_of,
     refreshed,
 )
+from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -54,12 +58,15 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.runtime import Runtime
     from langgraph.types import Command, Overwrite
 
-from .._records import DEFAULT_HEADER, records_text
+from .._fenced import read, shown_text, stamp
+from .._records import DEFAULT_HEADER
 from ._gating import ToolGating, fold_into_state
 from .state import PlanfenceState
 from .store import PlanfenceStore, ReadLog, track_reads
 
 ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
+Shown = list[Record] | PlanUnavailable
+Seen = ReadSet | PlanUnavailable
 
 
 class PlanfenceAgentState(AgentState[Any], PlanfenceState):
@@ -121,6 +128,7 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
             "planfence_replans": 0,
             "planfence_outcome": None,
             "planfence_verdicts": None,
+            "planfence_unavailable": None,
         }
 
     async def abefore_agent(
@@ -159,7 +167,7 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResult:
-        records = self.stamper.bridge.run(self.stamper.current, self.keys, self.prefixes)
+        records = self.stamper.bridge.run(read, self.stamper, self.keys, self.prefixes)
         with track_reads() as log:
             response = handler(self._show(request, records))
         seen = self._seen(request, records, log)
@@ -167,7 +175,7 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         plan = None
         if calls:
             fields = self._plan_fields(request, calls)
-            plan = self.stamper.bridge.run(self.stamper.stamp, seen, **fields)
+            plan = self.stamper.bridge.run(stamp, self.stamper, seen, **fields)
         return self._extend(request, response, seen, plan)
 
     async def awrap_model_call(
@@ -175,7 +183,7 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResult:
-        records = await self.stamper.current(self.keys, self.prefixes)
+        records = await read(self.stamper, self.keys, self.prefixes)
         with track_reads() as log:
             response = await handler(self._show(request, records))
         seen = self._seen(request, records, log)
@@ -183,12 +191,14 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         plan = None
         if calls:
             fields = self._plan_fields(request, calls)
-            plan = await self.stamper.stamp(seen, **fields)
+            plan = await stamp(self.stamper, seen, **fields)
         return self._extend(request, response, seen, plan)
 
-    def _seen(self, request: ModelRequest[Any], records: list[Record], log: ReadLog) -> ReadSet:
+    def _seen(self, request: ModelRequest[Any], records: Shown, log: ReadLog) -> Seen:
         """Every version this call could plan from: tools' reads in this run, reads during the
-        call, and the records shown."""
+        call, and the records shown (or why they could not be read)."""
+        if isinstance(records, PlanUnavailable):
+            return records
         tool_reads = request.state.get("planfence_tool_reads")
         if not isinstance(tool_reads, Mapping):
             tool_reads = None
@@ -197,10 +207,10 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
     def _tool_reads(self, log: ReadLog) -> ReadSet:
         return log.get(self.reads.bridge.aio) if self.reads is not None else {}
 
-    def _show(self, request: ModelRequest[Any], records: list[Record]) -> ModelRequest[Any]:
+    def _show(self, request: ModelRequest[Any], records: Shown) -> ModelRequest[Any]:
         if not records:
             return request
-        text = records_text(self.header, records)
+        text = shown_text(self.header, records)
         if request.system_message is not None and request.system_message.text:
             text = f"{request.system_message.text}\n\n{text}"
         return request.override(system_message=SystemMessage(content=text))
@@ -217,11 +227,18 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
 
     @staticmethod
     def _extend(
-        request: ModelRequest[Any], response: ModelResult, seen: ReadSet, plan: Record | None
+        request: ModelRequest[Any],
+        response: ModelResult,
+        seen: Seen,
+        plan: str | PlanUnavailable | None,
     ) -> ModelResult:
-        update: dict[str, Any] = {"planfence_reads": seen}
-        if plan is not None:
-            update["planfence_plan"] = plan.id
+        update: dict[str, Any] = {"planfence_unavailable": None}
+        if not isinstance(seen, PlanUnavailable):
+            update["planfence_reads"] = seen
+        if isinstance(plan, PlanUnavailable):  # its calls are refused as store_unavailable
+            update["planfence_unavailable"] = plan.error
+        elif plan is not None:
+            update["planfence_plan"] = plan
             if action_done(request.state.get("planfence_outcome")):
                 # A new action: the previous one ended with a gated call allowed as current.
                 # After ungated calls only, the count (and the gate's chain) carries on.

@@ -8,6 +8,8 @@
 - `planfence_outcome`: {"status": "done" | "replan" | "blocked", "tool", "reason", "plan",
   "stale"} after the latest gated step, all of the step's calls folded into one.
 - `planfence_verdicts`: verdicts of the latest tool step (several calls may run in parallel).
+- `planfence_unavailable`: why the latest plan could not be stamped (the store could not be
+  reached), or None; the tool calls made from it are refused as `store_unavailable`.
 
 Everything a run reads lives here, in the run's own state, never in the objects a compiled graph
 shares between runs.
@@ -50,3 +52,4 @@ class PlanfenceState(TypedDict):
     planfence_replans: NotRequired[Annotated[int, last_value]]
     planfence_outcome: NotRequired[Annotated[dict[str, Any] | None, last_value]]
     planfence_verdicts: NotRequired[Annotated[list[dict[str, Any]], verdict_log]]
+    planfence_unavailable: NotRequired[str | None]

@@ -10,9 +10,14 @@ records changed, and its next call acts under a plan citing the versions the ref
 supersedes the refused one. A block ends the run (`MiddlewareTermination`, with the refusal as the
 call's result). Each run starts a new chain: its first plan supersedes nothing.
 
+The records are read once, as the run starts, so the instructions do not call them current: a
+refusal names the newer versions (with their values), and those are what the replan cites.
+
 The framework turns an ordinary exception in function middleware into a tool error and keeps
 going; nothing here raises one on the way to a verdict: the gate answers every failure with a
-block, and a plan that cannot be stored blocks the call too.
+block, and a plan that cannot be stored blocks the call too. A store that cannot be reached as
+the run starts or when the plan is stamped is a `store_unavailable` block (the instructions say
+the records cannot be read).
 """
 
 from __future__ import annotations
@@ -30,10 +35,10 @@ from planfence.plugins.gate import (
     Policy,
     Refused,
     ToolCall,
-    fail_closed,
     reads_of,
     refreshed,
 )
+from planfence.plugins.gate.outage import PlanUnavailable, failure
 from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -49,10 +54,13 @@ with extra_imports("maf", "planfence.adapters.maf"):
         SupportsAgentRun,
     )
 
-from .._fenced import Fenced
-from .._records import DEFAULT_HEADER, records_text
+from .._fenced import Fenced, read, shown_text, stamp
 
 SOURCE = "planfence"
+HEADER = (
+    "Public records as this run started (planfence shared memory); plan from these values, "
+    "unless a refusal names a newer version:"
+)
 
 
 class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
@@ -82,7 +90,7 @@ class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
         checker: CheckerFactory | str | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
-        header: str = DEFAULT_HEADER,
+        header: str = HEADER,
     ) -> None:
         ContextProvider.__init__(self, SOURCE)
         self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
@@ -103,10 +111,12 @@ class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
         state: dict[str, Any],
     ) -> None:
         """A new run: show the current records; they are what its first plan cites."""
-        records = await self.stamper.current(self.keys, self.prefixes)
+        records = await read(self.stamper, self.keys, self.prefixes)
         if records:
-            context.extend_instructions(self.source_id, records_text(self.header, records))
-        state.update(reads=reads_of(records), plan=None, supersedes=None)
+            context.extend_instructions(self.source_id, shown_text(self.header, records))
+        down = records.error if isinstance(records, PlanUnavailable) else None
+        reads = {} if isinstance(records, PlanUnavailable) else reads_of(records)
+        state.update(reads=reads, down=down, plan=None, supersedes=None)
 
     async def process(
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
@@ -116,7 +126,7 @@ class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
         try:
             plan = await self._plan(run, tool)
         except Exception as exc:  # no plan could be stored: the call must not run
-            self._refused(context, run, Refused(fail_closed(tool, None, self.gate.agent, exc)))
+            self._refused(context, run, Refused(failure(tool, None, self.gate.agent, exc)))
             return
         # The tool runs inside the guard: the allow's fencing token is `planfence.fence.current()`
         # and the lease its policy declares is held until it returns.
@@ -126,15 +136,21 @@ class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
                 return
         self._refused(context, run, judged)
 
-    async def _plan(self, run: dict[str, Any] | None, tool: str) -> str | None:
+    async def _plan(self, run: dict[str, Any] | None, tool: str) -> str | PlanUnavailable | None:
         """The plan a call acts under: none without records shown, or for an ungated tool."""
         declared = self.gate.policy.get(tool)
-        if run is None or not run.get("reads") or (declared is not None and declared.ungated):
+        if run is None or (declared is not None and declared.ungated):
+            return None
+        if run.get("down"):  # the records could not be read as the run started
+            return PlanUnavailable(str(run["down"]))
+        if not run.get("reads"):
             return None
         async with self._stamping:  # parallel calls of one model answer share one plan
             if run.get("plan") is None:
-                stamped = await self.stamper.stamp(run["reads"], supersedes=run.get("supersedes"))
-                run["plan"] = stamped.id
+                stamped = await stamp(self.stamper, run["reads"], supersedes=run.get("supersedes"))
+                if isinstance(stamped, PlanUnavailable):
+                    return stamped
+                run["plan"] = stamped
         return str(run["plan"])
 
     def _refused(

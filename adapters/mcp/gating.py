@@ -31,7 +31,14 @@ from .catalog import ToolCatalog
 from .forwarding import Forwarder, InputRefused, Revoked
 from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN, call_of, with_fence
 from .oauth import AGENT_MISMATCH, token_agent
-from .results import INPUT_REFUSED, PROXY_ERROR, ProxyFailure, fit_to_tool, to_wire_result
+from .results import (
+    INPUT_REFUSED,
+    PROXY_ERROR,
+    ProxyFailure,
+    fit_to_tool,
+    for_model,
+    to_wire_result,
+)
 from .sessions import SessionPlans
 from .upstream import UpstreamFailure
 
@@ -127,11 +134,15 @@ class GatedCalls:
                 return to_wire_result(refused.payload)
             call = replace(call, agent=caller)
 
+        if self.sessions is not None and call.agent is None:
+            # The proxy acts for its --agent: every decision on this call is that agent's, the
+            # refusals that come before any plan (undeclared, missing plan) and ungated allows too.
+            call = replace(call, agent=self.sessions.agent)
         stamped = False
         if self.sessions is not None and call.plan is None and META_PLAN not in meta:
             plan = await self.sessions.plan_for(ctx, tool)
             if plan is not None:
-                call = replace(call, plan=plan, agent=call.agent or self.sessions.agent)
+                call = replace(call, plan=plan)
                 stamped = True
 
         judged = Judged(self.gate, call)
@@ -149,10 +160,15 @@ class GatedCalls:
         stamped: bool,
     ) -> dict[str, Any]:
         tool, call = judged.call.tool, judged.call
-        if not await judged.recheck():
+
+        def refused() -> dict[str, Any]:
+            """The refusal as the model reads it: what changed, and the current values."""
             if self.sessions is not None:
                 return to_wire_result(self.sessions.explain(ctx, judged.verdict, stamped))
-            return to_wire_result(judged.verdict)
+            return to_wire_result(for_model(judged.verdict))
+
+        if not await judged.recheck():
+            return refused()
         # Forward exactly the call that was judged, whatever else the raw request carried, and
         # the fencing token of its allow (never one the client sent).
         raw["name"] = tool
@@ -176,20 +192,20 @@ class GatedCalls:
                     origin, "tools/call", raw, upstream.call_timeout, on_progress
                 )
             except Revoked:
-                return to_wire_result(judged.verdict)
+                return refused()
             except UpstreamFailure as exc:
                 if not judged.allowed:
-                    return to_wire_result(judged.verdict)
+                    return refused()
                 return to_wire_result(ProxyFailure(exc.code, tool, str(exc), judged.decision()))
             except InputRefused as exc:
                 if not judged.allowed:
-                    return to_wire_result(judged.verdict)
+                    return refused()
                 message = f"the client did not answer the upstream's question: {exc.error.message}"
                 return to_wire_result(ProxyFailure(INPUT_REFUSED, tool, message, judged.decision()))
         if not judged.allowed:
             # Judged again mid-call (a handshake-era upstream's question) and refused: the
             # upstream got an error instead of the answer; its result is not the client's.
-            return to_wire_result(judged.verdict)
+            return refused()
         out_meta = dict(result.get("_meta") or {})
         out_meta[META_DECISION] = judged.decision().wire()
         result["_meta"] = out_meta

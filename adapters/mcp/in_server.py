@@ -42,7 +42,7 @@ from mcp_types.methods import serialize_server_result
 
 from .catalog import ToolCatalog
 from .meta import META_DECISION, call_of
-from .results import fit_to_tool, to_wire_result
+from .results import fit_to_tool, for_model, to_wire_result
 
 PolicySource = Policy | Mapping[str, Any] | str | os.PathLike[str]
 
@@ -127,7 +127,7 @@ class ToolJudge:
             return
         async with self.seam.guard(call) as judged:
             if isinstance(judged, Refused):
-                yield to_wire_result(judged.payload), {}
+                yield to_wire_result(for_model(judged.verdict)), {}
             else:
                 yield None, judged.payload.wire()
 

@@ -11,7 +11,9 @@ pieces around it:
   `/.well-known/oauth-protected-resource` for clients that look at the root;
 - `JwtVerifier` (a `mcp.server.auth.provider.TokenVerifier`) checks the token with PyJWT: the
   signature against the issuer's JWKS (`--auth-jwks FILE|URL`, by default the `jwks_uri` of the
-  issuer's metadata), with the key the token's `kid` names and only that key's algorithm
+  issuer's metadata, looked up at `DISCOVERY`), read when the proxy starts (no JWKS, no proxy)
+  and again once `jwks_refresh_s` have passed (`--auth-jwks-refresh`; a key the issuer withdrew
+  is accepted until then), with the key the token's `kid` names and only that key's algorithm
   (`alg: none`, HMAC with a public key and any other algorithm swap are refused), `iss`, `aud`,
   `exp` (required) and `nbf`;
 - the calling agent is the token's `--agent-claim` (default `sub`): a call whose `_meta` names
@@ -59,6 +61,7 @@ which would turn a published public key into a shared secret)."""
 DISCOVERY = ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
 """Where an issuer's metadata (with its `jwks_uri`) is looked up: RFC 8414, then OpenID."""
 JWKS_REFRESH_S = 300.0
+"""How long a fetched JWKS is used before it is read again (a withdrawn key works that long)."""
 LEEWAY_S = 0
 
 
@@ -77,6 +80,9 @@ class ResourceServer:
         jwks: a JWKS file path or URL (None: the issuer metadata's `jwks_uri`).
         agent_claim: the claim that names the calling agent.
         scopes: scopes every token must carry (none by default).
+        jwks_refresh_s: seconds a fetched JWKS is used before it is read again, so the
+            longest a key the issuer withdrew is still accepted (a `kid` not seen before is
+            looked up at once, at most once a second).
     """
 
     issuer: str
@@ -85,6 +91,14 @@ class ResourceServer:
     jwks: str | None = None
     agent_claim: str = "sub"
     scopes: tuple[str, ...] = ()
+    jwks_refresh_s: float = JWKS_REFRESH_S
+
+    def __post_init__(self) -> None:
+        if not self.jwks_refresh_s > 0 or self.jwks_refresh_s == float("inf"):
+            raise OAuthConfigError(
+                f"the JWKS refresh interval must be a positive number of seconds, not "
+                f"{self.jwks_refresh_s!r}"
+            )
 
     def settings(self) -> AuthSettings:
         # From strings, so the models keep a path-less issuer as it is (no trailing slash:
@@ -189,7 +203,7 @@ class JwtVerifier:
 
     async def _refresh(self, *, force: bool, quiet: bool = False) -> None:
         async with self._lock:
-            fresh = time.monotonic() - self._loaded_at < JWKS_REFRESH_S
+            fresh = time.monotonic() - self._loaded_at < self.server.jwks_refresh_s
             if self._loaded_at and (fresh and not force):
                 return
             if self._loaded_at and force and time.monotonic() - self._loaded_at < 1.0:
@@ -223,16 +237,20 @@ class JwtVerifier:
 
     async def _discover(self) -> str:
         base = self.server.issuer.rstrip("/")
-        for path in (
-            "/.well-known/oauth-authorization-server",
-            "/.well-known/openid-configuration",
-        ):
+        failures = []
+        for path in DISCOVERY:
             try:
                 meta = await self._get_json(base + path)
-            except OAuthConfigError:
+            except OAuthConfigError as exc:
+                failures.append(str(exc))
                 continue
             if isinstance(meta, Mapping) and isinstance(meta.get("jwks_uri"), str):
                 return str(meta["jwks_uri"])
+        if len(failures) == len(DISCOVERY):  # neither document could be read: say why
+            raise OAuthConfigError(
+                f"no metadata from the issuer {self.server.issuer} ({'; '.join(failures)}); "
+                "give --auth-jwks FILE|URL"
+            )
         raise OAuthConfigError(
             f"the issuer {self.server.issuer} publishes no jwks_uri; give --auth-jwks FILE|URL"
         )
@@ -288,6 +306,7 @@ def resource_server(
     jwks: str | None,
     agent_claim: str,
     resource: str,
+    jwks_refresh_s: float = JWKS_REFRESH_S,
 ) -> ResourceServer | None:
     """The resource-server settings from the command line (None: not configured)."""
     if issuer is None and audience is None and jwks is None:
@@ -304,4 +323,6 @@ def resource_server(
         raise OAuthConfigError(f"--auth-jwks {jwks}: no such file")
     if not agent_claim:
         raise OAuthConfigError("--agent-claim names a claim")
-    return ResourceServer(issuer, audience, resource, jwks, agent_claim)
+    return ResourceServer(
+        issuer, audience, resource, jwks, agent_claim, jwks_refresh_s=jwks_refresh_s
+    )

@@ -28,6 +28,14 @@ def add_auth_arguments(p: argparse.ArgumentParser) -> None:
         "issuer's metadata)",
     )
     p.add_argument(
+        "--auth-jwks-refresh",
+        type=_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="read the JWKS again after this long (default 300): a key the issuer withdrew is "
+        "accepted until then",
+    )
+    p.add_argument(
         "--auth-resource",
         default=None,
         metavar="URL",
@@ -43,6 +51,17 @@ def add_auth_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(text: str) -> float:
+    """argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def auth_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `serve` keyword arguments for these options."""
     from .oauth import resource_server
@@ -50,7 +69,12 @@ def auth_options(args: argparse.Namespace) -> dict[str, Any]:
     host = f"[{args.host}]" if ":" in args.host else args.host
     resource = args.auth_resource or f"http://{host}:{args.port}/mcp"
     auth = resource_server(
-        args.auth_issuer, args.auth_audience, args.auth_jwks, args.agent_claim, resource
+        args.auth_issuer,
+        args.auth_audience,
+        args.auth_jwks,
+        args.agent_claim,
+        resource,
+        args.auth_jwks_refresh,
     )
     if auth is not None and args.transport != "http":
         from .oauth import OAuthConfigError

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from planfence.plugins.gate import AllowPayload, RefusalPayload, Verdict
 
+from .._records import for_model
 from .meta import MALFORMED_META, META_REFUSAL
 
 if TYPE_CHECKING:
@@ -102,5 +103,6 @@ __all__ = [
     "UPSTREAM_UNAVAILABLE",
     "ProxyFailure",
     "fit_to_tool",
+    "for_model",
     "to_wire_result",
 ]

@@ -83,7 +83,7 @@ async def serve(
                 else:
                     async with (
                         native_stdio() as pipes,
-                        stdio_server(*(pipes or ())) as (read, write),
+                        stdio_server(*pipes) as (read, write),
                     ):
                         await server.run(read, write, server.create_initialization_options())
         finally:

@@ -11,6 +11,11 @@ A refusal tells the model which keys changed and to read them again.
 A session is one connection: a stdio pipe, or a streamable-HTTP session (`Mcp-Session-Id`).
 A 2026-era HTTP request stands alone; with no session to remember reads in, a call without a
 plan is refused with a message saying that the plan must come in `_meta`.
+
+A block ends the action: the session's next plan starts a chain of its own, with its own replan
+(the proxy cannot tell where a client's conversation ends and the next begins, and a blocked one
+is over). When a read finds the store unreachable, or the plan cannot be stamped, the session's
+gated calls are refused as `store_unavailable` until a read succeeds again.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from planfence.plugins.gate import (
+    BLOCK,
     REPLAN,
     PlanStamper,
     Policy,
@@ -31,9 +37,12 @@ from planfence.plugins.gate import (
     explain,
     refreshed,
 )
+from planfence.plugins.gate.outage import PlanUnavailable, store_down
 from planfence.shared_memory import AsyncStore, NotOwnerError, PlanFenceError, UnknownKeyError
 
+from .._fenced import stamp
 from .meta import META_PLAN
+from .results import for_model
 
 READ, KEYS, WRITE = "planfence_read", "planfence_keys", "planfence_write"
 _STATE = "dev.planfence/session"
@@ -112,6 +121,7 @@ class _Session:
     def __init__(self, store: AsyncStore, agent: str) -> None:
         self.reads: ReadSet = {}
         self.stamper = PlanStamper(store, agent)
+        self.down: PlanUnavailable | None = None  # the latest read found the store down
 
 
 def _result(body: Any, *, error: bool = False) -> dict[str, Any]:
@@ -181,6 +191,8 @@ class SessionPlans:
                 return await self._keys(args)
             return await self._write(args)
         except PlanFenceError as exc:
+            if tool == READ and session is not None and store_down(exc):
+                session.down = PlanUnavailable.of(exc)
             return _error(f"{type(exc).__name__}: {exc}")
 
     async def _read(self, session: _Session | None, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -193,6 +205,7 @@ class SessionPlans:
         record = await self.store.get(head)
         if session is not None:
             add_reads(session.reads, [(key, record.id)])
+            session.down = None
         return _result({"key": key, "value": record.value, "record": record.id})
 
     async def _keys(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -229,15 +242,18 @@ class SessionPlans:
         spec = self.policy.get(tool)
         return spec is not None and not spec.ungated
 
-    async def plan_for(self, ctx: Any, tool: str) -> str | None:
+    async def plan_for(self, ctx: Any, tool: str) -> str | PlanUnavailable | None:
         """A plan for a gated call that came without one: parents = the session's reads; it
         supersedes the session's previous plan. None when there is no session, the session read
-        nothing, or the tool is not gated."""
+        nothing, or the tool is not gated; `PlanUnavailable` when the store was down."""
         session = self.session(ctx)
-        if session is None or not session.reads or not self.gated(tool):
+        if session is None or not self.gated(tool):
             return None
-        plan = await session.stamper.stamp(session.reads, value={"tool": tool})
-        return plan.id
+        if session.down is not None:
+            return session.down
+        if not session.reads:
+            return None
+        return await stamp(session.stamper, session.reads, value={"tool": tool})
 
     def explain(self, ctx: Any, verdict: Verdict, stamped: bool) -> Verdict:
         """The refusal as the model should read it: which keys to read again, or (no session)
@@ -252,6 +268,9 @@ class SessionPlans:
             hint = read_these(unread or list(verdict.scope))
             return replace(verdict, message=f"{_sentence(verdict.message)} {hint}")
         if not stamped or session is None:
+            return for_model(verdict)
+        if verdict.verdict == BLOCK:  # the action is over: the next one gets its own replan
+            session.stamper.reset()
             return verdict
         if verdict.verdict != REPLAN:
             return verdict

@@ -5,6 +5,11 @@ read and two per message written. A proxy pays that on every call on top of the 
 cost, so when stdin and stdout are pipes (as MCP clients launch servers) the proxy reads and
 writes them on the event loop instead. Like the SDK, it moves the protocol off fd 0 and fd 1
 while serving, so stray output from libraries goes to stderr instead of corrupting the wire.
+
+A terminal is read on the event loop too: a worker thread blocked reading a terminal cannot be
+cancelled, so Ctrl-C would wait for the next Enter. The terminal is opened again by name for
+this, so the non-blocking mode the event loop needs stays on the proxy's own descriptor and never
+reaches the shell that shares the terminal.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 _LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; large tool results are legal
@@ -49,53 +54,84 @@ class _PipeWriter:
         await self._writer.drain()
 
 
-def _is_pipe(fd: int) -> bool:
+def _own_copy(fd: int, flags: int) -> int | None:
+    """A descriptor of the proxy's own for the stream at `fd`, or None to leave it to the SDK.
+
+    A pipe or socket is duplicated; a terminal is opened again by name (a separate open file, so
+    making it non-blocking does not change the terminal for the shell); anything else (a regular
+    file, /dev/null) returns None: reading it never blocks, so the SDK's thread is fine there.
+    """
     try:
         mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return os.dup(fd)
+        if stat.S_ISCHR(mode) and os.isatty(fd):
+            return os.open(os.ttyname(fd), flags | os.O_NOCTTY)
     except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        pass
+    return None
 
 
 @asynccontextmanager
-async def native_stdio() -> AsyncIterator[tuple[Any, Any] | None]:
-    """Yield (stdin, stdout) objects for `stdio_server(stdin, stdout)`, or None when stdin or
-    stdout is not a pipe (a terminal, a file), in which case the SDK's own handling is used."""
-    if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
-        yield None
-        return
-    loop = asyncio.get_running_loop()
-    # Private copies of the protocol descriptors; fd 0 then reads EOF and fd 1 goes to stderr.
-    in_fd, out_fd = os.dup(0), os.dup(1)
-    saved_in, saved_out = os.dup(0), os.dup(1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
-    in_file, out_file = os.fdopen(in_fd, "rb", buffering=0), os.fdopen(out_fd, "wb", buffering=0)
-    read_transport: asyncio.BaseTransport | None = None
-    write_transport: asyncio.WriteTransport | None = None
+async def _divert(fd: int, target: int) -> AsyncIterator[None]:
+    """Point `fd` at `target` (another descriptor) while inside, then restore it."""
+    saved = os.dup(fd)
     try:
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), in_file
-        )
-        write_transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, out_file
-        )
-        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-        yield _PipeLines(reader), _PipeWriter(writer)
+        os.dup2(target, fd)
+        yield
     finally:
-        if write_transport is not None:
-            write_transport.close()
-        else:
-            out_file.close()
-        if read_transport is not None:
-            read_transport.close()
-        else:
-            in_file.close()
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        os.close(saved_in)
-        os.close(saved_out)
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+async def _reader(stack: AsyncExitStack, fd: int) -> _PipeLines:
+    loop = asyncio.get_running_loop()
+    file = os.fdopen(fd, "rb", buffering=0)
+    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), file
+        )
+    except BaseException:
+        file.close()
+        raise
+    stack.callback(transport.close)
+    return _PipeLines(reader)
+
+
+async def _writer(stack: AsyncExitStack, fd: int) -> _PipeWriter:
+    loop = asyncio.get_running_loop()
+    file = os.fdopen(fd, "wb", buffering=0)
+    try:
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, file)
+    except BaseException:
+        file.close()
+        raise
+    stack.callback(transport.close)
+    return _PipeWriter(asyncio.StreamWriter(transport, protocol, None, loop))
+
+
+@asynccontextmanager
+async def native_stdio() -> AsyncIterator[tuple[Any, Any]]:
+    """Yield (stdin, stdout) for `stdio_server(stdin, stdout)`: each is read or written on the
+    event loop when it is a pipe or a terminal, or None (the SDK's own handling) otherwise."""
+    if sys.platform == "win32":
+        yield None, None
+        return
+    async with AsyncExitStack() as stack:
+        lines: _PipeLines | None = None
+        out: _PipeWriter | None = None
+        in_fd = _own_copy(0, os.O_RDONLY)
+        if in_fd is not None:
+            lines = await _reader(stack, in_fd)
+            null = os.open(os.devnull, os.O_RDONLY)
+            try:  # fd 0 reads EOF while serving
+                await stack.enter_async_context(_divert(0, null))
+            finally:
+                os.close(null)
+        out_fd = _own_copy(1, os.O_WRONLY)
+        if out_fd is not None:
+            out = await _writer(stack, out_fd)
+            sys.stdout.flush()
+            await stack.enter_async_context(_divert(1, 2))  # stray output goes to stderr
+        yield lines, out

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
-from planfence.shared_memory import PlanFenceError
+from planfence.shared_memory import PlanFenceError, redact_url
 
 from .meta import clean_result_meta
 from .peers import is_modern, no_origin
@@ -208,12 +208,13 @@ class Upstream:
             except TimeoutError:
                 fresh.closed.set()
                 raise UpstreamFailure(
-                    UPSTREAM_UNAVAILABLE, "the upstream server did not start in time"
+                    UPSTREAM_UNAVAILABLE,
+                    f"the upstream server {_named(self.target)} did not answer in time",
                 ) from None
             except Exception as exc:
                 fresh.closed.set()
                 raise UpstreamFailure(
-                    UPSTREAM_UNAVAILABLE, f"cannot connect to the upstream server: {_leaf(exc)}"
+                    UPSTREAM_UNAVAILABLE, _cannot_connect(self.target, exc)
                 ) from exc
             self._conn = fresh
             self.connects += 1
@@ -357,6 +358,34 @@ def _version() -> str:
 
 def _leaf(exc: BaseException) -> str:
     """The first underlying error of a (possibly nested) exception group, as text."""
+    return str(_first(exc)) or type(_first(exc)).__name__
+
+
+def _first(exc: BaseException) -> BaseException:
     while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
         exc = inner[0]
-    return str(exc) or type(exc).__name__
+    return exc
+
+
+def _named(target: UpstreamTarget) -> str:
+    """The upstream as its user gave it: the URL (its password hidden) or the command."""
+    if isinstance(target, str):
+        return f"at {redact_url(target)}"
+    return f"({target.command})"
+
+
+def _cannot_connect(target: UpstreamTarget, exc: BaseException) -> str:
+    """Why the upstream could not be reached, naming it; a command that is not found says
+    where it was looked for (a desktop client starts the proxy with a PATH of its own)."""
+    if not isinstance(target, str) and isinstance(_first(exc), FileNotFoundError):
+        command = target.command
+        if os.sep in command:
+            return f"cannot start the upstream server: {command} does not exist"
+        return (
+            f"cannot start the upstream server: {command!r} is not on the PATH the proxy was "
+            "started with (an MCP client that starts the proxy has a PATH of its own): give its "
+            "absolute path"
+        )
+    if isinstance(target, str):
+        return f"cannot connect to the upstream server at {redact_url(target)}: {_leaf(exc)}"
+    return f"cannot start the upstream server ({target.command}): {_leaf(exc)}"

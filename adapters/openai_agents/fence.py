@@ -11,6 +11,10 @@ the result and calls again: the replan); a block is `raise_exception`, which end
 form. An allowed tool runs with the allow's fencing token as `planfence.fence.current()` and holds
 the lease its policy declares until it returns. One `Planfence` serves one run at a time (a new
 run, seen in the instructions' run context, starts a new plan chain).
+
+A store that cannot be reached while the records are shown or the plan is stamped does not end
+the run with an error: the instructions say the records cannot be read, and a gated call is
+blocked as `store_unavailable` (`raise_exception`, as any block).
 """
 
 from __future__ import annotations
@@ -33,11 +37,12 @@ from planfence.plugins.gate import (
     ToolCall,
 )
 from planfence.plugins.gate.fence import bound
+from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced
-from .._records import DEFAULT_HEADER, records_text
+from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
+from .._records import DEFAULT_HEADER
 
 with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
     from agents import (
@@ -84,8 +89,9 @@ class Planfence(Fenced):
         self.stamper = self.new_stamper()
         self.guardrail = tool_input_guardrail(name="planfence")(self._judge)
         self._run: object = None
-        self._shown: list[Record] | None = None  # shown on this turn, not yet planned from
-        self.plan: str | None = None
+        # Shown on this turn, not yet planned from.
+        self._shown: list[Record] | PlanUnavailable | None = None
+        self.plan: str | PlanUnavailable | None = None
 
     def instructions(
         self, text: str = ""
@@ -96,8 +102,8 @@ class Planfence(Fenced):
             if run is not self._run:  # a new run: a new plan chain
                 self._run, self.plan = run, None
                 self.stamper.reset()
-            self._shown = await self.stamper.current(self.keys) if self.keys else None
-            shown = records_text(self.header, self._shown) if self._shown else ""
+            self._shown = await read(self.stamper, self.keys) if self.keys else None
+            shown = shown_text(self.header, self._shown) if self._shown else ""
             return "\n\n".join(t for t in (text, shown) if t)
 
         return show
@@ -124,7 +130,7 @@ class Planfence(Fenced):
     async def _judge(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         if self._shown is not None:  # the first call of this turn: the turn's plan
             shown, self._shown = self._shown, None
-            self.plan = (await self.stamper.stamp([r.id for r in shown])).id
+            self.plan = await stamp(self.stamper, reads_or_down(shown))
         call = data.context
         try:
             args = json.loads(call.tool_arguments or "{}")

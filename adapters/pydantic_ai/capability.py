@@ -5,9 +5,16 @@ request; when the model answers with tool calls, a plan is stamped whose parents
 records shown for that request, superseding the run's previous plan. Act side: every tool call
 runs inside the gate (`wrap_tool_execute`, so the tool runs with the allow's fencing token as
 `planfence.fence.current()` and holds the lease its policy declares). A stale plan comes back to
-the model as `ModelRetry` with the refusal (it redoes the call from the records shown on the
-next request: the replan); a block skips the tool (`SkipToolExecution`) and the model reads the
-refusal's wire payload as the tool's result.
+the model as a failed tool result (`ToolFailed`: a `ToolReturnPart` whose `outcome` is
+`"failed"` and whose content is the refusal in words, naming the current values): it redoes the
+call from the records shown on the next request, the replan. That replan is planfence's one,
+not the tool's retry budget (a `ModelRetry` would spend that, and a model that had sent one
+malformed call would get `UnexpectedModelBehavior` instead of its replan). A block skips the
+tool (`SkipToolExecution`) and the model reads the refusal's wire payload as the tool's result.
+
+A store that cannot be reached while the records are shown or the plan is stamped is no
+exception in the run: the model is told the records cannot be read, and its gated calls are
+blocked as `store_unavailable`.
 
 Each run gets its own plan chain (`for_run`), so one agent can serve many runs at once.
 """
@@ -26,17 +33,18 @@ from planfence.plugins.gate import (
     Refused,
     ToolCall,
 )
+from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced
-from .._records import DEFAULT_HEADER, records_text
+from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
+from .._records import DEFAULT_HEADER
 
 with extra_imports("pydantic-ai", "planfence.adapters.pydantic_ai"):
-    from pydantic_ai import ModelRetry, RunContext
+    from pydantic_ai import RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
-    from pydantic_ai.exceptions import SkipToolExecution
+    from pydantic_ai.exceptions import SkipToolExecution, ToolFailed
     from pydantic_ai.messages import ModelResponse, ToolCallPart
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
@@ -72,8 +80,8 @@ class Planfence(Fenced, AbstractCapability[Any]):
         self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self.stamper = self.new_stamper()
-        self.shown: list[Record] = []
-        self.plan: str | None = None
+        self.shown: list[Record] | PlanUnavailable = []
+        self.plan: str | PlanUnavailable | None = None
 
     async def for_run(self, ctx: RunContext[Any]) -> Planfence:
         """A run of its own: its own plan chain and records shown, the same gate."""
@@ -90,8 +98,8 @@ class Planfence(Fenced, AbstractCapability[Any]):
             return None
 
         async def records(ctx: RunContext[Any]) -> str:
-            self.shown = await self.stamper.current(self.keys, self.prefixes)
-            return records_text(self.header, self.shown)
+            self.shown = await read(self.stamper, self.keys, self.prefixes)
+            return shown_text(self.header, self.shown)
 
         return records
 
@@ -105,8 +113,7 @@ class Planfence(Fenced, AbstractCapability[Any]):
         calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
         if calls and (self.keys or self.prefixes):
             value = {"agent": self.agent, "tool_calls": [c.tool_name for c in calls]}
-            plan = await self.stamper.stamp([r.id for r in self.shown], value=value)
-            self.plan = plan.id
+            self.plan = await stamp(self.stamper, reads_or_down(self.shown), value=value)
         return response
 
     # ---- act side: the gate around the tool
@@ -124,7 +131,7 @@ class Planfence(Fenced, AbstractCapability[Any]):
             if not isinstance(judged, Refused):
                 return await handler(args)
         if judged.replan:
-            raise ModelRetry(judged.message)
+            raise ToolFailed(judged.message)
         raise SkipToolExecution(judged.payload.wire())
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ svg .node text{font:12px ui-monospace,monospace;fill:#1d2330}svg .node text.sub{
 svg .root rect{stroke:#1d2330;stroke-width:3}svg .current rect{stroke:#17723a;stroke-width:2.5}
 svg .stale rect{stroke:#b3261e;stroke-width:3.5;fill:#fdeceb}svg .missing rect{stroke-dasharray:4}
 .muted{color:#5b6570}td.message{max-width:28em}.pager a{margin-right:12px}
+td.at{white-space:nowrap}
 .memory{white-space:pre-wrap;max-width:40em}
 .diff div{white-space:pre-wrap;padding:0 4px}.diff .del{background:#fdeceb}
 .diff .ins{background:#e6f4ea}
@@ -70,7 +71,7 @@ def decisions_table(rows: Sequence[Mapping[str, Any]]) -> str:
         key = payload.get("key") if d.get("source") == "janus" else None
         verdict = str(d.get("verdict", ""))
         out.append(
-            f"<tr><td class=mono>{escape(str(d.get('at', '')))}</td>"
+            f'<tr><td class="mono at">{escape(str(d.get("at", "")))}</td>'
             f"<td>{escape(str(d.get('source', '')))}</td>"
             f'<td class="verdict-{escape(verdict)}">{escape(verdict)}</td>'
             f"<td>{escape(str(d.get('reason', '')))}</td>"
@@ -151,13 +152,15 @@ def plan_page(
     if graph.problems:
         body.append("".join(f"<p class=stale>{escape(p)}</p>" for p in graph.problems))
     if graph.stale:
-        values = {v["key"]: v for v in extra.get("stale_values") or []}
+        # by version: a plan can use two versions of one key (directly, and through another
+        # plan), each with its own value
+        values = {(v["key"], v["used"]): v for v in extra.get("stale_values") or []}
         body.append(
             "<h2>Stale versions</h2><table class=stale-values><tr><th>key</th>"
             "<th>used by this plan</th><th>current</th></tr>"
         )
         for u in graph.stale:
-            v = values.get(u.key, {})
+            v = values.get((u.key, u.used), {})
             used, now = value_diff(v.get("used_value"), v.get("current_value"))
             body.append(
                 f"<tr><td class=stale>{key_link(u.key)}</td>"
@@ -186,7 +189,7 @@ def key_page(key: str, state: Mapping[str, Any], janus: Sequence[Mapping[str, An
     for r in state.get("history", []):
         body.append(
             f"<tr><td class=mono>{escape(r['id'][:12])}</td><td>{escape(r['kind'])}</td>"
-            f"<td>{escape(r['author'])}</td><td class=mono>{escape(r['at'])}</td>"
+            f'<td>{escape(r["author"])}</td><td class="mono at">{escape(r["at"])}</td>'
             f"<td>{_value_cell(r['value_text'], text=r.get('text', False))}</td></tr>"
         )
     body.append("</table>")

@@ -2,7 +2,8 @@
 
 The layout is deliberately simple (no JavaScript, no library): a record's layer is its shortest
 distance from the plan, records in a layer are ordered by key, and every edge is a straight line
-from a parent (below) to its child (above). Each node links to its key's page.
+from a parent (below) to its child (above). A plan's node links to its plan page, a version of a
+key to its key's page; a record the store does not hold links nowhere.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from html import escape
 from urllib.parse import quote
 
 from planfence.plugins.gate.graph import Node, PlanGraph
+from planfence.shared_memory import KIND_PLAN
 
 BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 210, 48, 24, 42, 12
 MAX_LAYERS = 40
@@ -82,18 +84,31 @@ def plan_svg(graph: PlanGraph) -> str:
                 continue
             x, y = pos[node.id]
             mark = " · STALE" if "stale" in node_class(node, graph.root) else ""
-            link = f"/keys/{quote(node.key, safe='/')}" if not node.missing else "#"
-            parts.append(
-                f'<a href="{escape(link)}" data-id="{escape(node.id)}">'
+            box = (
                 f'<g class="{node_class(node, graph.root)}" data-key="{escape(node.key)}">'
                 f"<title>{escape(node.id)}</title>"
                 f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="6"/>'
                 f'<text x="{x + 8}" y="{y + 19}">{escape(_clip(node.key, 26))}</text>'
                 f'<text x="{x + 8}" y="{y + 38}" class="sub">'
-                f"{escape(node.id[:12])} {escape(node.kind)}{mark}</text></g></a>"
+                f"{escape(node.id[:12])} {escape(node.kind)}{mark}</text></g>"
             )
+            link = node_link(node)
+            if link is None:
+                parts.append(box)
+            else:
+                parts.append(f'<a href="{escape(link)}" data-id="{escape(node.id)}">{box}</a>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def node_link(node: Node) -> str | None:
+    """Where a node's box leads: a plan to its plan page (a plan's key has no page: plans are
+    records without a head), a version to its key's page, a record the store lacks nowhere."""
+    if node.missing:
+        return None
+    if node.kind == KIND_PLAN:
+        return f"/plans/{quote(node.id, safe='')}"
+    return f"/keys/{quote(node.key, safe='/')}"
 
 
 def _clip(text: str, n: int) -> str:

@@ -43,6 +43,7 @@ from .harness import (
     print_context,
     run_bench,
 )
+from .harness.scratch import scratch_folder
 
 HELP = "latency of a tool call directly vs through the MCP proxy (gate on / ungated)"
 
@@ -189,7 +190,7 @@ async def _measure(
             finally:
                 await store.aclose()
         with (
-            tempfile.TemporaryDirectory(prefix="planfence-bench-proxy-") as tmp,
+            scratch_folder("planfence-bench-proxy-") as tmp,
             tempfile.TemporaryFile("w+", dir=tmp, prefix="servers-", suffix=".log") as log,
         ):
             policy = Path(tmp) / "policy.toml"

@@ -1,8 +1,8 @@
 """planfence.plugins.gate: the PlanFence gate on the action path.
 
 gate = Gate(store, Policy.load("policy.toml"))
-verdict = await gate.check("ship_order", {"order_id": "7"}, plan_id)
-outcome = await gate.run("ship_order", args, plan_id, call=ship, replan=replan_once)
+verdict = await gate.check(ToolCall("ship_order", {"order_id": "7"}, plan_id))
+outcome = await GateMiddleware(store, policy, checker=gate).run(call, ship, replan_once)
 
 Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
 `GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`, whose `payload` (an
@@ -24,13 +24,13 @@ PlanFenceError
 
 from .audit import AUDIT_SOURCE, Decision
 from .audit_writer import AUDIT_MODES, DEFAULT_AUDIT, audit_mode
+from .call import Checker, ToolCall
 from .checkers import CheckerFactory, checker_factory, checker_path, gate_checker
 from .decision import (
     ALLOW,
     BLOCK,
     BLOCK_REASONS,
     REPLAN,
-    CheckRequest,
     HeadAnswer,
     Reason,
     StaleKey,
@@ -39,6 +39,7 @@ from .decision import (
     gate_flow,
 )
 from .decision_log import find_decisions, find_decisions_sync
+from .executor import CallFn, Outcome, ReplanFn, Replanned
 from .explain import explain
 from .fence import (
     FenceError,
@@ -48,7 +49,7 @@ from .fence import (
     StaleFenceError,
     fenced_write,
 )
-from .gate import AuditMode, Checker, Gate, GuardedExecutor, Outcome, Replanned
+from .gate import AuditMode, Gate
 from .heads import HeadSource
 from .middleware import (
     Allowed,
@@ -57,7 +58,6 @@ from .middleware import (
     Judgement,
     Middleware,
     Refused,
-    ToolCall,
     run_middleware,
 )
 from .plans import CHAIN, PlanStamper, create_plan, create_plan_sync, plan_key, refreshed_parents
@@ -93,8 +93,8 @@ __all__ = [
     "AllowPayload",
     "Allowed",
     "AuditMode",
+    "CallFn",
     "CallNext",
-    "CheckRequest",
     "Checker",
     "CheckerFactory",
     "Decision",
@@ -105,7 +105,6 @@ __all__ = [
     "Flag",
     "Gate",
     "GateMiddleware",
-    "GuardedExecutor",
     "HeadAnswer",
     "HeadSource",
     "Judgement",
@@ -122,6 +121,7 @@ __all__ = [
     "Reason",
     "RefusalPayload",
     "Refused",
+    "ReplanFn",
     "Replanned",
     "ScopeError",
     "StaleEntry",

@@ -14,11 +14,14 @@ task appends the queue to the store's journal in one transaction per batch. Refu
 written before the gate answers, since the one-replan budget is made of them.
 
 What this trades: an allow is on record shortly after the call starts instead of before it, and a
-process that dies without closing its gate loses the allows still queued (those of the last
-`max_delay` seconds, normally). It still fails closed: once a batch cannot be written, every
-allow blocks (`audit_unavailable`) until a retry of that batch succeeds; so does a queue past
-`max_pending`, or one whose oldest record has waited `max_wait` seconds (a write that hangs).
-Nothing queued is dropped, and no batch is written twice.
+process that dies without closing its gate or its store loses the allows still queued (those of
+the last `max_delay` seconds, normally). Closing the store writes them too: the deferred audit
+registers with its store (`AsyncStore.drain_on_close`), whose `aclose()` drains it first.
+
+It still fails closed: once a batch cannot be written, every allow blocks (`audit_unavailable`)
+until a retry of that batch succeeds; so does a queue past `max_pending`, or one whose oldest
+record has waited `max_wait` seconds (a write that hangs). Nothing queued is dropped while the
+store is open, and no batch is written twice.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Literal, Protocol
 
 from planfence.shared_memory import AsyncStore, Entry, StoreError, WriteBatch
 from planfence.shared_memory.records import utc_at
+from planfence.shared_memory.urls import redact_url
 
 from .audit import Decision
 
@@ -115,6 +119,7 @@ class DeferredAudit:
         self._task: asyncio.Task[None] | None = None
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._closed = False
+        store.drain_on_close(self)  # closing the store writes this queue first
 
     def append(self, decision: Queued) -> bool:
         """Queue one decision; raise `AuditBacklogError` when it cannot be kept. True when the
@@ -225,8 +230,31 @@ class DeferredAudit:
                 len(self._pending),
             )
 
+    async def drain(self) -> None:
+        """Write the queue because the store is closing (it calls this from its `aclose`).
+        What cannot be written is said in one log line and dropped: nothing can write it later,
+        and a gate closed after its store then has nothing left to say."""
+        try:
+            await self.aclose()
+        except Exception as exc:
+            lost, self._pending = len(self._pending), []
+            logger.error(
+                "%d allow records were not written to the audit journal before the store %s "
+                "closed: %s",
+                lost,
+                redact_url(self.store.url),
+                exc,
+            )
+
     async def aclose(self) -> None:
         """Write what is queued and stop (also after the writer's loop has ended)."""
+        task = self._task
+        loop = task.get_loop() if task is not None and not task.done() else None
+        if loop is not None and loop.is_running() and loop is not asyncio.get_running_loop():
+            # The writer runs on another loop (another thread): close there, so a batch it is
+            # writing now is never written again from here.
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.aclose(), loop))
+            return
         self._closed = True
         task, self._task = self._task, None
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():

@@ -13,15 +13,16 @@ from collections.abc import Callable
 from planfence.shared_memory import AsyncStore, ConfigError
 
 from .audit_writer import DEFAULT_AUDIT, AuditMode
-from .gate import Gate, GuardedExecutor
+from .call import Checker
+from .gate import Gate
 from .policy import Policy
 
-CheckerFactory = Callable[[AsyncStore, Policy, "str | None"], GuardedExecutor]
+CheckerFactory = Callable[[AsyncStore, Policy, "str | None"], Checker]
 
 
 def gate_checker(
     store: AsyncStore, policy: Policy, agent: str | None = None, *, audit: AuditMode = DEFAULT_AUDIT
-) -> GuardedExecutor:
+) -> Gate:
     """The default: the PlanFence gate over the store."""
     return Gate(store, policy, agent=agent, audit=audit)
 

@@ -17,14 +17,13 @@ from typing import Any
 
 from planfence.shared_memory import KeyState, is_record_id
 
+from .call import ToolCall, args_digest
 from .policy import Policy, ScopeError
 from .rule import (
     CHECK_HINT,
-    CheckRequest,
     HeadAnswer,
     PlanView,
     Problem,
-    args_digest,
     base_verdict,
     decide,
     frontier_of,
@@ -151,7 +150,7 @@ def relearned(
 
 
 def resolve_call(
-    req: CheckRequest, policy: Policy, base: Verdict | None = None
+    call: ToolCall, policy: Policy, base: Verdict | None = None
 ) -> Verdict | tuple[str, ...]:
     """The checks that need no reads, shared by the gate and the baselines: the tool's
     declaration, its scope D(a) for these arguments, and the plan reference's form. Returns the
@@ -159,50 +158,50 @@ def resolve_call(
 
     def end(kind: VerdictKind, reason: str, message: str, scope: tuple[str, ...] = ()) -> Verdict:
         if base is None:
-            return req.verdict(kind, reason, message, scope)
+            return call.verdict(kind, reason, message, scope)
         return replace(base, verdict=kind, reason=reason, message=message, scope=scope)
 
-    tool = policy.get(req.tool)
+    tool = policy.get(call.tool)
     if tool is None:
-        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} has no dependency declaration")
-    if tool.agents is not None and req.agent not in tool.agents:
+        return end(BLOCK, UNDECLARED_TOOL, f"tool {call.tool!r} has no dependency declaration")
+    if tool.agents is not None and call.agent not in tool.agents:
         who = ", ".join(sorted(tool.agents))
-        return end(BLOCK, AGENT_NOT_ALLOWED, f"tool {req.tool!r} is for {who}, not {req.agent!r}")
+        return end(BLOCK, AGENT_NOT_ALLOWED, f"tool {call.tool!r} is for {who}, not {call.agent!r}")
     if tool.ungated:
         return end(ALLOW, UNGATED, "tool is declared ungated")
     try:
-        scope = tool.scope(req.args)
+        scope = tool.scope(call.args)
     except ScopeError as exc:
         return end(BLOCK, SCOPE_UNRESOLVED, f"{exc} ({CHECK_HINT})")
     if not scope:  # a gated tool that depends on nothing cannot be proven current
-        return end(BLOCK, UNDECLARED_TOOL, f"tool {req.tool!r} declares no dependencies")
-    if req.plan_id is None or req.plan_id == "":
+        return end(BLOCK, UNDECLARED_TOOL, f"tool {call.tool!r} declares no dependencies")
+    if call.plan is None or call.plan == "":
         return end(BLOCK, MISSING_PLAN, "the call carries no plan reference", scope)
-    if not is_record_id(req.plan_id):
-        message = f"malformed plan reference {str(req.plan_id)[:80]!r}"
+    if not is_record_id(call.plan):
+        message = f"malformed plan reference {str(call.plan)[:80]!r}"
         return end(BLOCK, UNKNOWN_PLAN, message, scope)
     return scope
 
 
-def gate_flow(req: CheckRequest, policy: Policy, *, max_records: int = 10_000) -> Flow:
+def gate_flow(call: ToolCall, policy: Policy, *, max_records: int = 10_000) -> Flow:
     """Load what the rule needs (yielding each read), judge, and hand a replan its records."""
-    pre = resolve_call(req, policy)
+    pre = resolve_call(call, policy)
     if isinstance(pre, Verdict):
         return pre
     scope = pre
-    view = yield LoadPlan(req.plan_id, scope, max_records)
+    view = yield LoadPlan(call.plan, scope, max_records)
     if isinstance(view, IOFailure):
-        return failed(req, scope, view)
-    verdict = yield from judge_flow(req, scope, view, max_records)
-    return (yield from replan_flow(req, scope, view, verdict))
+        return failed(call, scope, view)
+    verdict = yield from judge_flow(call, scope, view, max_records)
+    return (yield from replan_flow(call, scope, view, verdict))
 
 
-def failed(req: CheckRequest, scope: tuple[str, ...], io: IOFailure, **known: Any) -> Verdict:
+def failed(call: ToolCall, scope: tuple[str, ...], io: IOFailure, **known: Any) -> Verdict:
     """The block for a check whose read failed."""
-    return req.verdict(BLOCK, io.reason, io.detail, scope, **known)
+    return call.verdict(BLOCK, io.reason, io.detail, scope, **known)
 
 
-def judge_flow(req: CheckRequest, scope: tuple[str, ...], view: PlanView, max_records: int) -> Flow:
+def judge_flow(call: ToolCall, scope: tuple[str, ...], view: PlanView, max_records: int) -> Flow:
     """The owners' heads (asked once; again, once, of the keys whose owner moved since the view
     was read), then the rule, once. Owners are asked only about a view that has a plan, its
     frontier and an owner for each key of D(a); the rule says what blocks any other."""
@@ -217,7 +216,7 @@ def judge_flow(req: CheckRequest, scope: tuple[str, ...], view: PlanView, max_re
         known = frontier_of(view.frontier, scope)
         answers = yield AskOwners(owners, view)
         if isinstance(answers, IOFailure):
-            return failed(req, scope, answers, frontier=known)
+            return failed(call, scope, answers, frontier=known)
         heads = answers
         moved = tuple(k for k in scope if k in heads and heads[k].moved_on(view.states[k]))
         if moved:
@@ -225,19 +224,17 @@ def judge_flow(req: CheckRequest, scope: tuple[str, ...], view: PlanView, max_re
             # ask them, once. What still disagrees afterwards blocks in the rule.
             fresh = yield ReloadOwners(moved)
             if isinstance(fresh, IOFailure):
-                return failed(req, scope, fresh, frontier=known)
+                return failed(call, scope, fresh, frontier=known)
             view, again = relearned(view, moved, fresh)
             if again:
                 more = yield AskOwners(again, view)
                 if isinstance(more, IOFailure):
-                    return failed(req, scope, more, frontier=known)
+                    return failed(call, scope, more, frontier=known)
                 heads = {**heads, **more}
-    return decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
+    return decide(call, scope, view, heads, budget_spent=False, max_records=max_records)
 
 
-def replan_flow(
-    req: CheckRequest, scope: tuple[str, ...], view: PlanView, verdict: Verdict
-) -> Flow:
+def replan_flow(call: ToolCall, scope: tuple[str, ...], view: PlanView, verdict: Verdict) -> Flow:
     """Anything but a replan as it is. A replan's plan that supersedes another is blocked when
     the chain already spent its replan; else the replan gets the current records."""
     if verdict.verdict != REPLAN:
@@ -246,7 +243,7 @@ def replan_flow(
     if view.plan is not None and view.plan.supersedes:
         spent = yield from budget_flow(view.plan.supersedes)
         if isinstance(spent, IOFailure):
-            return failed(req, scope, spent, **known)
+            return failed(call, scope, spent, **known)
         if spent:
             return replan_spent(verdict)
     current_ids = tuple(s.current for s in verdict.stale if s.current)
@@ -254,7 +251,7 @@ def replan_flow(
         return verdict
     got = yield LoadRecords(current_ids)
     if isinstance(got, IOFailure):
-        return failed(req, scope, got, **known)
+        return failed(call, scope, got, **known)
     records = {s.key: got[s.current] for s in verdict.stale if s.current and s.current in got}
     return verdict.evolve(current_records=records)
 
@@ -313,7 +310,6 @@ __all__ = [
     "UNKNOWN_RECORD",
     "AskOwners",
     "Audited",
-    "CheckRequest",
     "Flow",
     "HeadAnswer",
     "IOFailure",
@@ -325,6 +321,7 @@ __all__ = [
     "Reason",
     "ReloadOwners",
     "StaleKey",
+    "ToolCall",
     "Verdict",
     "VerdictKind",
     "args_digest",

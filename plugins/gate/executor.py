@@ -1,19 +1,16 @@
-"""The executor loop shared by the gate and the baselines: check; if told to replan, ask once for
-a new plan and check it; run the call only on an allow. `executor_flow` is the loop without I/O;
-`middleware.run_guarded` drives it through the seam's guard (for `GuardedExecutor.run`, and
-`run_guarded_sync` for `SyncGate.run`, its sync twin).
+"""The one-replan loop, without I/O: check; if told to replan, ask once for a new plan and check
+it; run the call only on an allow. `runner` drives it through the seam's guard
+(`GateMiddleware.run`, and `run_sync`, its sync twin), whatever checker judges the calls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any
 
-from planfence.shared_memory import AsyncStore
-
+from .call import ToolCall
 from .decision import ALLOW, BLOCK, REPLAN, Verdict
-from .policy import Policy
 
 
 @dataclass(frozen=True)
@@ -54,9 +51,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Check:
-    args: Mapping[str, Any]
-    plan_id: Any
-    replan_spent: bool
+    call: ToolCall
 
 
 @dataclass(frozen=True)
@@ -72,74 +67,17 @@ class Call:
 Step = Check | AskReplan | Call
 
 
-def executor_flow(
-    tool: str, args: Mapping[str, Any], plan_id: Any, can_replan: bool
-) -> Generator[Step, Any, Outcome]:
+def executor_flow(call: ToolCall, can_replan: bool) -> Generator[Step, Any, Outcome]:
     """The one-replan loop without I/O: check; if told to replan, ask once for a new plan and
-    check it; run the call only on an allow. Driven by `GuardedExecutor.run` and `SyncGate.run`."""
-    verdicts: list[Verdict] = [(yield Check(args, plan_id, False))]
+    check it; run the call only on an allow."""
+    verdicts: list[Verdict] = [(yield Check(call))]
     if verdicts[-1].verdict == REPLAN and can_replan:
         fresh: Replanned | None = yield AskReplan(verdicts[-1])
         if fresh is not None:
-            args, plan_id = fresh.args, fresh.plan_id
-            verdicts.append((yield Check(args, plan_id, True)))
+            call = replace(call, args=fresh.args, plan=fresh.plan_id, replan_spent=True)
+            verdicts.append((yield Check(call)))
+    plan = call.plan_id
     if verdicts[-1].verdict != ALLOW:
-        return Outcome(tool, False, args, plan_id, tuple(verdicts))
-    result = yield Call(args)
-    return Outcome(tool, True, args, plan_id, tuple(verdicts), result)
-
-
-class Checker(Protocol):
-    """Anything that can judge one call: the gate, or a baseline executor."""
-
-    name: str
-
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict: ...
-
-
-class GuardedExecutor:
-    """The executor loop shared by the gate and the baselines: check; if told to replan, call the
-    replan callback once with the fresh records; check the new plan; run or refuse."""
-
-    name = "executor"
-    store: AsyncStore
-    policy: Policy
-
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
-        raise NotImplementedError
-
-    async def run(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: str | None,
-        call: CallFn,
-        replan: ReplanFn | None = None,
-        *,
-        agent: str | None = None,
-    ) -> Outcome:
-        """Check, replan once if told to, and run `call` only on an allow: inside the allow's
-        guard (`GateMiddleware.guard`), with its fencing token as `planfence.fence.current()`
-        and the lease the tool's policy declares held until `call` returns."""
-        from .middleware import GateMiddleware, run_guarded  # it builds on this module
-
-        seam = self.__dict__.get("_seam")
-        if seam is None:
-            seam = self.__dict__["_seam"] = GateMiddleware(self.store, self.policy, checker=self)
-        return await run_guarded(seam, tool, args, plan_id, call, replan, agent=agent)
+        return Outcome(call.tool, False, call.args, plan, tuple(verdicts))
+    result = yield Call(call.args)
+    return Outcome(call.tool, True, call.args, plan, tuple(verdicts), result)

@@ -43,7 +43,7 @@ from planfence.shared_memory import (
     WriteBatch,
 )
 
-from .rule import args_digest
+from .call import args_digest
 from .verdicts import Verdict
 
 FENCE_TYPE = "planfence-fence/1"

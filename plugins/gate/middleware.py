@@ -40,7 +40,6 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Generator,
     Iterable,
     Iterator,
     Mapping,
@@ -60,50 +59,22 @@ from planfence.shared_memory import (
     StoreBridge,
 )
 
+from . import runner
 from .audit import AUDIT_SOURCE, Decision
 from .audit_writer import DEFAULT_AUDIT, AuditMode, audit_mode
+from .call import Checker, ToolCall
 from .checkers import CheckerFactory, checker_factory, gate_checker
-from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict, fail_closed
-from .executor import (
-    AskReplan,
-    Call,
-    CallFn,
-    Check,
-    Checker,
-    Outcome,
-    ReplanFn,
-    Replanned,
-    Step,
-    executor_flow,
-)
+from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict
+from .executor import CallFn, Outcome, ReplanFn, Replanned
 from .explain import explain
 from .fence import FenceToken, TokenSigner, bound, issue
 from .gate import Gate
 from .leasing import LeaseRefused, release_lease, take_lease
+from .outage import PlanUnavailable, failure
 from .policy import Policy
 from .wire import AllowPayload, DecisionDetail, RefusalPayload
 
 logger = logging.getLogger("planfence.gate")
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call as the gate sees it.
-
-    Args:
-        tool: the tool's name.
-        args: the arguments it would run with.
-        plan: the plan record id the call acts under, as the caller sent it (None: no plan).
-        agent: who calls, for the audit log (None: the middleware's own agent).
-        replan_spent: the caller already spent its one replan on this action (the one-replan
-            loop's second check).
-    """
-
-    tool: str
-    args: Mapping[str, Any]
-    plan: Any = None
-    agent: str | None = None
-    replan_spent: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,6 +209,7 @@ class GateMiddleware(Middleware):
             return self.fixed
         hit = self._by_store.get(id(store))
         if hit is None or hit[0] is not store:
+            made: Checker
             if self.factory is gate_checker:
                 made = gate_checker(store, self.policy, self.agent, audit=self.audit)
             else:
@@ -251,6 +223,12 @@ class GateMiddleware(Middleware):
         await self._on_store_loop(
             "flush", [*checkers, *(checker for _, checker in self._by_store.values())]
         )
+
+    async def __aenter__(self) -> GateMiddleware:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the checkers this middleware built (a deferred audit writes its queue)."""
@@ -278,21 +256,35 @@ class GateMiddleware(Middleware):
         return Allowed(verdict) if after.allowed else after
 
     async def verdict(self, call: ToolCall) -> Verdict:
-        """The checker's verdict on `call`; a check that cannot run blocks (fail closed)."""
+        """The checker's verdict on `call`; a check that cannot run blocks (fail closed), as
+        `store_unavailable` when the store is down (or the plan could not be stamped)."""
+        if isinstance(call.plan, PlanUnavailable):
+            declared = self.policy.get(call.tool)
+            if declared is not None and not declared.ungated:
+                return call.plan.verdict(call.tool, call.agent or self.agent)
+            call = replace(call, plan=None)
         try:
             return await self.bridge.acall(self._check, call)
         except Exception as exc:
-            return fail_closed(call.tool, call.plan, call.agent or self.agent, exc)
+            return failure(call.tool, call.plan, call.agent or self.agent, exc)
 
     async def _check(self, store: AsyncStore, call: ToolCall) -> Verdict:
-        checker = self.checker_for(store)
-        return await checker.check(
-            call.tool,
-            call.args,
-            call.plan,
-            agent=call.agent or self.agent,
-            replan_spent=call.replan_spent,
-        )
+        return await self.checker_for(store).check(call.by(self.agent))
+
+    async def run(self, call: ToolCall, fn: CallFn, replan: ReplanFn | None = None) -> Outcome:
+        """Check `call`, replan once if told to, and run `fn(args)` only on an allow: inside the
+        allow's guard (`guard`), with its fencing token as `planfence.fence.current()` and the
+        lease the tool's policy declares held until `fn` returns (see `runner`)."""
+        return await runner.run(self, call, fn, replan)
+
+    def run_sync(
+        self,
+        call: ToolCall,
+        fn: Callable[[Mapping[str, Any]], Any],
+        replan: Callable[[Verdict], Replanned | None] | None = None,
+    ) -> Outcome:
+        """`run` for sync code, with plain callables; the tool runs on the caller's thread."""
+        return runner.run_sync(self, call, fn, replan)
 
     async def judge(self, call: ToolCall) -> Judgement:
         """Pass `call` through the whole stack, from async code; an allow comes back with its
@@ -304,14 +296,14 @@ class GateMiddleware(Middleware):
                 return await self._fenced(call, judged)
             return judged
         except Exception as exc:  # a middleware that fails must not let the call through
-            return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
+            return Refused(failure(call.tool, call.plan, call.agent or self.agent, exc))
 
     def judge_sync(self, call: ToolCall) -> Judgement:
         """`judge` from sync code (on the store's portal)."""
         try:
             return self.bridge.run(self.judge, call)
         except Exception as exc:
-            return Refused(fail_closed(call.tool, call.plan, call.agent or self.agent, exc))
+            return Refused(failure(call.tool, call.plan, call.agent or self.agent, exc))
 
     async def _fenced(self, call: ToolCall, judged: Allowed) -> Judgement:
         """The allow with its token, and its lease when the tool's policy asks for one (taken on
@@ -405,71 +397,6 @@ def _check_audit_applies(checker: object, audit: AuditMode) -> None:
     )
 
 
-async def run_guarded(
-    seam: GateMiddleware,
-    tool: str,
-    args: Mapping[str, Any],
-    plan_id: str | None,
-    call: CallFn,
-    replan: ReplanFn | None,
-    *,
-    agent: str | None,
-) -> Outcome:
-    """The one-replan loop (`executor_flow`) with each check judged by `seam.guard`: the tool
-    runs inside the guard of its allow, so it sees the fencing token and holds the lease, as
-    every adapter's tool does."""
-    flow = executor_flow(tool, args, plan_id, replan is not None)
-    step: Step | Outcome = next(flow)
-    while not isinstance(step, Outcome):
-        if isinstance(step, AskReplan):
-            assert replan is not None
-            step = _send(flow, await replan(step.verdict))
-            continue
-        assert isinstance(step, Check)
-        checked = ToolCall(tool, step.args, step.plan_id, agent, step.replan_spent)
-        async with seam.guard(checked) as judged:
-            step = _send(flow, judged.verdict)
-            if isinstance(step, Call):
-                step = _send(flow, await call(step.args))
-    return step
-
-
-def run_guarded_sync(
-    seam: GateMiddleware,
-    tool: str,
-    args: Mapping[str, Any],
-    plan_id: str | None,
-    call: Callable[[Mapping[str, Any]], Any],
-    replan: Callable[[Verdict], Replanned | None] | None,
-    *,
-    agent: str | None,
-) -> Outcome:
-    """`run_guarded` for sync code: checks through `seam.guard_sync`, the tool on the caller's
-    thread."""
-    flow = executor_flow(tool, args, plan_id, replan is not None)
-    step: Step | Outcome = next(flow)
-    while not isinstance(step, Outcome):
-        if isinstance(step, AskReplan):
-            assert replan is not None
-            step = _send(flow, replan(step.verdict))
-            continue
-        assert isinstance(step, Check)
-        checked = ToolCall(tool, step.args, step.plan_id, agent, step.replan_spent)
-        with seam.guard_sync(checked) as judged:
-            step = _send(flow, judged.verdict)
-            if isinstance(step, Call):
-                step = _send(flow, call(step.args))
-    return step
-
-
-def _send(flow: Generator[Step, Any, Outcome], answer: Any) -> Step | Outcome:
-    try:
-        return flow.send(answer)
-    except StopIteration as stop:
-        outcome: Outcome = stop.value
-        return outcome
-
-
 async def _log(store: AsyncStore, decision: Decision) -> int:
     return await store.log(decision)
 
@@ -482,7 +409,5 @@ __all__ = [
     "Middleware",
     "Refused",
     "ToolCall",
-    "run_guarded",
-    "run_guarded_sync",
     "run_middleware",
 ]

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from planfence.shared_memory import GetKeys, GetRecords, KeyState
 
+from .call import ToolCall
 from .policy import ToolPolicy
-from .rule import args_digest
-from .values import value_digests
 from .verdicts import ALLOW, CURRENT, Verdict
 
 Call = tuple[str, str, str | None, tuple[str, ...]]
-"""(tool, plan, agent, D(a) as the tool's templates fill it)."""
+"""A repeated call's key, derived from its `ToolCall`: (tool, plan, agent, D(a) as the tool's
+templates fill it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,27 +60,21 @@ class Repeats:
         self._allowed: dict[Call, Allowed] = {}
 
     @staticmethod
-    def call(
-        tool: str,
-        declared: ToolPolicy | None,
-        args: Mapping[str, Any],
-        plan_id: object,
-        agent: str | None,
-    ) -> Call | None:
+    def call(call: ToolCall, declared: ToolPolicy | None) -> Call | None:
         """The call's key, or None for a call no allow can repeat (no plan reference, a tool
         that is not gated, arguments that do not fill its templates)."""
-        if declared is None or declared.ungated or type(plan_id) is not str:
+        if declared is None or declared.ungated or type(call.plan) is not str:
             return None
         try:
-            scope = declared.scope(args)
+            scope = declared.scope(call.args)
         except Exception:  # the full way says why
             return None
-        return (tool, plan_id, agent, scope)
+        return (call.tool, call.plan, call.agent, scope)
 
-    def again(self, allowed: Allowed, args: Mapping[str, Any], latency_ms: float) -> Verdict:
-        """The allow, for a call with these arguments (their digests) and this latency."""
+    def again(self, allowed: Allowed, call: ToolCall, latency_ms: float) -> Verdict:
+        """The allow, for this call (its arguments' digests) and this latency."""
         return allowed.verdict.evolve(
-            args_digest=args_digest(args), value_digests=value_digests(args), latency_ms=latency_ms
+            args_digest=call.args_digest, value_digests=call.value_digests, latency_ms=latency_ms
         )
 
     def get(self, call: Call, tool: ToolPolicy | None) -> Allowed | None:

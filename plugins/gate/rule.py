@@ -9,7 +9,6 @@ no reads, the tool's declaration and scope, are the flow's first step: `decision
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,10 +18,9 @@ from planfence.shared_memory import (
     Frontier,
     KeyState,
     Record,
-    canonical_json,
 )
 
-from .values import value_digests
+from .call import ToolCall
 from .verdicts import (
     ALLOW,
     BLOCK,
@@ -40,7 +38,6 @@ from .verdicts import (
     UNKNOWN_RECORD,
     StaleKey,
     Verdict,
-    VerdictKind,
 )
 
 # Said in every refusal that a dry run explains: the keys a call resolves to, and the versions.
@@ -48,55 +45,6 @@ CHECK_HINT = (
     "`planfence check TOOL --args JSON --policy FILE --plan ID` shows the keys this call "
     "depends on and the versions the plan used"
 )
-
-
-@dataclass(frozen=True)
-class CheckRequest:
-    tool: str
-    args: Mapping[str, Any]
-    plan_id: Any
-    agent: str | None = None
-    replan_spent: bool = False  # the caller already used its one replan for this action
-
-    # Computed once per check, on first use, and kept in the instance's dict (what
-    # functools.cached_property does, without the lock it takes on Python 3.11).
-    @property
-    def args_digest(self) -> str:
-        """SHA-256 of the arguments' canonical JSON."""
-        found = self.__dict__.get("_args_digest")
-        if found is None:
-            found = self.__dict__["_args_digest"] = args_digest(self.args)
-        return found
-
-    @property
-    def value_digests(self) -> dict[str, str]:
-        """Digests of the arguments' values by path (see `values`)."""
-        found = self.__dict__.get("_value_digests")
-        if found is None:
-            found = self.__dict__["_value_digests"] = value_digests(self.args)
-        return found
-
-    def verdict(
-        self,
-        verdict: VerdictKind,
-        reason: str,
-        message: str = "",
-        scope: tuple[str, ...] = (),
-        **kw: Any,
-    ) -> Verdict:
-        """A verdict about this call, with its digests."""
-        return Verdict(
-            verdict,
-            reason,
-            self.tool,
-            self.plan_id if isinstance(self.plan_id, str) else None,
-            self.agent,
-            message=message,
-            scope=scope,
-            args_digest=self.args_digest,
-            value_digests=self.value_digests,
-            **kw,
-        )
 
 
 @dataclass(frozen=True)
@@ -134,26 +82,13 @@ class HeadAnswer:
         return self.error is None and self.epoch is not None and self.epoch > state.epoch
 
 
-def args_digest(args: Mapping[str, Any]) -> str:
-    if not args:  # most tools a gate sees on every call take no arguments that name keys
-        return EMPTY_ARGS_DIGEST
-    try:
-        text = canonical_json(dict(args))
-    except Exception:
-        text = repr(sorted(args.items(), key=lambda kv: str(kv[0])))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-EMPTY_ARGS_DIGEST = hashlib.sha256(b"{}").hexdigest()
-
-
-def base_verdict(req: CheckRequest) -> Verdict:
+def base_verdict(call: ToolCall) -> Verdict:
     """The verdict a check starts from: block, until proven otherwise."""
-    return req.verdict(BLOCK, INTERNAL_ERROR)
+    return call.verdict(BLOCK, INTERNAL_ERROR)
 
 
 def decide(
-    req: CheckRequest,
+    call: ToolCall,
     scope: tuple[str, ...],
     view: PlanView,
     heads: Mapping[str, HeadAnswer],
@@ -166,14 +101,14 @@ def decide(
     Everything that cannot be proven current blocks; a stale plan gets one replan unless the
     budget along its `supersedes` chain is spent. Pure: no reads, no clock.
     """
-    problem = view_problem(req, view, scope, max_records)
+    problem = view_problem(call, view, scope, max_records)
     if problem is not None:
-        return req.verdict(scope=scope, **problem)
-    return judge_heads(req, scope, view, heads, budget_spent=budget_spent)
+        return call.verdict(scope=scope, **problem)
+    return judge_heads(call, scope, view, heads, budget_spent=budget_spent)
 
 
 def judge_heads(
-    req: CheckRequest,
+    call: ToolCall,
     scope: tuple[str, ...],
     view: PlanView,
     heads: Mapping[str, HeadAnswer],
@@ -186,7 +121,7 @@ def judge_heads(
     frontier = frontier_of(view.frontier, scope)
     problem = owner_problem(scope, view.states, heads)
     if problem is not None:
-        return req.verdict(scope=scope, frontier=frontier, **problem)
+        return call.verdict(scope=scope, frontier=frontier, **problem)
     current = {k: heads[k].head for k in scope}
     stale = stale_keys(frontier, current)
     epochs = {k: view.states[k].epoch for k in scope}
@@ -198,12 +133,12 @@ def judge_heads(
         "stale": stale,
     }
     if not stale:
-        return req.verdict(ALLOW, CURRENT, f"{len(scope)} dependencies current", **known)
-    if budget_spent or req.replan_spent or view.superseded_refused_stale:
-        return req.verdict(BLOCK, STALE_AFTER_REPLAN, _stale_again(stale), **known)
+        return call.verdict(ALLOW, CURRENT, f"{len(scope)} dependencies current", **known)
+    if budget_spent or call.replan_spent or view.superseded_refused_stale:
+        return call.verdict(BLOCK, STALE_AFTER_REPLAN, _stale_again(stale), **known)
     changed = ", ".join(s.key for s in stale)
     message = f"plan was derived from outdated versions of {changed}; replan once"
-    return req.verdict(REPLAN, STALE, message, **known)
+    return call.verdict(REPLAN, STALE, message, **known)
 
 
 def replan_spent(verdict: Verdict) -> Verdict:
@@ -226,18 +161,18 @@ def _block(reason: str, message: str) -> Problem:
 
 
 def view_problem(
-    req: CheckRequest, view: PlanView, scope: tuple[str, ...], max_records: int
+    call: ToolCall, view: PlanView, scope: tuple[str, ...], max_records: int
 ) -> Problem | None:
     """What in the loaded view blocks before any owner is asked: the plan, or its lineage."""
-    return plan_problem(req, view) or lineage_problem(view, scope, max_records)
+    return plan_problem(call, view) or lineage_problem(view, scope, max_records)
 
 
-def plan_problem(req: CheckRequest, view: PlanView) -> Problem | None:
+def plan_problem(call: ToolCall, view: PlanView) -> Problem | None:
     """The plan reference names no stored plan record."""
     if view.plan is None:
-        return _block(UNKNOWN_PLAN, f"no plan {req.plan_id} in the store")
+        return _block(UNKNOWN_PLAN, f"no plan {call.plan} in the store")
     if view.plan.kind != KIND_PLAN:
-        return _block(UNKNOWN_PLAN, f"record {req.plan_id} is a {view.plan.kind!r}, not a plan")
+        return _block(UNKNOWN_PLAN, f"record {call.plan} is a {view.plan.kind!r}, not a plan")
     return None
 
 

@@ -26,12 +26,12 @@ from planfence.shared_memory import (
     head_signed_by,
 )
 
+from .call import ToolCall
 from .decision import (
     HEAD_ROLLBACK,
     OWNER_EPOCH_STALE,
     OWNER_UNAUTHENTICATED,
     AskOwners,
-    CheckRequest,
     HeadAnswer,
     PlanView,
     Verdict,
@@ -260,12 +260,12 @@ def heads_in(
 
 
 def judged_on_store_heads(
-    req: CheckRequest, scope: tuple[str, ...], max_records: int, view: PlanView
+    call: ToolCall, scope: tuple[str, ...], max_records: int, view: PlanView
 ) -> tuple[PlanView, Verdict]:
     """`judge_flow` for a gate that takes the store's heads on trust: they are in the view, so
     judging needs no read (`Gate` runs it inside the snapshot's transaction)."""
     heads = heads_in(view, AskOwners(owners_of(scope, view.states)))
-    return view, decide(req, scope, view, heads, budget_spent=False, max_records=max_records)
+    return view, decide(call, scope, view, heads, budget_spent=False, max_records=max_records)
 
 
 class StoreHeads:

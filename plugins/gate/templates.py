@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from planfence.shared_memory import InvalidKeyError, PlanFenceError, validate_key
+from planfence.shared_memory.records import DEFAULT_LIMITS
 
 
 class ScopeError(PlanFenceError, ValueError):
@@ -155,6 +156,15 @@ class KeyTemplate:
         try:
             return validate_key(out)
         except InvalidKeyError as exc:
+            if len(out) > DEFAULT_LIMITS.max_key_length:  # no convertor makes a value shorter
+                name, value = max(values.items(), key=lambda item: len(item[1]))
+                raise ScopeError(
+                    f"{self.text!r} would fill to a key of {len(out)} characters, over "
+                    f"{DEFAULT_LIMITS.max_key_length} (the longest a key may be), {len(value)} "
+                    f"of them from argument {name[0]!r}; no convertor shortens a value, so this "
+                    "call cannot be scoped: the argument must name an item (an id, a path), not "
+                    "carry content"
+                ) from None
             plain = dict.fromkeys(n for n, kind in values if kind != ENC)
             hint = ", ".join(f"{{{n}:enc}}" for n in plain)
             more = f" ({hint} takes any text)" if hint else ""

@@ -46,6 +46,7 @@ class MemoryStore(AsyncStore):
         self._leases: dict[str, dict[str, LeaseRow]] = {}
 
     async def _read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        self._check_open()
         with self._lock:
             return [self._answer_one(op) for op in ops]
 
@@ -72,6 +73,7 @@ class MemoryStore(AsyncStore):
         raise TypeError(f"unknown read {type(op).__name__}")
 
     async def _write(self, batch: WriteBatch) -> WriteResult:
+        self._check_open()
         with self._lock:
             at = utc_now()
             known: Mapping[str, StoredFields] = self._records

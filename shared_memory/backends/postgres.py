@@ -1,11 +1,11 @@
 """PostgreSQL backend (psycopg 3, connection pool): the distributed store.
 
-Writes lock the touched keys with transaction-scoped advisory locks (which also covers keys that
-do not exist yet) and then run the shared `plan_batch` checks. Transactions that append to the
-change feed also take one feed lock, so feed sequence numbers become visible in commit order and
-a reader polling `seq > last` never skips an entry. LISTEN/NOTIFY only wakes readers early.
-Lock ids and the NOTIFY channel are derived from the schema, so stores sharing a database do not
-serialize on each other.
+Here: connections, sessions and the change feed's wake-ups. The statements live beside it:
+reads in `postgres_reads`, writes in `postgres_writes` (advisory locks on the touched keys, then
+the shared `plan_batch` checks; a feed lock so sequence numbers become visible in commit order
+and a reader polling `seq > last` never skips an entry), opening in `postgres_migrate` and
+`postgres_pooler`. LISTEN/NOTIFY only wakes readers early. Lock ids and the NOTIFY channel are
+derived from the schema, so stores sharing a database do not serialize on each other.
 
 The URL may carry `?schema=NAME` to keep planfence's tables in their own schema. A schema that
 does not exist, or holds no planfence tables (an empty `public` too), is a store that does not
@@ -25,47 +25,18 @@ another: a server restart or dropped connections cost no failed operations.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
-from ..batches import WriteBatch, WriteResult, plan_batch
-from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
+from ..batches import WriteBatch, WriteResult
+from ..errors import ConfigError, StoreUnavailableError
 from ..extras import extra_imports
-from ..lease_writes import needs_leases
-from ..leases import LeaseRow
 from ..model import KeyState
-from ..reads import (
-    GetChanges,
-    GetKeys,
-    GetOwnerChanges,
-    GetRecords,
-    IdsWithPrefix,
-    Lineage,
-    ListKeys,
-    QueryJournal,
-    ReadOp,
-    record_and_keys,
-)
+from ..reads import GetRecords, Lineage, ReadOp, record_and_keys
 from ..records import DEFAULT_LIMITS, StoreLimits, utc_now
 from ..store import AsyncStore
 from ..urls import redact_url, scrub
-from .sql import (
-    CHANGE_COLS,
-    JOURNAL_COLS,
-    KEY_COLS,
-    RECORD_COLS,
-    TAMPERABLE,
-    change_row,
-    entry_from_row,
-    insert_change_sql,
-    journal_filter,
-    key_row,
-    owner_changes_sql,
-    record_row,
-    upsert_key_sql,
-)
+from .sql import TAMPERABLE, key_row
 
 with extra_imports("postgres", "the PostgreSQL store"):
     import psycopg
@@ -80,14 +51,14 @@ from .postgres_conn import (
     split_options,
     split_schema,
 )
-from .postgres_leases import _apply_leases, _lease_rows
-from .postgres_rows import _append_args, _changes, _key_states, _stored_rows
-from .postgres_schema import _APPEND_SQL, _PREFETCH_SQL, MIGRATIONS
+from .postgres_migrate import DEFAULT_MIGRATION_TIMEOUT, migrate, require_store
+from .postgres_pooler import behind_pooler, refused_startup_option, say_polling, schema_refused
+from .postgres_reads import RECORD_AND_KEYS, read_sql, record_and_key_rows
+from .postgres_rows import _append_args
+from .postgres_schema import _APPEND_SQL, MIGRATIONS
+from .postgres_writes import UPSERT_KEY, LockNames, write_tx
 
 CHANNEL = "planfence_changes"
-_MIGRATION_LOCK = 0x706C616F  # advisory lock id held while migrating any schema
-_UPSERT_KEY = upsert_key_sql("pf_keys", "%s")
-_INSERT_CHANGE = insert_change_sql("pf_changes", "%s")
 
 
 T = TypeVar("T")
@@ -125,6 +96,7 @@ class PostgresStore(AsyncStore):
         self.schema = options.schema
         self.create = create if options.create is None else options.create
         self._allow_server = options.allow_server
+        self.migration_timeout = options.migration_timeout or DEFAULT_MIGRATION_TIMEOUT
         try:
             params = conninfo_to_dict(self._conninfo)
         except psycopg.Error as exc:
@@ -156,16 +128,17 @@ class PostgresStore(AsyncStore):
         self._listen_lock = asyncio.Lock()
         self._name_locks(self.schema or "public")
         self._ready = False
+        self.behind_pooler = False
+        """Whether a connection pooler sits in front of the server (found at open)."""
 
     def _name_locks(self, schema: str) -> None:
         # Advisory locks and NOTIFY channels are database-wide: name them after the schema the
         # tables live in, so stores in other schemas of the same database never wait on this
         # one's locks or wake its readers, while every store on these tables agrees on them.
         self.channel = f"{CHANNEL}_{schema}"[:63]
-        self._lock_prefix = f"{schema}:"
-        self._feed_lock = f"planfence-feed:{schema}"
+        self._names = LockNames(f"{schema}:", f"planfence-feed:{schema}", self.channel)
 
-    async def setup(self) -> None:
+    async def _open(self) -> None:
         if self._ready:
             return
         # One plain connection first: a server that cannot be used is one error naming the
@@ -174,64 +147,42 @@ class PostgresStore(AsyncStore):
             conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs)
         except psycopg.Error as exc:
             cause = scrub(connect_cause(exc), self.url)
+            if self.schema and refused_startup_option(cause):
+                raise schema_refused(self._where, self.schema, cause) from None
             raise StoreUnavailableError(
                 f"cannot connect to PostgreSQL at {self._where}: {cause}"
             ) from None
         try:
             async with conn:
                 check_server(await self._server_version(conn), self._where, self._allow_server)
+                if await behind_pooler(conn, self._where):
+                    self._through_pooler()
                 await self._migrate(conn)
             await self._pool.open(wait=True, timeout=self._connect_timeout)
         except (psycopg.Error, PoolTimeout, TimeoutError) as exc:
             raise self._unavailable(exc, "cannot set up the PostgreSQL store") from exc
         self._ready = True
 
+    def _through_pooler(self) -> None:
+        """Keep no session state: see `postgres_pooler`."""
+        if self.schema:
+            raise schema_refused(self._where, self.schema)
+        self.behind_pooler = True
+        self._kwargs["prepare_threshold"] = None  # the pool's connections take these too
+        say_polling(self._where, self.poll_interval)
+
     async def _server_version(self, conn: psycopg.AsyncConnection[Any]) -> str:
         """What the server says it is (`SELECT version()`)."""
         row = await (await conn.execute("SELECT version()")).fetchone()
         return str(row[0]) if row and row[0] else ""
 
-    async def _require_store(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Without `create`: refuse a schema that is missing or holds no planfence tables (a
-        mistyped schema, or a database never set up), as a missing SQLite file is refused."""
-        if self.schema:
-            cur = await conn.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-            )
-            if await cur.fetchone() is None:
-                raise StoreNotFoundError(
-                    redact_url(self.url),
-                    detail=f"schema {self.schema} does not exist",
-                    check="the schema name",
-                )
-        cur = await conn.execute("SELECT current_schema(), to_regclass('pf_schema') IS NOT NULL")
-        row = await cur.fetchone()
-        schema, ready = (row[0], bool(row[1])) if row else (None, False)
-        if not ready:
-            where = f"schema {schema}" if schema else "the search path (no schema on it exists)"
-            raise StoreNotFoundError(
-                redact_url(self.url),
-                detail=f"{where} holds no planfence tables",
-                check="the URL and its schema= option",
-            )
-
     async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if not self.create:
-            await self._require_store(conn)
-        if self.schema:
-            # Another process may create it at the same moment.
-            with contextlib.suppress(psycopg.errors.UniqueViolation):
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            await conn.execute("CREATE TABLE IF NOT EXISTS pf_schema (version INTEGER NOT NULL)")
-            row = await (await conn.execute("SELECT max(version) FROM pf_schema")).fetchone()
-            version = (row[0] if row else None) or 0
-            for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                await conn.execute(script)
-                await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))
-            row = await (await conn.execute("SELECT current_schema()")).fetchone()
-            self._name_locks(str(row[0]) if row and row[0] else self.schema or "public")
+            await require_store(conn, redact_url(self.url), self.schema)
+        where = self._where
+        self._name_locks(
+            await migrate(conn, schema=self.schema, timeout=self.migration_timeout, where=where)
+        )
 
     async def _check_idle(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """The pool's check before handing a connection out. A round trip per operation would
@@ -255,10 +206,10 @@ class PostgresStore(AsyncStore):
     def _unavailable(self, exc: BaseException, what: str = "PostgreSQL store") -> Exception:
         return StoreUnavailableError(f"{what}: {_one_line(scrub(str(exc), self.url))}")
 
-    async def aclose(self) -> None:
-        if self._listener is not None:
-            await self._listener.close()
-            self._listener = None
+    async def _close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
         await self._pool.close()
         self._ready = False
 
@@ -268,6 +219,7 @@ class PostgresStore(AsyncStore):
         """Run `work` on a pooled connection. If that connection breaks before `work` may have
         committed anything, run it once more on another one (the server may have restarted or
         ended the pool's sessions); any other failure is a `StoreUnavailableError`."""
+        self._check_open()  # a closed store never runs `setup` again (it would reconnect)
         if not self._ready:
             await self.setup()
         for attempt in (1, 2):
@@ -277,6 +229,7 @@ class PostgresStore(AsyncStore):
                 async with self._pool.connection() as conn:
                     return await work(conn, progress)
             except (psycopg.Error, PoolTimeout) as exc:
+                self._check_open()  # the store closed under this operation
                 broken = conn is not None and conn.broken
                 if attempt == 1 and broken and not progress.maybe_committed:
                     await self._renew_pool()
@@ -290,10 +243,8 @@ class PostgresStore(AsyncStore):
         pair = record_and_keys(ops)  # a gate's check: its plan and the heads of D(a)
         if pair is not None:
             record_id, keys = pair
-            return _record_and_key_rows(
-                await self._fetch(_RECORD_AND_KEYS, (record_id, list(keys)))
-            )
-        plans = [self._read_sql(op) for op in ops]
+            return record_and_key_rows(await self._fetch(RECORD_AND_KEYS, (record_id, list(keys))))
+        plans = [read_sql(op) for op in ops]
         if len(plans) == 1:  # one statement is a snapshot by itself
             sql, args, parse = plans[0]
             return [parse(await self._fetch(sql, args))]
@@ -322,39 +273,6 @@ class PostgresStore(AsyncStore):
 
         return await self._session(read)
 
-    def _read_sql(self, op: ReadOp) -> tuple[str, Sequence[Any], Callable[[list[Any]], Any]]:
-        """The statement answering `op`, its arguments, and how to parse its rows."""
-        states = _key_states
-        if isinstance(op, GetRecords):
-            sql = f"SELECT {RECORD_COLS} FROM pf_records WHERE id = ANY(%s)"
-            return sql, (list(op.ids),), _stored_rows
-        if isinstance(op, Lineage):
-            return _PREFETCH_SQL, (list(op.roots), list(op.scope), op.limit + 1), _stored_rows
-        if isinstance(op, GetKeys):
-            sql = f"SELECT {KEY_COLS} FROM pf_keys WHERE key = ANY(%s)"
-            return sql, (list(op.keys),), states
-        if isinstance(op, ListKeys):
-            sql = f"SELECT {KEY_COLS} FROM pf_keys WHERE left(key, %s) = %s ORDER BY key"
-            return sql, (len(op.prefix), op.prefix), states
-        if isinstance(op, IdsWithPrefix):
-            # Ids are lowercase hex, so [prefix, prefix || 'g') holds exactly those with it.
-            sql = "SELECT id FROM pf_records WHERE id >= %s AND id < %s ORDER BY id LIMIT %s"
-            return (
-                sql,
-                (op.prefix, op.prefix + "g", op.limit),
-                lambda rows: [str(r[0]) for r in rows],
-            )
-        if isinstance(op, GetChanges):
-            sql = f"SELECT {CHANGE_COLS} FROM pf_changes WHERE seq > %s ORDER BY seq LIMIT %s"
-            return sql, (op.since, op.limit), _changes
-        if isinstance(op, GetOwnerChanges):
-            return owner_changes_sql("pf_changes", "%s"), (op.key, op.after_epoch), _changes
-        if isinstance(op, QueryJournal):
-            where, args = journal_filter(op.query, "%s", "pf_journal_labels")
-            sql = f"SELECT {JOURNAL_COLS} FROM pf_journal {where} ORDER BY id DESC LIMIT %s"
-            return sql, (*args, op.query.limit), lambda rows: [entry_from_row(r) for r in rows]
-        raise TypeError(f"unknown read {type(op).__name__}")
-
     async def _write(self, batch: WriteBatch) -> WriteResult:
         at = utc_now()
         if batch.journal_only and len(batch.entries) == 1:
@@ -365,68 +283,11 @@ class PostgresStore(AsyncStore):
 
         async def write(conn: psycopg.AsyncConnection[Any], progress: _Progress) -> WriteResult:
             async with conn.transaction():
-                result = await self._write_tx(conn, batch, at)
+                result = await write_tx(conn, batch, at, self._names)
                 progress.maybe_committed = True  # COMMIT goes out as the block ends
                 return result
 
         return await self._session(write)
-
-    async def _write_tx(
-        self, conn: psycopg.AsyncConnection[Any], batch: WriteBatch, at: str
-    ) -> WriteResult:
-        keys = batch.keys()
-        states: dict[str, KeyState] = {}
-        if keys:
-            # Taken in lock-id order, so two writers can never wait on each other.
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT "
-                "hashtextextended(%s || k, 0) AS h FROM unnest(%s::text[]) AS k "
-                "ORDER BY h) AS l",
-                (self._lock_prefix, keys),
-            )
-            cur = await conn.execute(f"SELECT {KEY_COLS} FROM pf_keys WHERE key = ANY(%s)", (keys,))
-            states = {s.key: s for s in _key_states(await cur.fetchall())}
-        found: dict[str, str] = {}
-        wanted = sorted(batch.referenced_ids())
-        if wanted:
-            cur = await conn.execute("SELECT id, key FROM pf_records WHERE id = ANY(%s)", (wanted,))
-            found = {r[0]: r[1] for r in await cur.fetchall()}
-        record_keys = {**found, **{r.id: r.key for r in batch.records}}
-        rows: list[LeaseRow] = []
-        now = 0.0
-        leased = needs_leases(batch)
-        if leased:
-            now, rows = await _lease_rows(conn, keys)
-        planned = plan_batch(batch, states, set(found), record_keys, at, lease_rows=rows, now=now)
-        if leased:
-            await _apply_leases(conn, keys, planned.leases, now)
-        if batch.records:
-            async with conn.cursor() as c:
-                await c.executemany(
-                    f"INSERT INTO pf_records ({RECORD_COLS}) "
-                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (id) DO NOTHING",
-                    [record_row(r, list(r.parents)) for r in batch.records],
-                )
-        for s in planned.new_states.values():
-            await conn.execute(_UPSERT_KEY, key_row(s))
-        result = WriteResult()
-        if planned.changes:
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._feed_lock,)
-            )
-            for ch in planned.changes:
-                cur = await conn.execute(_INSERT_CHANGE + " RETURNING seq", change_row(ch))
-                row = await cur.fetchone()
-                assert row is not None  # RETURNING always yields the row
-                result.changes.append(replace(ch, seq=int(row[0])))
-            seq = str(result.changes[-1].seq)
-            await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, seq))
-        for entry in batch.entries:
-            cur = await conn.execute(_APPEND_SQL, _append_args(entry, at))
-            row = await cur.fetchone()
-            assert row is not None
-            result.entry_ids.append(int(row[0]))
-        return result
 
     async def _fetch(
         self, sql: str, args: Sequence[Any], *, commits: bool = False
@@ -455,13 +316,17 @@ class PostgresStore(AsyncStore):
 
     async def _tamper_head(self, state: KeyState) -> None:
         """For trust tests: overwrite a key's row (owner, head, sequence, epoch, signature)."""
-        await self._fetch(_UPSERT_KEY + " RETURNING key", key_row(state), commits=True)
+        await self._fetch(UPSERT_KEY + " RETURNING key", key_row(state), commits=True)
 
     async def _wait_for_change(self, since: int, timeout: float) -> None:
+        if self.behind_pooler:  # a pooler's server sessions do not keep a LISTEN: poll
+            await super()._wait_for_change(since, timeout)
+            return
         if self._listen_lock.locked():  # someone else is listening; a short sleep is enough
             await asyncio.sleep(min(self.poll_interval, timeout))
             return
         async with self._listen_lock:
+            self._check_open()  # never a new listener for a store that closed meanwhile
             try:
                 if self._listener is None or self._listener.closed:
                     self._listener = await psycopg.AsyncConnection.connect(
@@ -473,24 +338,3 @@ class PostgresStore(AsyncStore):
             except psycopg.OperationalError:
                 self._listener = None  # the next call reconnects; the reader re-reads anyway
                 await asyncio.sleep(min(self.poll_interval, timeout))
-
-
-# A record and the states of some keys in one statement (a snapshot by itself, one round trip
-# with no pipeline to open): the record's columns, then the key's, on one row per key (the
-# record's columns repeated; a record or keys not found leave their columns NULL).
-_RECORD_AND_KEYS = (
-    "SELECT "
-    + ", ".join(f"r.{c}" for c in RECORD_COLS.split(", "))
-    + ", "
-    + ", ".join(f"k.{c}" for c in KEY_COLS.split(", "))
-    + " FROM (SELECT 1) AS one LEFT JOIN pf_records r ON r.id = %s"
-    + " LEFT JOIN pf_keys k ON k.key = ANY(%s)"
-)
-_RECORD_WIDTH = len(RECORD_COLS.split(", "))
-
-
-def _record_and_key_rows(rows: list[Any]) -> list[Any]:
-    n = _RECORD_WIDTH
-    records = _stored_rows([rows[0][:n]]) if rows and rows[0][0] is not None else []
-    states = _key_states([r[n:] for r in rows if r[n] is not None])
-    return [records, states]

@@ -19,7 +19,7 @@ with extra_imports("postgres", "the PostgreSQL store"):
 _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 # The URL options planfence reads itself (libpq never sees them).
-OWN_OPTIONS = ("schema", "create", "allow_server")
+OWN_OPTIONS = ("schema", "create", "allow_server", "migration_timeout")
 
 
 @dataclass(frozen=True)
@@ -29,16 +29,19 @@ class PgOptions:
     schema: where the tables live (None: the server's search path, usually `public`).
     create: `?create=1|0`, None when not given (the caller decides).
     allow_server: `?allow_server=NAME`, a server other than PostgreSQL the user vouches for.
+    migration_timeout: `?migration_timeout=SECONDS`, how long an open waits for another
+        session's migration of the same schema (None: the default).
     """
 
     schema: str | None = None
     create: bool | None = None
     allow_server: str | None = None
+    migration_timeout: float | None = None
 
 
 def split_options(url: str) -> tuple[str, PgOptions]:
-    """Remove planfence's own options (`schema=`, `create=`, `allow_server=`) from the URL's
-    query; return (conninfo, options).
+    """Remove planfence's own options (`schema=`, `create=`, `allow_server=`,
+    `migration_timeout=`) from the URL's query; return (conninfo, options).
 
     Raises:
         ConfigError: a URL that does not parse (e.g. a broken IPv6 host), a bad schema name or
@@ -59,9 +62,21 @@ def split_options(url: str) -> tuple[str, PgOptions]:
         raise ConfigError(
             "allow_server is empty in the store URL: name the server, e.g. allow_server=CockroachDB"
         )
+    wait = own.get("migration_timeout")
+    timeout = _seconds("migration_timeout", wait) if wait is not None else None
     rest = urlencode([(k, v) for k, v in query if k not in OWN_OPTIONS])
     conninfo = urlunsplit(parts._replace(query=rest))
-    return conninfo, PgOptions(schema, create, allow.strip() if allow else None)
+    return conninfo, PgOptions(schema, create, allow.strip() if allow else None, timeout)
+
+
+def _seconds(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86_400:
+        raise ConfigError(f"{name} in the store URL must be a number of seconds above 0: {text!r}")
+    return value
 
 
 def split_schema(url: str) -> tuple[str, str | None]:

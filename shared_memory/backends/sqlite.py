@@ -19,39 +19,27 @@ from typing import Any, TypeVar
 
 from ..batches import WriteBatch, WriteResult, plan_batch
 from ..core import Decide
-from ..errors import ConfigError, IntegrityError, StoreNotFoundError, StoreUnavailableError
+from ..errors import ConfigError, StoreNotFoundError, StoreUnavailableError
 from ..lease_writes import needs_leases
-from ..model import Change, KeyState
+from ..model import KeyState
 from ..reads import (
-    GetChanges,
-    GetKeys,
-    GetOwnerChanges,
-    GetRecords,
-    IdsWithPrefix,
     Lineage,
-    ListKeys,
-    QueryJournal,
     ReadFlow,
     ReadOp,
     drive,
     record_and_keys,
 )
-from ..records import DEFAULT_LIMITS, StoredFields, StoreLimits, utc_now
+from ..records import DEFAULT_LIMITS, StoreLimits, utc_now
 from ..store import AsyncStore
 from .sql import (
-    CHANGE_COLS,
-    JOURNAL_COLS,
     KEY_COLS,
     RECORD_COLS,
     TAMPERABLE,
     change_row,
-    entry_from_row,
     entry_row,
     insert_change_sql,
-    journal_filter,
     key_row,
     label_rows,
-    owner_changes_sql,
     record_row,
     upsert_key_sql,
 )
@@ -63,21 +51,13 @@ from .sqlite_files import (
     sqlite_path_from_url,
 )
 from .sqlite_leases import _apply_leases, _lease_rows
+from .sqlite_reads import FEW_KEYS, answer_one, read_record_and_keys
 from .sqlite_runner import Busy, SQLiteRunner
-from .sqlite_schema import _PREFETCH_SQL, MIGRATIONS
+from .sqlite_schema import MIGRATIONS
 
 T = TypeVar("T")
 _UPSERT_KEY = upsert_key_sql("keys", "?")
 _INSERT_CHANGE = insert_change_sql("changes", "?")
-_FEW_KEYS = 16
-_KEYS_IN = [f"SELECT {KEY_COLS} FROM keys WHERE key IN ({','.join('?' * n)})" for n in range(17)]
-# A record and the states of a few keys in one statement (a snapshot by itself): what a gate's
-# check reads first, its plan and the heads of D(a). The first column tells the rows apart.
-_RECORD_AND_KEYS = [
-    f"SELECT 1, {RECORD_COLS} FROM records WHERE id = ? "
-    f"UNION ALL SELECT 0, {KEY_COLS} FROM keys WHERE key IN ({','.join('?' * n)})"
-    for n in range(_FEW_KEYS + 1)
-]
 __all__ = ["MIGRATIONS", "SQLiteStore", "sqlite_options_from_url", "sqlite_path_from_url"]
 
 
@@ -109,7 +89,6 @@ class SQLiteStore(AsyncStore):
         self._runner = SQLiteRunner(io, busy_timeout)
         self._conn: sqlite3.Connection | None = None
         self._ready = False
-        self._closed = False
 
     # ---- plumbing
 
@@ -121,14 +100,14 @@ class SQLiteStore(AsyncStore):
             try:
                 if not memory and self.create:
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                self._conn = _until_not_busy(self._open, self.busy_timeout)
+                self._conn = _until_not_busy(self._open_file, self.busy_timeout)
             except (sqlite3.Error, OSError) as exc:
                 if not memory and not self.create and not os.path.exists(self.path):
                     raise StoreNotFoundError(self.path) from None  # removed meanwhile
                 raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
         return self._conn
 
-    def _open(self) -> sqlite3.Connection:
+    def _open_file(self) -> sqlite3.Connection:
         # Never hand the user's path to SQLite as is: a path starting with "file:" would be read
         # as an SQLite URI (":memory:", "..%2F", "?mode=" ...). A URI built from the absolute
         # path, with everything escaped, also lets `mode=rw` refuse to create a missing file.
@@ -160,10 +139,10 @@ class SQLiteStore(AsyncStore):
     async def _call(
         self, fn: Callable[[sqlite3.Connection], T], *, may_run_on_loop: bool = True
     ) -> T:
-        if self._closed:
-            raise StoreUnavailableError(f"the SQLite store {self.path} is closed")
+        self._check_open()  # also for a call that started before the store closed
 
         def guarded() -> T:
+            self._check_open()  # queued here before the store closed: never reconnect
             try:
                 return fn(self._connect())
             except sqlite3.Error as exc:  # locked, disk full, corrupt: the store is unusable now
@@ -183,7 +162,7 @@ class SQLiteStore(AsyncStore):
             raise
         return out
 
-    async def setup(self) -> None:
+    async def _open(self) -> None:
         def migrate(conn: sqlite3.Connection) -> None:
             def step(c: sqlite3.Connection) -> None:
                 version = c.execute("PRAGMA user_version").fetchone()[0]
@@ -202,17 +181,12 @@ class SQLiteStore(AsyncStore):
         await self._call(migrate)
         self._ready = True
 
-    async def aclose(self) -> None:
-        def close(conn: sqlite3.Connection) -> None:
-            conn.close()
-
-        if self._closed:
-            return
-        if self._conn is not None:
-            await self._call(close)
-            self._conn = None
-        self._closed = True
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
         self._ready = False
+        if conn is not None:
+            # On the store's thread, after the calls queued there (they find the store closed).
+            await self._runner.call(conn.close, may_run_on_loop=False)
         self._runner.shutdown()
 
     # ---- primitives
@@ -222,8 +196,8 @@ class SQLiteStore(AsyncStore):
             if len(ops) == 1:  # one statement is a snapshot by itself
                 return self._answer_ops(conn, ops)
             pair = record_and_keys(ops)
-            if pair is not None and len(pair[1]) <= _FEW_KEYS:
-                return _read_record_and_keys(conn, *pair)
+            if pair is not None and len(pair[1]) <= FEW_KEYS:
+                return read_record_and_keys(conn, *pair)
             return self._snapshot_reads(conn, lambda: self._answer_ops(conn, ops))
 
         # A lineage walk may read thousands of rows: never on the loop.
@@ -289,60 +263,7 @@ class SQLiteStore(AsyncStore):
         return out
 
     def _answer_ops(self, conn: sqlite3.Connection, ops: Sequence[ReadOp]) -> list[Any]:
-        return [self._answer_one(conn, op) for op in ops]
-
-    def _answer_one(self, conn: sqlite3.Connection, op: ReadOp) -> Any:
-        if isinstance(op, GetRecords):
-            if len(op.ids) == 1:  # a plan, read on every check: the plain index lookup is cheaper
-                rows = conn.execute(f"SELECT {RECORD_COLS} FROM records WHERE id = ?", op.ids)
-                return [_stored(r) for r in rows]
-            rows = conn.execute(
-                f"SELECT {RECORD_COLS} FROM records WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(op.ids)),),
-            )
-            return [_stored(r) for r in rows]
-        if isinstance(op, Lineage):
-            walk = (json.dumps(list(op.roots)), json.dumps(list(op.scope)), op.limit + 1)
-            return [_stored(r) for r in conn.execute(_PREFETCH_SQL, walk)]
-        if isinstance(op, GetKeys):
-            if 0 < len(op.keys) <= _FEW_KEYS:  # a tool's D(a): one prepared statement per size
-                rows = conn.execute(_KEYS_IN[len(op.keys)], tuple(op.keys))
-            else:
-                rows = conn.execute(
-                    f"SELECT {KEY_COLS} FROM keys WHERE key IN (SELECT value FROM json_each(?))",
-                    (json.dumps(list(op.keys)),),
-                )
-            return [KeyState(*r) for r in rows]
-        if isinstance(op, ListKeys):
-            rows = conn.execute(
-                f"SELECT {KEY_COLS} FROM keys WHERE substr(key, 1, ?) = ? ORDER BY key",
-                (len(op.prefix), op.prefix),
-            )
-            return [KeyState(*r) for r in rows]
-        if isinstance(op, IdsWithPrefix):
-            # Ids are lowercase hex, so [prefix, prefix + "g") holds exactly those starting with it.
-            rows = conn.execute(
-                "SELECT id FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-                (op.prefix, op.prefix + "g", op.limit),
-            )
-            return [str(r[0]) for r in rows]
-        if isinstance(op, GetChanges):
-            rows = conn.execute(
-                f"SELECT {CHANGE_COLS} FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
-                (op.since, op.limit),
-            )
-            return [Change(*r) for r in rows]
-        if isinstance(op, GetOwnerChanges):
-            rows = conn.execute(owner_changes_sql("changes", "?"), (op.key, op.after_epoch))
-            return [Change(*r) for r in rows]
-        if isinstance(op, QueryJournal):
-            where, args = journal_filter(op.query, "?", "journal_labels")
-            rows = conn.execute(
-                f"SELECT {JOURNAL_COLS} FROM journal {where} ORDER BY id DESC LIMIT ?",
-                (*args, op.query.limit),
-            )
-            return [entry_from_row(r) for r in rows]
-        raise TypeError(f"unknown read {type(op).__name__}")
+        return [answer_one(conn, op) for op in ops]
 
     @staticmethod
     def _write_tx(conn: sqlite3.Connection, batch: WriteBatch) -> WriteResult:
@@ -434,26 +355,3 @@ class SQLiteStore(AsyncStore):
             conn.execute(_UPSERT_KEY, key_row(state))
 
         await self._run(lambda conn: self._in_tx(conn, tamper))  # waits for the lock
-
-
-def _read_record_and_keys(
-    conn: sqlite3.Connection, record_id: str, keys: tuple[str, ...]
-) -> list[Any]:
-    """The answers to `GetRecords((record_id,))` and `GetKeys(keys)`, from one statement."""
-    rows = conn.execute(_RECORD_AND_KEYS[len(keys)], (record_id, *keys))
-    records: list[StoredFields] = []
-    states: list[KeyState] = []
-    for is_record, *row in rows:
-        if is_record:
-            records.append(_stored(row))
-        else:
-            states.append(KeyState(*row))
-    return [records, states]
-
-
-def _stored(row: Sequence[Any]) -> StoredFields:
-    try:
-        parents = tuple(json.loads(row[3]))
-    except (TypeError, ValueError):
-        raise IntegrityError(row[0], "stored parents are not a list") from None
-    return (row[0], row[1], row[2], parents, row[4], row[5], row[6], row[7])

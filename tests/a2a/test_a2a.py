@@ -30,7 +30,13 @@ from a2a.types import (
 from google.protobuf import json_format
 from starlette.applications import Starlette
 
-from planfence.adapters.a2a import FencedExecutor, PlanfenceInterceptor, skill_call, skill_message
+from planfence.adapters.a2a import (
+    FencedExecutor,
+    PlanfenceInterceptor,
+    SenderPlans,
+    skill_call,
+    skill_message,
+)
 from planfence.plugins.gate import (
     GateMiddleware,
     PlanStamper,
@@ -39,7 +45,7 @@ from planfence.plugins.gate import (
     parse_payload,
     reads_of,
 )
-from planfence.shared_memory import Store, open_store
+from planfence.shared_memory import Store, open_async_store, open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 REQ = "trip/42/requirements"
@@ -89,14 +95,15 @@ def readme_code() -> str:
     return code
 
 
-def test_a2a_readme_snippet_runs(capsys: Any) -> None:
-    airline = Airline()
-    namespace: dict[str, Any] = {"__name__": "readme", "airline": airline, "card": CARD}
-    exec(compile(readme_code(), str(README), "exec"), namespace)
-    store = namespace["store"]
+def test_a2a_readme_snippet_runs_as_written(capsys: Any, tmp_path: Path) -> None:
+    """Nothing is given to the snippet: its agent, card, sender and receiver are its own."""
+    # The snippet closes its store: on a file, what it wrote can be read back after.
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    code = readme_code().replace('open_store("memory://")', f"open_store({url!r})")
+    exec(compile(code, str(README), "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip() == "TASK_STATE_COMPLETED"
+    store = open_store(url)
     try:
-        assert capsys.readouterr().out.strip() == "TASK_STATE_COMPLETED"
-        assert airline.booked == ["Lisbon"]
         [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
         assert store.get(allow.plan).parents == (store.head(REQ),)
@@ -171,6 +178,26 @@ def test_a_stale_plan_is_rejected_by_the_receiver_and_by_a_sender_side_gate() ->
             "replan",
             "replan",
         ]
+    finally:
+        store.close()
+
+
+async def test_a_sender_whose_store_is_down_refuses_the_call_itself(tmp_path: Path) -> None:
+    """Not an exception on the sender's side: its model is told the records cannot be read,
+    and the skill call is answered as a failed task, store_unavailable, without sending."""
+    down = await open_async_store(f"sqlite:///{tmp_path / 'sender.db'}")
+    await down.aclose()
+    store, airline = shared(), Airline()
+    try:
+        sender = SenderPlans(down, "booker", keys=[REQ])
+        assert "cannot be read" in await sender.show()
+        await sender.stamp()
+        call = skill_message("book_flight", {"destination": "Lisbon"})
+        task = await send(airline, store, call, [PlanfenceInterceptor(sender, POLICY)])
+        assert task.status.state == TaskState.TASK_STATE_FAILED
+        assert (refusal(task).verdict, refusal(task).reason) == ("block", "store_unavailable")
+        assert airline.booked == []
+        assert find_decisions_sync(store, source="gate") == []  # nothing reached the receiver
     finally:
         store.close()
 

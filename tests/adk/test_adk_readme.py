@@ -20,7 +20,7 @@ from pydantic import Field
 
 from planfence.adapters.adk import PlanfencePlugin
 from planfence.plugins.gate import Policy, find_decisions_sync
-from planfence.shared_memory import open_store
+from planfence.shared_memory import open_async_store, open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 REQ = "trip/42/requirements"
@@ -58,12 +58,15 @@ class Booking(BaseLlm):
         yield LlmResponse(content=types.Content(role="model", parts=[part]))
 
 
-def test_adk_readme_snippet_runs() -> None:
+def test_adk_readme_snippet_runs(tmp_path: Path) -> None:
     [code] = snippets("Add planfence to a Google ADK agent")
+    # The snippet closes its store: on a file, what it wrote can be read back after.
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    code = code.replace('open_store("memory://")', f"open_store({url!r})")
     model = Booking(model="scripted", destinations=["Lisbon"])
     namespace: dict[str, Any] = {"__name__": "readme", "model": model}
     exec(compile(code, str(README), "exec"), namespace)
-    store = namespace["store"]
+    store = open_store(url)
     try:
         [allow] = find_decisions_sync(store, source="gate")
         assert (allow.verdict, allow.reason) == ("allow", "current")
@@ -105,6 +108,38 @@ def test_a_stale_plan_is_answered_by_the_refusal_and_the_replan_books() -> None:
             if p.function_response and "verdict" in (p.function_response.response or {})
         ]
         assert refusal["verdict"] == "replan" and refusal["stale"][0]["key"] == REQ
+        # The refusal itself says what changed and the current value, not only the key.
+        assert f"{REQ} changed" in refusal["message"]
+        assert '{"destination":"Porto"}' in refusal["message"]
         assert "Porto" in str(model.requests[1].config.system_instruction)
     finally:
         store.close()
+
+
+async def test_a_closed_store_blocks_as_store_unavailable(tmp_path: Path) -> None:
+    store = await open_async_store(f"sqlite:///{tmp_path / 'team.db'}")
+    await store.aclose()  # before the run
+    booked: list[str] = []
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        booked.append(destination)
+        return f"booked a flight to {destination}"
+
+    model = Booking(model="scripted", destinations=["Lisbon"])
+    fence = PlanfencePlugin(store, POLICY, keys=[REQ], agent="booker")
+    agent = LlmAgent(name="booker", model=model, tools=[book_flight])
+    runner = InMemoryRunner(app=App(name="trips", root_agent=agent, plugins=[fence]))
+    try:
+        await runner.run_debug("Book the flight.", quiet=True)  # no plugin error
+    finally:
+        await runner.close()
+    assert booked == []
+    assert "cannot be read" in str(model.requests[0].config.system_instruction)
+    [block] = [
+        p.function_response.response
+        for r in model.requests
+        for p in r.contents[-1].parts or []
+        if p.function_response
+    ]
+    assert (block["verdict"], block["reason"]) == ("block", "store_unavailable")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from interrupts import interruptible
 
 PROGRESS_WAIT_S = 120.0
 
@@ -73,7 +74,7 @@ def interrupt(
     }
     env.pop("PLANFENCE_TRACES", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "planfence.adapters.cli", "bench", *argv],
+        interruptible([sys.executable, "-m", "planfence.adapters.cli", "bench", *argv]),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -14,6 +14,7 @@ from planfence.plugins.gate import (
     Policy,
     Reason,
     SyncGate,
+    ToolCall,
     create_plan_sync,
     find_decisions_sync,
 )
@@ -72,7 +73,7 @@ def test_check_shows_keys_versions_heads_and_the_verdict(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, policy_file: str, world: dict[str, str]
 ) -> None:
     code, out, err = check(capsys, sqlite_url, policy_file, "--plan", world["plan"][:12], "--json")
-    assert code == 0, err
+    assert code == 3, err  # replan
     doc = json.loads(out)
     # Templates filled, convertors applied: nested argument, :enc and :path.
     assert [(t["template"], t["key"]) for t in doc["templates"]] == [
@@ -97,7 +98,7 @@ def test_check_shows_keys_versions_heads_and_the_verdict(
     assert "address/c9" in doc["verdict"]["message"]
 
     code, text, _ = check(capsys, sqlite_url, policy_file, "--plan", world["plan"])
-    assert code == 0
+    assert code == 3
     assert f"plan used  {world['address/c9']}" in text
     assert f"head       {world['moved']}  (changed)" in text
     assert f"notes/{{url:enc}} -> {KEYS[2]}" in " ".join(text.split())
@@ -115,7 +116,7 @@ def test_check_writes_nothing_and_spends_no_replan_budget(
         before = written(store)
     for _ in range(3):  # a stale plan, checked again and again
         code, out, _ = check(capsys, sqlite_url, policy_file, "--plan", world["plan"], "--json")
-        assert code == 0 and json.loads(out)["verdict"]["verdict"] == REPLAN
+        assert code == 3 and json.loads(out)["verdict"]["verdict"] == REPLAN
     with open_store(sqlite_url) as store:
         assert written(store) == before  # no audit entry, nothing in the change feed
         # The budget is whole: a replan of that plan, still stale, gets its one replan verdict
@@ -124,10 +125,10 @@ def test_check_writes_nothing_and_spends_no_replan_budget(
             store, author="planner", parents=[world[k] for k in KEYS], supersedes=world["plan"]
         )
         gate = SyncGate(store, Policy.load(policy_file))
-        assert gate.check("ship_order", ARGS, replan.id).verdict == REPLAN
+        assert gate.check(ToolCall("ship_order", ARGS, replan.id)).verdict == REPLAN
         # The contrast, by a real check: after the gate's own refusal of the first plan, the same
         # replan is out of budget.
-        assert gate.check("ship_order", ARGS, world["plan"]).verdict == REPLAN
+        assert gate.check(ToolCall("ship_order", ARGS, world["plan"])).verdict == REPLAN
         again = create_plan_sync(
             store,
             author="planner",
@@ -135,7 +136,9 @@ def test_check_writes_nothing_and_spends_no_replan_budget(
             supersedes=world["plan"],
             value={"n": 2},
         )
-        assert gate.check("ship_order", ARGS, again.id).reason == Reason.STALE_AFTER_REPLAN
+        assert (
+            gate.check(ToolCall("ship_order", ARGS, again.id)).reason == Reason.STALE_AFTER_REPLAN
+        )
         assert written(store) != before
 
 
@@ -143,7 +146,7 @@ def test_check_without_a_plan_prints_the_keys_and_their_heads(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, policy_file: str, world: dict[str, str]
 ) -> None:
     code, out, err = check(capsys, sqlite_url, policy_file, "--json")
-    assert code == 0, err
+    assert code == 4, err  # a call without a plan is blocked
     doc = json.loads(out)
     heads = {k["key"]: k["head"] for k in doc["keys"]}
     assert heads == {**{k: world[k] for k in KEYS}, "address/c9": world["moved"]}
@@ -158,7 +161,7 @@ def test_check_shows_the_keys_that_resolve_when_one_does_not(
 ) -> None:
     argv = ["check", "ship_order", "--args", '{"order_id": "o1"}', "--policy", policy_file]
     code, out, _ = run(capsys, *argv, "--plan", world["plan"], "--store", sqlite_url, "--json")
-    assert code == 0
+    assert code == 4
     doc = json.loads(out)
     assert doc["verdict"]["reason"] == Reason.SCOPE_UNRESOLVED
     assert "planfence check" in doc["verdict"]["message"]
@@ -175,6 +178,7 @@ def test_check_ungated_and_undeclared_tools(
     code, out, _ = run(capsys, "check", "get_weather", *s)
     assert code == 0 and json.loads(out)["verdict"]["reason"] == Reason.UNGATED
     code, out, _ = run(capsys, "check", "ship_ordr", *s)
+    assert code == 4
     doc = json.loads(out)
     assert doc["declared"] is False and doc["verdict"]["reason"] == Reason.UNDECLARED_TOOL
 
@@ -227,7 +231,7 @@ def test_check_out_file(
     code, out, _ = check(
         capsys, sqlite_url, policy_file, "--plan", world["plan"], "--out", str(out_file)
     )
-    assert code == 0 and "verdict for plan" in out
+    assert code == 3 and "verdict for plan" in out
     assert json.loads(out_file.read_text())["verdict"]["verdict"] == REPLAN
 
 
@@ -240,9 +244,55 @@ def test_refusals_a_dry_run_explains_mention_it(sqlite_url: str, policy_file: st
             ids.append(store.put(key, 1, author="owner").id)
         plan = create_plan_sync(store, author="planner", parents=ids[:-1])
         gate = SyncGate(store, Policy.load(policy_file))
-        lineage = gate.check("ship_order", ARGS, plan.id)
-        scope = gate.check("ship_order", {"order_id": "o1"}, plan.id)
+        lineage = gate.check(ToolCall("ship_order", ARGS, plan.id))
+        scope = gate.check(ToolCall("ship_order", {"order_id": "o1"}, plan.id))
     assert (lineage.verdict, lineage.reason) == (BLOCK, Reason.INCOMPLETE_LINEAGE)
     assert (scope.verdict, scope.reason) == (BLOCK, Reason.SCOPE_UNRESOLVED)
     for verdict in (lineage, scope):
         assert "planfence check" in verdict.message
+
+
+def test_the_exit_status_is_the_verdict(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, policy_file: str, world: dict[str, str]
+) -> None:
+    """0 allow, 3 replan, 4 block, so a script can tell them apart; 1 and 2 stay errors."""
+    with open_store(sqlite_url) as store:
+        current = create_plan_sync(
+            store,
+            author="planner",
+            parents=[world[k] for k in KEYS if k != "address/c9"] + [world["moved"]],
+        )
+    verdicts = {}
+    for plan in (current.id, world["plan"], "ab" * 32):
+        code, out, _ = check(capsys, sqlite_url, policy_file, "--plan", plan, "--json")
+        verdicts[json.loads(out)["verdict"]["verdict"]] = code
+    assert verdicts == {"allow": 0, "replan": 3, "block": 4}
+    code, out, _ = check(capsys, sqlite_url, policy_file, "--plan", current.id)
+    assert code == 0 and "verdict for plan" in out
+    # a store that does not exist: the check could not be made
+    code, _, _ = check(capsys, f"sqlite:///{world['plan'][:8]}/none.db", policy_file)
+    assert code == 1
+
+
+def test_an_argument_too_long_for_a_key_is_told_as_such(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, policy_file: str, world: dict[str, str]
+) -> None:
+    """100,000 characters: no convertor shortens a value, so `:enc` is no advice; and the dry
+    run does not tell its user to run the dry run."""
+    huge = {**ARGS, "order_id": "x" * 100_000}
+    argv = ["check", "ship_order", "--args", json.dumps(huge), "--policy", policy_file]
+    code, out, _ = run(capsys, *argv, "--plan", world["plan"], "--store", sqlite_url)
+    assert code == 4
+    [said] = [line.strip() for line in out.splitlines() if line.startswith("  'order/")]
+    assert said.startswith(
+        "'order/{order_id}' would fill to a key of 100006 characters, over 256 (the longest a "
+        "key may be), 100000 of them from argument 'order_id'"
+    )
+    assert "{order_id:enc}" not in out and "planfence check" not in out
+    # A real check of the same call says the same, and points to the dry run.
+    with open_store(sqlite_url) as store:
+        verdict = SyncGate(store, Policy.load(policy_file)).check(
+            ToolCall("ship_order", huge, world["plan"])
+        )
+    assert verdict.reason == Reason.SCOPE_UNRESOLVED
+    assert verdict.message.startswith(said) and "planfence check" in verdict.message

@@ -3,9 +3,11 @@ error points to, pipes closed early, plurals."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +139,22 @@ def test_transfer_to_the_owner_by_someone_else_is_refused(
     code, out, err = run(capsys, *argv, "--store", sqlite_url)
     assert code == 1 and out == ""
     assert "mallory" in err and "own" in err
+
+
+def test_own_says_when_it_creates_a_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A mistyped path would become a new store, folders and all: `memory own` says where."""
+    typo = tmp_path / "projct" / ".planfence" / "memroy.db"
+    url = f"sqlite:///{typo}"
+    code, out, err = run(capsys, "memory", "own", "order/7", "--owner", "sales", "--store", url)
+    assert (code, out) == (0, "order/7: owner sales\n")
+    assert err == (
+        f"planfence: created a new store at {typo} (there was none; check the path if you "
+        "meant an existing store)\n"
+    )
+    # The store exists now: nothing more to say, and --json stays JSON.
+    code, out, err = run(
+        capsys, "memory", "own", "order/8", "--owner", "sales", "--store", url, "--json"
+    )
+    assert code == 0 and err == "" and json.loads(out)["key"] == "order/8"

@@ -128,7 +128,7 @@ def test_quickstart_revision_during_replan_blocks_and_is_audited(
     [r] = json.loads(out)["runs"]
     assert (r["completed"], r["blocked"], r["invalid_actions"]) == (False, 1, 0)
     code, out, _ = run(capsys, "audit", "--json", "--store", sqlite_url)
-    verdicts = [(d["verdict"], d["reason"]) for d in json.loads(out)]
+    verdicts = [(d["verdict"], d["reason"]) for d in json.loads(out)["decisions"]]
     assert verdicts == [("block", "stale_after_replan"), ("replan", "stale_dependencies")]
     code, out, _ = run(capsys, "audit", "--verdict", "block", "--store", sqlite_url)
     assert "stale_after_replan" in out

@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupts import interruptible
 
 from planfence.adapters.cli.main import build_parser, main
+from planfence.plugins.gate import ToolCall
 from planfence.shared_memory import KIND_PLAN, open_store
 
 KEY = "order/7"
@@ -207,10 +209,10 @@ def test_audit_plan_filter_takes_a_prefix_and_refuses_junk(
         from planfence.plugins.gate import Policy, SyncGate
 
         with SyncGate(store, Policy().declare("ship", depends_on=[KEY])) as gate:
-            assert gate.check("ship", {}, plan, agent="executor").verdict == "allow"
+            assert gate.check(ToolCall("ship", {}, plan, agent="executor")).verdict == "allow"
     code, out, _ = run(capsys, "audit", "--plan", plan[:8], "--store", url, "--json")
     assert code == 0
-    rows = json.loads(out)
+    rows = json.loads(out)["decisions"]
     assert [r["plan"] for r in rows] == [plan]
     code, out, _ = run(capsys, "audit", "--plan", plan[:8], "--store", url)
     assert "executor" in out  # the agent is shown
@@ -275,7 +277,9 @@ def test_deeply_nested_json_value_is_one_line(
 def test_ctrl_c_ends_with_130_and_one_line(seeded: tuple[str, str, str]) -> None:
     url = seeded[0]
     proc = subprocess.Popen(
-        [*PLANFENCE, "memory", "put", KEY, "--value-file", "-", "--as", "sales", "--store", url],
+        interruptible(
+            [*PLANFENCE, "memory", "put", KEY, "--value-file", "-", "--as", "sales", "--store", url]
+        ),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -447,7 +451,7 @@ def test_audit_lists_janus_verdicts(capsys: pytest.CaptureFixture[str], sqlite_u
         store.log(Decision(source="janus", verdict="deploy", reason="new_better", agent="janus"))
     code, out, err = run(capsys, "audit", "--verdict", "keep", "--store", sqlite_url, "--json")
     assert code == 0, err
-    assert [d["verdict"] for d in json.loads(out)] == ["keep"]
+    assert [d["verdict"] for d in json.loads(out)["decisions"]] == ["keep"]
 
 
 def test_serve_owner_prints_one_ready_line(seeded: tuple[str, str, str], tmp_path: Path) -> None:
@@ -455,18 +459,20 @@ def test_serve_owner_prints_one_ready_line(seeded: tuple[str, str, str], tmp_pat
     keyring = tmp_path / "keys.toml"
     keyring.write_text('sales = "0123456789abcdef0123"\n')
     proc = subprocess.Popen(
-        [
-            *PLANFENCE,
-            "serve-owner",
-            "--agent",
-            "sales",
-            "--store",
-            url,
-            "--port",
-            "0",
-            "--keyring",
-            str(keyring),
-        ],
+        interruptible(
+            [
+                *PLANFENCE,
+                "serve-owner",
+                "--agent",
+                "sales",
+                "--store",
+                url,
+                "--port",
+                "0",
+                "--keyring",
+                str(keyring),
+            ]
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

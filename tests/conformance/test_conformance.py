@@ -104,3 +104,17 @@ def test_json_results_name_adapter_case_and_status(tmp_path: Path) -> None:
     assert (row["adapter"], row["case"], row["status"]) == ("seam", "a", "pass")
     written: dict[str, Any] = json.loads(out.read_text())
     assert written["results"][0]["case"] == "a"
+
+
+def test_quiet_by_default_and_verbose_on_request() -> None:
+    """The table alone by default (no progress, no logs: the in-server MCP harness sets up the
+    SDK's log handler, and every gate notes its unsigned tokens); `-v` shows both."""
+    args = ("--adapter", "mcp.in_server", "--case", "a", "--case", "b")
+    quiet = conformance(*args)
+    assert quiet.returncode == 0, quiet.stdout
+    assert quiet.stderr == ""
+    assert quiet.stdout.splitlines()[1].split()[:3] == ["mcp.in_server", "pass", "pass"]
+    verbose = conformance(*args, "-v")
+    assert verbose.returncode == 0, verbose.stdout
+    assert "mcp.in_server (b) pass" in verbose.stderr
+    assert "no signing key" in verbose.stderr

@@ -19,6 +19,7 @@ from crewai.hooks import InterceptionPoint, get_hooks
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
 
+from planfence.adapters.conformance.harnesses.crewai import private_home
 from planfence.adapters.conformance.world import Outage
 from planfence.adapters.crewai import Planfence
 from planfence.fence import current
@@ -88,15 +89,18 @@ def crew(llm: FunctionLLM, booked: list[Any], role: str = "booker") -> Crew:
     return Crew(agents=[agent], tasks=[task])
 
 
-def test_crewai_readme_snippet_runs(capsys: Any) -> None:
+def test_crewai_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
     text = README.read_text(encoding="utf-8")
     start = text.index("### Add planfence to a CrewAI crew\n")
     section = text[start : text.find("\n### ", start + 1)]
     [code] = re.findall(r"```python\n(.*?)```", section, re.S)
+    # The snippet closes its store: on a file, what it wrote can be read back after.
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    code = code.replace('open_store("memory://")', f"open_store({url!r})")
     llm = FunctionLLM(books_once)
     namespace: dict[str, Any] = {"__name__": "readme", "llm": llm}
     exec(compile(code, str(README), "exec"), namespace)
-    store = namespace["store"]
+    store = open_store(url)
     try:
         assert capsys.readouterr().out.strip() == "Booked."
         [allow] = find_decisions_sync(store, source="gate")
@@ -190,17 +194,114 @@ async def test_a_store_failure_inside_the_hook_blocks_although_crewai_swallows_h
     assert booked == []
     told = tool_result(llm.seen[-1])
     assert told is not None and "This action will not run." in told
+    assert "store_unavailable" in told
 
 
-def test_only_the_fenced_roles_are_gated_and_close_removes_the_hooks() -> None:
+async def test_a_closed_store_is_a_store_unavailable_block(tmp_path: Path) -> None:
+    """The records hook cannot read: the model is told so (CrewAI would swallow the hook's
+    error and run the model without records), and the call is blocked as store_unavailable."""
+    store = await open_async_store(f"sqlite:///{tmp_path / 'store.db'}")
+    await store.aclose()  # before the run
+    booked: list[Any] = []
+    llm = FunctionLLM(lambda m: "Done." if tool_result(m) else book("Lisbon"))
+    fence = Planfence(store, POLICY, keys=[REQ], agent="booker").install()
+    try:
+        await crew(llm, booked).kickoff_async()
+    finally:
+        fence.uninstall()
+    assert booked == []
+    assert any("cannot be read" in str(m["content"]) for m in llm.seen[0])
+    told = tool_result(llm.seen[-1])
+    assert told is not None and "store_unavailable" in told
+
+
+def test_an_agent_whose_role_no_fence_knows_is_refused_on_the_record() -> None:
+    """A role that matches no fenced role never turns the gate off: the call is blocked,
+    recorded, and the refusal names the roles the fence knows and how to add one."""
     store = trip_store()
     booked: list[Any] = []
+    llm = FunctionLLM(lambda m: "Stopped." if tool_result(m) else book("Lisbon"))
     try:
-        with Planfence(store, POLICY, keys=[REQ], agent="booker"):
-            crew(FunctionLLM(books_once), booked, role="planner").kickoff()
-        assert [d for d, _ in booked] == ["Lisbon"] and booked[0][1] is None  # not fenced
-        assert find_decisions_sync(store, source="gate") == []
+        with Planfence(store, POLICY, keys=[REQ], agent="front-desk"):
+            crew(llm, booked, role="Front Desk").kickoff()
+        assert booked == []
+        [block] = find_decisions_sync(store, source="gate")
+        assert (block.verdict, block.reason) == ("block", "unknown_agent")
+        told = tool_result(llm.seen[-1])
+        assert told is not None and "This action will not run." in told
+        assert "'Front Desk'" in told and "'front-desk'" in told and "roles=[" in told
         for point in (InterceptionPoint.PRE_MODEL_CALL, InterceptionPoint.POST_TOOL_CALL):
-            assert get_hooks(point) == []
+            assert get_hooks(point) == []  # `with` removed the hooks
     finally:
         store.close()
+
+
+def test_a_role_another_installed_fence_knows_is_gated_by_that_fence() -> None:
+    ours, theirs = trip_store(), trip_store()
+    booked: list[Any] = []
+    try:
+        with (
+            Planfence(ours, POLICY, keys=[REQ], agent="booker"),
+            Planfence(theirs, POLICY, keys=[REQ], agent="planner"),
+        ):
+            crew(FunctionLLM(books_once), booked, role="planner").kickoff()
+        assert [d for d, _ in booked] == ["Lisbon"] and booked[0][1] is not None
+        assert find_decisions_sync(ours, source="gate") == []
+        [allow] = find_decisions_sync(theirs, source="gate")
+        assert (allow.verdict, allow.reason) == ("allow", "current")
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_second_kickoff_after_a_blocked_one_gets_its_own_replan() -> None:
+    store = trip_store()
+    booked: list[Any] = []
+    moves = iter(["Porto", "Madrid"])
+
+    def answer(messages: list[dict[str, Any]]) -> Any:
+        result = tool_result(messages)
+        if result is not None and ("will not run" in result or "booked" in result):
+            return "Over."
+        [shown] = records_shown(messages)  # the current value, the one it books
+        destination = json.loads(shown[shown.index("{") :])["destination"]
+        move = next(moves, None)
+        if move is not None:  # while it thinks
+            store.put(REQ, {"destination": move}, author="customer")
+        return book(destination)
+
+    llm = FunctionLLM(answer)
+    team = crew(llm, booked)
+    try:
+        with Planfence(store, POLICY, keys=[REQ], agent="booker"):
+            team.kickoff()  # Lisbon refused (replan), Porto blocked (stale again)
+            moves = iter(["Rome"])
+            team.kickoff()  # Madrid refused: its own replan, then Rome books
+        assert [d for d, _ in booked] == ["Rome"]
+        verdicts = [(d.verdict, d.reason) for d in find_decisions_sync(store, source="gate")]
+        assert sorted(verdicts) == sorted(
+            [
+                ("replan", "stale_dependencies"),
+                ("block", "stale_after_replan"),
+                ("replan", "stale_dependencies"),
+                ("allow", "current"),
+            ]
+        )
+    finally:
+        store.close()
+
+
+def test_crewai_keeps_its_files_out_of_the_users_home() -> None:
+    """Whatever `XDG_DATA_HOME` says, CrewAI puts credentials under `~/.local/share/crewai` and
+    settings under `~/.config/crewai`: the tests point the home at a temporary folder."""
+    from crewai_core import settings
+    from crewai_core.paths import db_storage_path
+    from crewai_core.token_manager import TokenManager
+
+    home = Path(private_home()).resolve()
+    paths = [
+        Path(db_storage_path()),
+        TokenManager._get_secure_storage_path(),
+        settings.DEFAULT_CONFIG_PATH,
+    ]
+    assert all(p.resolve().is_relative_to(home) for p in paths), paths

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -125,3 +126,32 @@ def test_adapter_howto_runs_and_touches_no_plugin_internals(tmp_path: Path) -> N
     assert out[0] == "booked a flight to Lisbon"
     assert out[1].startswith("planfence refused book_flight")
     assert "trip/7/requirements changed" in out[2]
+
+
+def test_gate_snippet_on_the_default_store_records_its_allow(tmp_path: Path) -> None:
+    # Run as a user does who takes the comment's advice (the default SQLite file), then reads
+    # the audit log from another process: both decisions are there, and nothing is said on
+    # stderr (no allow lost, no gate left unclosed).
+    code = python_blocks("The gate")[0]
+    assert 'open_async_store("memory://")' in code
+    code = code.replace('open_async_store("memory://")', "open_async_store()")
+    proc = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    audit = subprocess.run(
+        [sys.executable, "-m", "planfence.adapters.cli", "audit", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert audit.returncode == 0, audit.stderr
+    rows = json.loads(audit.stdout)
+    rows = rows["decisions"] if isinstance(rows, dict) else rows
+    assert sorted(r["verdict"] for r in rows) == ["allow", "replan"]

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from planfence.plugins.gate import Gate, HeadAnswer, Policy
+from planfence.plugins.gate import Gate, HeadAnswer, Policy, ToolCall
 from planfence.shared_memory import AsyncStore, KeyState, open_async_store
 
 KEYS = ("k/0", "k/1")
@@ -89,7 +89,7 @@ async def check(url: str, stop: str, lag: float) -> None:
             key = KEYS[n % len(KEYS)]
             n += 1
             owners.given = []
-            verdict = await gate.check("ship", {"id": key[-1]}, plans[key])
+            verdict = await gate.check(ToolCall("ship", {"id": key[-1]}, plans[key]))
             line = {
                 "seq0": seq,
                 "key": key,

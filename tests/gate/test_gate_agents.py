@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from planfence.plugins.gate import Gate, Policy, PolicyError, create_plan
+from planfence.plugins.gate import Gate, Policy, PolicyError, ToolCall, create_plan
 from planfence.shared_memory import AsyncStore
 
 POLICY = """
@@ -28,15 +28,15 @@ async def test_only_the_named_agents_may_call_the_tool(astore: AsyncStore) -> No
     plan = (await create_plan(astore, author="planner", parents=[order.id])).id
     gate = Gate(astore, Policy.from_toml(POLICY))
     for agent in ("executor", "night-shift"):
-        assert (await gate.check("ship", {"id": "7"}, plan, agent=agent)).allowed
+        assert (await gate.check(ToolCall("ship", {"id": "7"}, plan, agent=agent))).allowed
     for agent in ("planner", None):
-        v = await gate.check("ship", {"id": "7"}, plan, agent=agent)
+        v = await gate.check(ToolCall("ship", {"id": "7"}, plan, agent=agent))
         assert (v.verdict, v.reason) == ("block", "agent_not_allowed")
         assert "executor, night-shift" in v.message
-    assert (await gate.check("peek", {}, None, agent="auditor")).allowed
-    v = await gate.check("peek", {}, None, agent="executor")
+    assert (await gate.check(ToolCall("peek", {}, None, agent="auditor"))).allowed
+    v = await gate.check(ToolCall("peek", {}, None, agent="executor"))
     assert (v.verdict, v.reason) == ("block", "agent_not_allowed")
-    assert (await gate.check("open", {"id": "7"}, plan, agent="anyone")).allowed
+    assert (await gate.check(ToolCall("open", {"id": "7"}, plan, agent="anyone"))).allowed
 
 
 def test_the_agents_field_round_trips_and_is_validated() -> None:

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from planfence.plugins.gate import Decision, Gate, Policy, find_decisions
+from planfence.plugins.gate import Decision, Gate, Policy, ToolCall, find_decisions
 from planfence.shared_memory import (
     AsyncStore,
     StoreLimits,
@@ -29,7 +29,9 @@ def _size(d: Decision) -> int:
 
 
 async def test_a_4mb_plan_string_is_blocked_and_recorded_bounded(astore: AsyncStore) -> None:
-    v = await Gate(astore, POLICY).check("ship", {"order_id": "7"}, "p" * HUGE, agent="shipper")
+    v = await Gate(astore, POLICY).check(
+        ToolCall("ship", {"order_id": "7"}, "p" * HUGE, agent="shipper")
+    )
     assert (v.verdict, v.reason) == ("block", "unknown_plan")
     [logged] = await find_decisions(astore, source="gate")
     assert (logged.verdict, logged.reason, logged.tool) == ("block", "unknown_plan", "ship")
@@ -40,9 +42,9 @@ async def test_a_4mb_plan_string_is_blocked_and_recorded_bounded(astore: AsyncSt
 
 async def test_huge_tool_agent_and_argument_values_are_bounded(astore: AsyncStore) -> None:
     gate = Gate(astore, POLICY)
-    v = await gate.check("t" * HUGE, {}, None, agent="a" * HUGE)
+    v = await gate.check(ToolCall("t" * HUGE, {}, None, agent="a" * HUGE))
     assert (v.verdict, v.reason) == ("block", "undeclared_tool")
-    v = await gate.check("ship", {"order_id": "x y" * HUGE}, None)
+    v = await gate.check(ToolCall("ship", {"order_id": "x y" * HUGE}, None))
     assert (v.verdict, v.reason) == ("block", "scope_unresolved")
     logged = await find_decisions(astore, source="gate")
     assert [d.reason for d in logged] == ["scope_unresolved", "undeclared_tool"]
@@ -89,7 +91,9 @@ async def test_the_stored_row_is_bounded(store_url: str) -> None:
         pytest.skip("the memory backend has no rows to measure")
     store = create_async_store(store_url)
     async with store:
-        await Gate(store, POLICY).check("ship", {"order_id": "7"}, "p" * HUGE, agent="x" * HUGE)
+        await Gate(store, POLICY).check(
+            ToolCall("ship", {"order_id": "7"}, "p" * HUGE, agent="x" * HUGE)
+        )
     assert _row_size(store_url) < BOUND
 
 

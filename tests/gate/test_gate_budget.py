@@ -15,14 +15,15 @@ from planfence.plugins.gate import (
     Policy,
     PolicyError,
     ScopeError,
+    ToolCall,
     ToolPolicy,
     create_plan,
 )
 from planfence.plugins.gate.audit_writer import AuditBacklogError
-from planfence.plugins.gate.decision import Audited
 from planfence.shared_memory import (
     AsyncStore,
     InvalidValueError,
+    QueryJournal,
     Record,
     StoreUnavailableError,
     create_async_store,
@@ -64,15 +65,15 @@ async def test_budget_holds_along_the_whole_supersedes_chain(
     _, a = await seed(astore)
     gate = Gate(astore, POLICY, audit=audit)
     await revise(astore, 1)
-    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    assert (await gate.check(ToolCall("ship", ARGS, a.id))).verdict == "replan"
     b = await replan_from(astore, a)
     await revise(astore, 2)
-    vb = await gate.check("ship", ARGS, b.id)
+    vb = await gate.check(ToolCall("ship", ARGS, b.id))
     assert (vb.verdict, vb.reason) == ("block", "stale_after_replan")
     # C supersedes B, which was refused as stale (blocked): still no second replan.
     c = await replan_from(astore, b)
     await revise(astore, 3)
-    vc = await gate.check("ship", ARGS, c.id)
+    vc = await gate.check(ToolCall("ship", ARGS, c.id))
     assert (vc.verdict, vc.reason) == ("block", "stale_after_replan")
 
 
@@ -80,12 +81,12 @@ async def test_ungated_calls_cannot_flush_a_refusal_out_of_the_budget(astore: As
     _, a = await seed(astore)
     gate = Gate(astore, POLICY)
     await revise(astore, 1)
-    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    assert (await gate.check(ToolCall("ship", ARGS, a.id))).verdict == "replan"
     for _ in range(60):  # read-only calls carrying the same plan id are logged too
-        assert (await gate.check("peek", {}, a.id)).verdict == "allow"
+        assert (await gate.check(ToolCall("peek", {}, a.id))).verdict == "allow"
     b = await replan_from(astore, a)
     await revise(astore, 2)
-    assert (await gate.check("ship", ARGS, b.id)).reason == "stale_after_replan"
+    assert (await gate.check(ToolCall("ship", ARGS, b.id))).reason == "stale_after_replan"
 
 
 async def test_a_gated_tool_with_an_empty_scope_is_blocked(astore: AsyncStore) -> None:
@@ -95,7 +96,7 @@ async def test_a_gated_tool_with_an_empty_scope_is_blocked(astore: AsyncStore) -
     object.__setattr__(empty, "name", "wire_money")
     object.__setattr__(empty, "depends_on", ())
     object.__setattr__(empty, "ungated", False)
-    v = await Gate(astore, Policy({"wire_money": empty})).check("wire_money", {}, plan.id)
+    v = await Gate(astore, Policy({"wire_money": empty})).check(ToolCall("wire_money", {}, plan.id))
     assert (v.verdict, v.reason) == ("block", "undeclared_tool")
 
 
@@ -141,7 +142,7 @@ async def test_a_locked_sqlite_store_blocks_and_raises_typed_errors(
         # WAL readers still see the plan, so the decision is reached; it cannot be recorded,
         # and an unrecorded allow must not let the call run.
         gate = Gate(locked, POLICY, audit=audit)
-        v = await check_until_recorded(gate, "ship", ARGS, plan.id)
+        v = await check_until_recorded(gate, ToolCall("ship", ARGS, plan.id))
         assert (v.verdict, v.reason) == ("block", "audit_unavailable")
         if audit == "deferred":  # the allow it queued cannot be written, and closing says so
             with pytest.raises(AuditBacklogError, match="locked"):
@@ -168,12 +169,12 @@ async def test_budget_follows_the_chain_through_plans_that_only_made_ungated_cal
     _, a = await seed(astore)
     gate = Gate(astore, POLICY)
     await revise(astore, 1)
-    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    assert (await gate.check(ToolCall("ship", ARGS, a.id))).verdict == "replan"
     b = await replan_from(astore, a)
-    assert (await gate.check("peek", {}, b.id)).reason == "ungated"  # no gated allow
+    assert (await gate.check(ToolCall("peek", {}, b.id))).reason == "ungated"  # no gated allow
     c = await replan_from(astore, b)
     await revise(astore, 2)
-    v = await gate.check("ship", ARGS, c.id)
+    v = await gate.check(ToolCall("ship", ARGS, c.id))
     assert (v.verdict, v.reason) == ("block", "stale_after_replan")
 
 
@@ -182,13 +183,13 @@ async def test_a_gated_allow_restores_the_budget(astore: AsyncStore, audit: Any)
     _, a = await seed(astore)
     gate = Gate(astore, POLICY, audit=audit)
     await revise(astore, 1)
-    assert (await gate.check("ship", ARGS, a.id)).verdict == "replan"
+    assert (await gate.check(ToolCall("ship", ARGS, a.id))).verdict == "replan"
     b = await replan_from(astore, a)
-    assert (await gate.check("ship", ARGS, b.id)).reason == "current"  # the replan acted
+    assert (await gate.check(ToolCall("ship", ARGS, b.id))).reason == "current"  # the replan acted
     c = await replan_from(astore, b)
     d = await replan_from(astore, c)  # a later plan in the same chain
     await revise(astore, 2)
-    assert (await gate.check("ship", ARGS, d.id)).verdict == "replan"
+    assert (await gate.check(ToolCall("ship", ARGS, d.id))).verdict == "replan"
 
 
 async def test_an_unreadable_chain_blocks(astore: AsyncStore, audit: str) -> None:
@@ -197,14 +198,23 @@ async def test_an_unreadable_chain_blocks(astore: AsyncStore, audit: str) -> Non
     b = await replan_from(astore, a)
     await revise(astore, 2)
 
-    class Broken(Gate):
-        async def _audited(self, question: Audited) -> bool:
-            from planfence.shared_memory import StoreUnavailableError
+    class JournalDown(AsyncStore):
+        """The store, except that its audit journal cannot be read (the budget's reads)."""
 
-            raise StoreUnavailableError("down")
+        def __init__(self, inner: AsyncStore) -> None:
+            super().__init__()
+            self.inner = inner
 
-    async with Broken(astore, POLICY, audit=audit) as gate:
-        v = await gate.check("ship", ARGS, b.id)
+        async def _write(self, batch):  # type: ignore[no-untyped-def]
+            return await self.inner._write(batch)
+
+        async def _read(self, ops):  # type: ignore[no-untyped-def]
+            if any(isinstance(op, QueryJournal) for op in ops):
+                raise StoreUnavailableError("down")
+            return await self.inner._read(ops)
+
+    async with Gate(JournalDown(astore), POLICY, audit=audit) as gate:
+        v = await gate.check(ToolCall("ship", ARGS, b.id))
     assert (v.verdict, v.reason) == ("block", "store_unavailable")
 
 

@@ -13,9 +13,11 @@ from audit_modes import AUDIT_MODES, check_until_recorded
 from planfence.plugins.gate import (
     BLOCK_REASONS,
     Gate,
+    GateMiddleware,
     HeadAnswer,
     Policy,
     Replanned,
+    ToolCall,
     Verdict,
     create_plan,
     find_decisions,
@@ -58,7 +60,7 @@ async def make_world(store: AsyncStore) -> World:
 async def test_current_plan_is_allowed_and_audited(astore: AsyncStore, audit: str) -> None:
     w = await make_world(astore)
     async with Gate(astore, POLICY, audit=audit) as gate:
-        v = await gate.check("ship_order", ARGS, w.plan.id, agent="shipper")
+        v = await gate.check(ToolCall("ship_order", ARGS, w.plan.id, agent="shipper"))
         assert v.verdict == "allow" and v.reason == "current"
         # durable: on record before the answer; deferred: queued, written by closing the gate
         assert len(await find_decisions(astore, source="gate")) == (audit == "durable")
@@ -80,7 +82,7 @@ async def test_current_plan_is_allowed_and_audited(astore: AsyncStore, audit: st
 async def test_revision_after_planning_asks_for_one_replan(astore: AsyncStore) -> None:
     w = await make_world(astore)
     r2 = await astore.put("order/7", {"status": "cancelled"}, author="sales", parents=[w.order.id])
-    v = await Gate(astore, POLICY).check("ship_order", ARGS, w.plan.id)
+    v = await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, w.plan.id))
     assert v.verdict == "replan" and v.reason == "stale_dependencies"
     [stale] = v.stale
     assert (stale.key, stale.used, stale.current) == ("order/7", (w.order.id,), r2.id)
@@ -92,7 +94,7 @@ async def test_replan_that_supersedes_is_allowed_then_blocked_when_stale_again(
 ) -> None:
     w = await make_world(astore)
     await astore.put("order/7", {"status": "held"}, author="sales")
-    first = await Gate(astore, POLICY).check("ship_order", ARGS, w.plan.id)
+    first = await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, w.plan.id))
     assert first.verdict == "replan"
     new_plan = await create_plan(
         astore,
@@ -101,9 +103,11 @@ async def test_replan_that_supersedes_is_allowed_then_blocked_when_stale_again(
         supersedes=w.plan.id,
     )
     # A different gate instance (another process in production): the budget lives in the store.
-    assert (await Gate(astore, POLICY).check("ship_order", ARGS, new_plan.id)).verdict == "allow"
+    assert (
+        await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, new_plan.id))
+    ).verdict == "allow"
     await astore.put("order/7", {"status": "cancelled"}, author="sales")
-    again = await Gate(astore, POLICY).check("ship_order", ARGS, new_plan.id)
+    again = await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, new_plan.id))
     assert (again.verdict, again.reason) == ("block", "stale_after_replan")
 
 
@@ -112,7 +116,7 @@ async def test_a_plan_using_two_versions_of_a_key_is_stale(astore: AsyncStore) -
     r2 = await astore.put("order/7", {"status": "confirmed", "n": 2}, author="sales")
     quote = await astore.add("quotes/7", {"price": 3}, author="pricer", parents=[w.order.id])
     plan = await create_plan(astore, author="planner", parents=[quote.id, r2.id, w.address.id])
-    v = await Gate(astore, POLICY).check("ship_order", ARGS, plan.id)
+    v = await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, plan.id))
     assert v.verdict == "replan"
     assert set(v.stale[0].used) == {w.order.id, r2.id}
 
@@ -122,7 +126,9 @@ async def test_frontier_walks_through_derived_records(astore: AsyncStore) -> Non
     quote = await astore.add("quotes/7", {"p": 1}, author="pricer", parents=[w.order.id])
     summary = await astore.add("summaries/7", {}, author="s", parents=[quote.id, w.address.id])
     plan = await create_plan(astore, author="planner", parents=[summary.id])
-    assert (await Gate(astore, POLICY).check("ship_order", ARGS, plan.id)).verdict == "allow"
+    assert (
+        await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, plan.id))
+    ).verdict == "allow"
 
 
 @pytest.mark.parametrize(
@@ -143,7 +149,7 @@ async def test_bad_calls_are_blocked(
 ) -> None:
     w = await make_world(astore)
     plan_ref = w.plan.id if plan == "PLAN" else plan
-    v = await Gate(astore, POLICY).check(tool, args, plan_ref)
+    v = await Gate(astore, POLICY).check(ToolCall(tool, args, plan_ref))
     assert (v.verdict, v.reason) == ("block", reason)
     assert v.message
     [logged] = await find_decisions(astore, source="gate")
@@ -151,20 +157,20 @@ async def test_bad_calls_are_blocked(
 
 
 async def test_ungated_tool_is_allowed_without_a_plan(astore: AsyncStore) -> None:
-    v = await Gate(astore, POLICY).check("get_weather", {"city": "Lisbon"}, None)
+    v = await Gate(astore, POLICY).check(ToolCall("get_weather", {"city": "Lisbon"}, None))
     assert (v.verdict, v.reason) == ("allow", "ungated")
 
 
 async def test_record_that_is_not_a_plan_is_refused(astore: AsyncStore) -> None:
     w = await make_world(astore)
-    v = await Gate(astore, POLICY).check("ship_order", ARGS, w.order.id)
+    v = await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, w.order.id))
     assert (v.verdict, v.reason) == ("block", "unknown_plan")
 
 
 async def test_plan_that_never_read_a_dependency_is_blocked(astore: AsyncStore) -> None:
     w = await make_world(astore)
     plan = await create_plan(astore, author="planner", parents=[w.order.id])
-    v = await Gate(astore, POLICY).check("ship_order", ARGS, plan.id)
+    v = await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, plan.id))
     assert (v.verdict, v.reason) == ("block", "incomplete_lineage")
     assert "address/ana" in v.message
 
@@ -174,7 +180,7 @@ async def test_key_without_owner_is_blocked(astore: AsyncStore) -> None:
     orphan = await astore.add("address/bob", {"line": "x"}, author="bob")
     plan = await create_plan(astore, author="planner", parents=[w.order.id, orphan.id])
     v = await Gate(astore, POLICY).check(
-        "ship_order", {"order_id": "7", "customer": "bob"}, plan.id
+        ToolCall("ship_order", {"order_id": "7", "customer": "bob"}, plan.id)
     )
     assert (v.verdict, v.reason) == ("block", "unknown_record")
 
@@ -185,9 +191,11 @@ async def test_lineage_over_the_bound_is_blocked(astore: AsyncStore) -> None:
     for i in range(12):
         parent = (await astore.add(f"steps/{i}", {}, author="p", parents=[parent])).id
     plan = await create_plan(astore, author="planner", parents=[parent, w.address.id])
-    v = await Gate(astore, POLICY, max_records=8).check("ship_order", ARGS, plan.id)
+    v = await Gate(astore, POLICY, max_records=8).check(ToolCall("ship_order", ARGS, plan.id))
     assert (v.verdict, v.reason) == ("block", "lineage_too_large")
-    assert (await Gate(astore, POLICY).check("ship_order", ARGS, plan.id)).verdict == "allow"
+    assert (
+        await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, plan.id))
+    ).verdict == "allow"
 
 
 async def test_unknown_parent_in_lineage_is_blocked(sqlite_url: str) -> None:
@@ -204,7 +212,7 @@ async def test_unknown_parent_in_lineage_is_blocked(sqlite_url: str) -> None:
     raw.close()
     store = create_async_store(sqlite_url)
     async with store:
-        v = await Gate(store, POLICY).check("ship_order", ARGS, plan.id)
+        v = await Gate(store, POLICY).check(ToolCall("ship_order", ARGS, plan.id))
     assert (v.verdict, v.reason) == ("block", "unknown_record")
     assert w.order.id in v.message
 
@@ -222,7 +230,7 @@ async def test_tampered_record_is_blocked(sqlite_url: str) -> None:
     raw.close()
     store = create_async_store(sqlite_url)
     async with store:
-        v = await Gate(store, POLICY).check("ship_order", ARGS, w.plan.id)
+        v = await Gate(store, POLICY).check(ToolCall("ship_order", ARGS, w.plan.id))
     assert v.verdict == "block"
     assert v.reason == "unknown_record"
     assert "integrity" in v.message
@@ -244,9 +252,9 @@ async def test_a_plan_changed_after_its_check_is_blocked_by_the_same_gate(
     async with store:
         w = await make_world(store)
         async with Gate(store, POLICY, audit=audit) as gate:
-            assert (await gate.check("ship_order", ARGS, w.plan.id)).verdict == "allow"
+            assert (await gate.check(ToolCall("ship_order", ARGS, w.plan.id))).verdict == "allow"
             await store._tamper_record(w.plan.id, tamper)  # type: ignore[attr-defined]
-            v = await gate.check("ship_order", ARGS, w.plan.id)
+            v = await gate.check(ToolCall("ship_order", ARGS, w.plan.id))
     assert (v.verdict, v.reason) == ("block", reason)
 
 
@@ -287,7 +295,7 @@ async def test_store_faults_block(
 ) -> None:
     w = await make_world(astore)
     gate = Gate(FailingStore(astore, fail_on), POLICY, audit=audit)
-    v = await check_until_recorded(gate, "ship_order", ARGS, w.plan.id)
+    v = await check_until_recorded(gate, ToolCall("ship_order", ARGS, w.plan.id))
     assert (v.verdict, v.reason) == ("block", reason)
     if fail_on == "write" and audit == "deferred":  # the allow it queued is lost, and says so
         with pytest.raises(AuditBacklogError):
@@ -300,12 +308,12 @@ async def test_store_faults_block(
 async def test_unexpected_error_blocks(astore: AsyncStore, mode: str) -> None:
     w = await make_world(astore)
     await astore.put("order/7", {"status": "held"}, author="sales")
-    replan = await Gate(astore, POLICY).check("ship_order", ARGS, w.plan.id)
+    replan = await Gate(astore, POLICY).check(ToolCall("ship_order", ARGS, w.plan.id))
     p2 = await create_plan(
         astore, author="planner", parents=refreshed_parents(w.plan, replan), supersedes=w.plan.id
     )
     v = await Gate(FailingStore(astore, "decisions"), POLICY, audit=mode).check(
-        "ship_order", ARGS, p2.id
+        ToolCall("ship_order", ARGS, p2.id)
     )
     assert (v.verdict, v.reason) == ("block", "internal_error")
 
@@ -333,7 +341,7 @@ async def test_owner_heads_are_asked_per_owner_for_scope_keys_only(astore: Async
     src = ScriptedOwners(
         {"order/7": HeadAnswer(w.order.id), "address/ana": HeadAnswer(w.address.id)}
     )
-    v = await Gate(astore, POLICY, heads=src).check("ship_order", ARGS, w.plan.id)
+    v = await Gate(astore, POLICY, heads=src).check(ToolCall("ship_order", ARGS, w.plan.id))
     assert v.verdict == "allow"
     assert src.asked == [{"ana": ("address/ana",), "sales": ("order/7",)}]
 
@@ -355,7 +363,7 @@ async def test_owner_faults_block(
     if isinstance(answers, dict):
         answers = {"address/ana": HeadAnswer(w.address.id), **answers}
     async with Gate(astore, POLICY, heads=ScriptedOwners(answers), audit=audit) as gate:
-        v = await check_until_recorded(gate, "ship_order", ARGS, w.plan.id)
+        v = await check_until_recorded(gate, ToolCall("ship_order", ARGS, w.plan.id))
     assert (v.verdict, v.reason) == ("block", reason)
 
 
@@ -376,7 +384,8 @@ async def test_executor_loop_replans_once_and_runs_new_arguments(astore: AsyncSt
         )
         return Replanned(p2.id, {**ARGS, "line": v.current_records["address/ana"].value["line"]})
 
-    out = await Gate(astore, POLICY).run("ship_order", ARGS, w.plan.id, ship, replan)
+    seam = GateMiddleware(astore, POLICY, checker=Gate(astore, POLICY))
+    out = await seam.run(ToolCall("ship_order", ARGS, w.plan.id), ship, replan)
     assert out.executed and out.result == "shipped" and out.replans == 1
     assert ran == [{**ARGS, "line": "9 Hill Rd"}]
     assert [v.verdict for v in out.verdicts] == ["replan", "allow"]
@@ -395,7 +404,8 @@ async def test_executor_loop_blocks_when_replan_is_stale_too(astore: AsyncStore)
         p2 = await create_plan(astore, author="planner", parents=w.plan.parents)
         return Replanned(p2.id, ARGS)
 
-    out = await Gate(astore, POLICY).run("ship_order", ARGS, w.plan.id, ship, lazy_replan)
+    seam = GateMiddleware(astore, POLICY, checker=Gate(astore, POLICY))
+    out = await seam.run(ToolCall("ship_order", ARGS, w.plan.id), ship, lazy_replan)
     assert not out.executed and ran == []
     assert (out.final.verdict, out.final.reason) == ("block", "stale_after_replan")
 
@@ -423,7 +433,7 @@ async def test_a_trailing_newline_in_an_argument_cannot_reach_a_twin_key(
     with pytest.raises(InvalidKeyError):
         await astore.own("order/7\n", "mallory")
     args = {"order_id": "7\n", "customer": "ana"}
-    v = await Gate(astore, POLICY).check("ship_order", args, w.plan.id)
+    v = await Gate(astore, POLICY).check(ToolCall("ship_order", args, w.plan.id))
     assert (v.verdict, v.reason) == ("block", "scope_unresolved")
 
 
@@ -443,7 +453,7 @@ async def test_concurrent_checks_on_one_gate_each_see_their_own_plan(
     )
     gate = Gate(astore, POLICY, audit=audit)
     plans = [w.plan.id, current.id] * 5
-    verdicts = await asyncio.gather(*(gate.check("ship_order", ARGS, p) for p in plans))
+    verdicts = await asyncio.gather(*(gate.check(ToolCall("ship_order", ARGS, p)) for p in plans))
     assert [v.verdict for v in verdicts] == ["replan", "allow"] * 5
 
 
@@ -472,9 +482,9 @@ async def test_a_plan_checked_before_reads_its_row_and_the_heads_whatever_its_de
 
     store._read = spy  # type: ignore[method-assign]
     gate = Gate(store, POLICY)
-    assert (await gate.check("ship_order", ARGS, plan.id)).verdict == "allow"
+    assert (await gate.check(ToolCall("ship_order", ARGS, plan.id))).verdict == "allow"
     first = [name for batch in asked for name in batch]
     asked.clear()
-    assert (await gate.check("ship_order", ARGS, plan.id)).verdict == "allow"
+    assert (await gate.check(ToolCall("ship_order", ARGS, plan.id))).verdict == "allow"
     assert asked == [["GetRecords", "GetKeys"]]  # the plan's row (hash checked) and the heads
     assert len(first) > 2  # the first check walked the lineage

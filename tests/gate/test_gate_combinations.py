@@ -209,7 +209,7 @@ async def verdict_of(options: Options, attack: str) -> str:
             if options.front == "gate":
                 gate = configured(store, policy, None)
                 stack.push_async_callback(gate.aclose)
-                return (await gate.check("ship", ARGS, plan)).verdict
+                return (await gate.check(ToolCall("ship", ARGS, plan))).verdict
             if options.front == "middleware":
                 gate = configured(store, policy, None)
                 stack.push_async_callback(gate.aclose)

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.plugins.gate.decision import (
-    CheckRequest,
     HeadAnswer,
     PlanView,
+    ToolCall,
     args_digest,
     decide,
 )
@@ -63,7 +63,7 @@ def heads(current: Mapping[str, str], **errors: HeadAnswer) -> dict[str, HeadAns
     return {**{k: HeadAnswer(h) for k, h in current.items()}, **errors}
 
 
-REQ = CheckRequest("ship", {"order_id": "7"}, PLAN.id, "executor")
+REQ = ToolCall("ship", {"order_id": "7"}, PLAN.id, "executor")
 CURRENT = heads(V1)
 ONE_CHANGED = heads({ORDER: V1[ORDER], ADDR: V2[ADDR]})
 
@@ -177,7 +177,7 @@ def test_decide(
     verdict: str,
     reason: str,
 ) -> None:
-    req = CheckRequest(REQ.tool, REQ.args, REQ.plan_id, REQ.agent, spent)
+    req = ToolCall(REQ.tool, REQ.args, REQ.plan, REQ.agent, spent)
     got = decide(req, SCOPE, plan_view, answers, budget_spent=budget, max_records=100)
     assert (got.verdict, got.reason) == (verdict, reason), got.message
     assert got.scope == SCOPE and got.tool == "ship" and got.agent == "executor"
@@ -198,7 +198,7 @@ def test_a_replan_names_used_and_current_versions() -> None:
 
 
 def test_the_replans_own_plan_is_judged_like_any_other() -> None:
-    req = CheckRequest("ship", {}, REPLAN_PLAN.id)
+    req = ToolCall("ship", {}, REPLAN_PLAN.id)
     got = decide(req, SCOPE, view(plan=REPLAN_PLAN), CURRENT, budget_spent=False, max_records=9)
     assert got.allowed
 
@@ -244,7 +244,7 @@ def test_evolve_copies_like_replace_and_refuses_unknown_fields() -> None:
 
 
 def test_a_request_digests_its_arguments_once_into_every_verdict() -> None:
-    req = CheckRequest("ship", {"order_id": "7", "n": 12}, PLAN.id, "executor")
+    req = ToolCall("ship", {"order_id": "7", "n": 12}, PLAN.id, "executor")
     got = decide(req, SCOPE, view(), CURRENT, budget_spent=False, max_records=100)
     assert got.args_digest == args_digest(req.args) and len(got.args_digest) == 64
     assert dict(got.value_digests) == value_digests(req.args)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, create_plan
-from planfence.plugins.gate.audit_writer import AuditBacklogError, DeferredAudit
+from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, ToolCall, create_plan
+from planfence.plugins.gate.audit_writer import AuditBacklogError
 from planfence.shared_memory import AsyncStore, Record, StoreUnavailableError, create_async_store
 
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n')
@@ -43,9 +43,11 @@ class FlakyWrites:
 async def test_allows_are_recorded_after_the_answer_and_refusals_before(astore: AsyncStore) -> None:
     plan = await seed(astore)
     gate = Gate(astore, POLICY, audit="deferred")
-    allows = [await gate.check("ship", ARGS, plan.id) for _ in range(5)]
+    allows = [await gate.check(ToolCall("ship", ARGS, plan.id)) for _ in range(5)]
     assert all(v.verdict == "allow" and v.decision_id is None for v in allows)
-    blocked = await gate.check("ship", ARGS, "f" * 64)  # no such plan: refused, on record now
+    blocked = await gate.check(
+        ToolCall("ship", ARGS, "f" * 64)
+    )  # no such plan: refused, on record now
     assert blocked.verdict == "block" and blocked.decision_id is not None
     await gate.aclose()
     entries = await gate_entries(astore)
@@ -57,7 +59,7 @@ async def test_the_writer_batches_without_being_closed(astore: AsyncStore) -> No
     plan = await seed(astore)
     gate = Gate(astore, POLICY, audit="deferred")
     for _ in range(20):
-        assert (await gate.check("ship", ARGS, plan.id)).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     assert gate.deferred is not None
     for _ in range(200):  # written within max_delay by the background task, no flush asked
         if gate.deferred.written == 20:
@@ -75,16 +77,16 @@ async def test_a_journal_that_cannot_be_written_blocks_later_allows_and_loses_no
     flaky = FlakyWrites(store)
     gate = Gate(store, POLICY, audit="deferred")
     assert gate.deferred is not None
-    assert (await gate.check("ship", ARGS, plan.id)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     flaky.down = True
     with pytest.raises(AuditBacklogError):
         await gate.deferred.flush()
-    v = await gate.check("ship", ARGS, plan.id)
+    v = await gate.check(ToolCall("ship", ARGS, plan.id))
     assert (v.verdict, v.reason) == ("block", "audit_unavailable")
     assert "not being written" in v.message
     flaky.down = False
     await gate.deferred.flush()  # the batch that failed is written now
-    assert (await gate.check("ship", ARGS, plan.id)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     await gate.aclose()
     entries = await gate_entries(store)
     assert sorted(e.labels["verdict"] for e in entries) == [
@@ -100,7 +102,7 @@ async def test_a_full_queue_blocks(astore: AsyncStore) -> None:
     assert gate.deferred is not None
     gate.deferred.max_pending = 3
     gate.deferred.max_delay = 60.0  # the writer sleeps through the test
-    verdicts = [await gate.check("ship", ARGS, plan.id) for _ in range(4)]
+    verdicts = [await gate.check(ToolCall("ship", ARGS, plan.id)) for _ in range(4)]
     assert [v.verdict for v in verdicts] == ["allow"] * 3 + ["block"]
     assert verdicts[-1].reason == "audit_unavailable"
     await gate.aclose()
@@ -108,12 +110,11 @@ async def test_a_full_queue_blocks(astore: AsyncStore) -> None:
 
 
 async def test_a_closed_writer_refuses(astore: AsyncStore) -> None:
-    writer = DeferredAudit(astore)
-    await writer.aclose()
     plan = await seed(astore)
     gate = Gate(astore, POLICY, audit="deferred")
-    gate.deferred = writer
-    v = await gate.check("ship", ARGS, plan.id)
+    assert gate.deferred is not None
+    await gate.deferred.aclose()
+    v = await gate.check(ToolCall("ship", ARGS, plan.id))
     assert (v.verdict, v.reason) == ("block", "audit_unavailable")
 
 
@@ -127,7 +128,7 @@ def test_a_gate_used_from_one_loop_after_another_records_every_allow(tmp_path: A
     store, plan = asyncio.run(setup())
     gate = Gate(store, POLICY, audit="deferred")
     for _ in range(4):
-        assert asyncio.run(gate.check("ship", ARGS, plan.id)).allowed
+        assert asyncio.run(gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     asyncio.run(gate.aclose())
 
     async def count() -> int:
@@ -152,9 +153,9 @@ async def test_a_write_that_hangs_blocks_allows_after_max_wait(astore: AsyncStor
         return await write(batch)
 
     astore._write = hung  # type: ignore[method-assign]
-    assert (await gate.check("ship", ARGS, plan.id)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     await asyncio.sleep(0.3)
-    v = await gate.check("ship", ARGS, plan.id)
+    v = await gate.check(ToolCall("ship", ARGS, plan.id))
     assert (v.verdict, v.reason) == ("block", "audit_unavailable")
     assert "waited" in v.message
     release.set()
@@ -179,7 +180,7 @@ async def test_a_write_whose_outcome_is_unknown_is_not_written_twice(astore: Asy
 
     astore._write = commits_then_fails  # type: ignore[method-assign]
     for _ in range(3):
-        assert (await gate.check("ship", ARGS, plan.id)).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     with pytest.raises(AuditBacklogError):
         await gate.deferred.flush()
     await gate.deferred.flush()  # looks the batch up: it landed, so it is not written again
@@ -201,7 +202,7 @@ async def test_closing_twice_at_once_writes_each_allow_once(astore: AsyncStore) 
 
     astore._write = slow  # type: ignore[method-assign]
     for _ in range(5):
-        assert (await gate.check("ship", ARGS, plan.id)).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     await asyncio.gather(gate.aclose(), gate.aclose())
     entries = await gate_entries(astore)
     assert len(entries) == 5
@@ -230,7 +231,7 @@ async def test_a_caller_that_never_yields_the_loop_still_gets_its_allows_written
         until = loop.time() + 1.0
         verdicts = []
         while loop.time() < until:
-            verdicts.append(await gate.check("ship", ARGS, plan.id))
+            verdicts.append(await gate.check(ToolCall("ship", ARGS, plan.id)))
         assert {(v.verdict, v.reason, v.message) for v in verdicts if not v.allowed} == set()
         assert gate.deferred.written > 0  # written while the checks ran, not only at close
         await gate.aclose()

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planfence.adapters.owner_service import PublicKeyring, SigningKey
-from planfence.plugins.gate import Gate, HeadAnswer, Policy, create_plan
+from planfence.plugins.gate import Gate, HeadAnswer, Policy, ToolCall, create_plan
 from planfence.plugins.gate.store_heads import SignedHeads
 from planfence.shared_memory import AsyncStore, KeyState, Record, sign_head
 from planfence.shared_memory.conformance.checks_epochs import DigestSigner
@@ -46,26 +46,28 @@ async def test_untrusted_store_heads_must_be_signed_by_the_current_owner(
     astore.signer = None
     unsigned = await astore.put(KEY, 0, author="sales")  # an unsigned head
     gate = untrusting(astore)
-    v = await gate.check("ship", ARGS, await plan_on(astore, unsigned))
+    v = await gate.check(ToolCall("ship", ARGS, await plan_on(astore, unsigned)))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "no signature" in v.message
-    assert (await Gate(astore, POLICY).check("ship", ARGS, await plan_on(astore, unsigned))).allowed
+    assert (
+        await Gate(astore, POLICY).check(ToolCall("ship", ARGS, await plan_on(astore, unsigned)))
+    ).allowed
 
     astore.signer = SIGNING["sales"]
     r1 = await astore.put(KEY, 1, author="sales")
-    v = await gate.check("ship", ARGS, await plan_on(astore, r1))
+    v = await gate.check(ToolCall("ship", ARGS, await plan_on(astore, r1)))
     assert (v.verdict, v.reason, v.epochs) == ("allow", "current", {KEY: 1})
 
     # The store names another signer, or a signature made for another sequence: refused.
     state = (await astore.states([KEY]))[KEY]
     forged = sign_head(SIGNING["mallory"], KEY, r1.id, state.version, state.epoch)
     await tamper_head(astore, replace(state, owner="sales", head_sig=forged))
-    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r1))
+    v = await untrusting(astore).check(ToolCall("ship", ARGS, await plan_on(astore, r1)))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "not signed by its owner 'sales'" in v.message
     bumped = replace(state, version=state.version + 1)  # the signature is for the old sequence
     await tamper_head(astore, bumped)
-    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r1))
+    v = await untrusting(astore).check(ToolCall("ship", ARGS, await plan_on(astore, r1)))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     await tamper_head(astore, state)
     astore.signer = None
@@ -78,18 +80,18 @@ async def test_an_older_signed_head_replayed_by_the_store_is_a_rollback(astore: 
     old = (await astore.states([KEY]))[KEY]
     old_plan = await plan_on(astore, r1)
     gate = untrusting(astore)
-    assert (await gate.check("ship", ARGS, old_plan)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, old_plan))).allowed
     r2 = await astore.put(KEY, 2, author="sales", parents=[r1.id])
-    v = await gate.check("ship", ARGS, await plan_on(astore, r2))
+    v = await gate.check(ToolCall("ship", ARGS, await plan_on(astore, r2)))
     assert v.allowed and v.heads == {KEY: r2.id}
     # The store (or whoever writes its tables) puts the older, validly signed head back.
     await tamper_head(astore, old)
-    v = await gate.check("ship", ARGS, old_plan)
+    v = await gate.check(ToolCall("ship", ARGS, old_plan))
     assert (v.verdict, v.reason) == ("block", "head_rollback")
     assert "sequence 1" in v.message and "already saw sequence 2" in v.message
     # Control: a gate that never saw sequence 2 has nothing to compare with; the old head's
     # signature is valid, so it allows. What blocks above is the remembered sequence.
-    assert (await untrusting(astore).check("ship", ARGS, old_plan)).allowed
+    assert (await untrusting(astore).check(ToolCall("ship", ARGS, old_plan))).allowed
     astore.signer = None
 
 
@@ -99,20 +101,20 @@ async def test_after_a_transfer_the_new_owner_signs_the_head(astore: AsyncStore)
     r1 = await astore.put(KEY, 1, author="sales")
     plan = await plan_on(astore, r1)
     gate = untrusting(astore)
-    assert (await gate.check("ship", ARGS, plan)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed
     await astore.transfer(KEY, "billing", by="sales")
-    v = await gate.check("ship", ARGS, plan)  # sales's signature was for epoch 1
+    v = await gate.check(ToolCall("ship", ARGS, plan))  # sales's signature was for epoch 1
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     # The old owner signing the head again for the new epoch does not help: wrong signer.
     state = (await astore.states([KEY]))[KEY]
     stale_word = sign_head(SIGNING["sales"], KEY, r1.id, state.version, state.epoch)
     await tamper_head(astore, replace(state, head_sig=stale_word))
-    assert (await gate.check("ship", ARGS, plan)).reason == "owner_unauthenticated"
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).reason == "owner_unauthenticated"
     await tamper_head(astore, state)
     # The new owner endorses the same record (a head move onto itself), signed.
     astore.signer = SIGNING["billing"]
     await astore.advance(KEY, r1.id, by="billing", expected_head=r1.id)
-    v = await gate.check("ship", ARGS, plan)
+    v = await gate.check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.epochs) == ("allow", {KEY: 2})
     astore.signer = None
 
@@ -144,14 +146,14 @@ async def test_an_answer_from_an_earlier_epoch_is_refused(astore: AsyncStore) ->
     plan = await plan_on(astore, r1)
     for epoch, reason in ((1, "owner_epoch_stale"), (3, "current"), (None, "current")):
         owners = ScriptedOwners({"sales": {KEY: HeadAnswer(r1.id, epoch=epoch)}})
-        v = await Gate(astore, POLICY, heads=owners).check("ship", ARGS, plan)
+        v = await Gate(astore, POLICY, heads=owners).check(ToolCall("ship", ARGS, plan))
         assert v.reason == reason, epoch
     assert (
         "epoch 1"
         in (
             await Gate(
                 astore, POLICY, heads=ScriptedOwners({"sales": {KEY: HeadAnswer(r1.id, epoch=1)}})
-            ).check("ship", ARGS, plan)
+            ).check(ToolCall("ship", ARGS, plan))
         ).message
     )
 
@@ -173,15 +175,15 @@ async def test_a_moved_key_is_learned_from_the_store_or_blocks(astore: AsyncStor
     owners = TransferWhileAsked(
         {"sales": {KEY: moved}, "billing": {KEY: HeadAnswer(r1.id, epoch=2)}}
     )
-    v = await Gate(astore, POLICY, heads=owners).check("ship", ARGS, plan)
+    v = await Gate(astore, POLICY, heads=owners).check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.epochs, owners.asked) == ("allow", {KEY: 2}, ["sales", "billing"])
     # The ex-owner keeps claiming the key for its old epoch: blocked, whoever it is asked about.
     stale = ScriptedOwners({"billing": {KEY: HeadAnswer(r1.id, epoch=1)}})
-    v = await Gate(astore, POLICY, heads=stale).check("ship", ARGS, plan)
+    v = await Gate(astore, POLICY, heads=stale).check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.reason) == ("block", "owner_epoch_stale")
     # An owner says it moved on, and the store still names it: no second answer, a block.
     lying = ScriptedOwners({"billing": {KEY: moved}})
-    v = await Gate(astore, POLICY, heads=lying).check("ship", ARGS, plan)
+    v = await Gate(astore, POLICY, heads=lying).check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.reason, lying.asked) == ("block", "owner_epoch_stale", ["billing"])
 
 

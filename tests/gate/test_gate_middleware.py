@@ -16,9 +16,9 @@ from planfence.plugins.gate import (
     REPLANNING,
     Allowed,
     CallNext,
+    Checker,
     Gate,
     GateMiddleware,
-    GuardedExecutor,
     Judgement,
     Middleware,
     PlanStamper,
@@ -100,13 +100,18 @@ class Broken(Middleware):
         raise RuntimeError("middleware bug")
 
 
-class Exploding(GuardedExecutor):
-    async def check(self, *args: Any, **kwargs: Any) -> Verdict:
+class Exploding:
+    name = "exploding"
+
+    def __init__(self, store: AsyncStore, policy: Policy) -> None:
+        self.store, self.policy = store, policy
+
+    async def check(self, call: ToolCall) -> Verdict:
         raise RuntimeError("checker bug")
 
 
-def exploding(store: AsyncStore, policy: Policy, agent: str | None) -> GuardedExecutor:
-    return Exploding()
+def exploding(store: AsyncStore, policy: Policy, agent: str | None) -> Checker:
+    return Exploding(store, policy)
 
 
 @pytest.mark.parametrize("how", ["checker", "middleware", "unreachable store"])
@@ -125,7 +130,9 @@ async def test_anything_that_goes_wrong_is_a_refusal(
     judged = await gate.judge(ToolCall("book", {}, plan.id))
     await gate.aclose()
     assert isinstance(judged, Refused) and not judged.replan
-    assert judged.reason == "internal_error"
+    # A store that cannot be reached says so; anything else is the gate's internal error.
+    expected = "store_unavailable" if how == "unreachable store" else "internal_error"
+    assert judged.reason == expected
     assert judged.verdict.plan == plan.id
 
 
@@ -134,7 +141,7 @@ async def test_one_checker_per_store_and_a_ready_checker_is_used_as_is(
 ) -> None:
     built: list[AsyncStore] = []
 
-    def counting(store: AsyncStore, policy: Policy, agent: str | None) -> GuardedExecutor:
+    def counting(store: AsyncStore, policy: Policy, agent: str | None) -> Checker:
         built.append(store)
         return Gate(store, policy, agent=agent)
 

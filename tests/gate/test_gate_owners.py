@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planfence.adapters.owner_service import PublicKeyring, SigningKey
-from planfence.plugins.gate import Gate, Policy, create_plan
+from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan
 from planfence.plugins.gate.owner_chain import OwnerChains
 from planfence.plugins.gate.store_heads import SignedHeads
 from planfence.shared_memory import (
@@ -101,12 +101,12 @@ async def test_a_genuine_transfer_chain_is_proven_by_a_fresh_gate(astore: AsyncS
     await transfer(astore, "y", by="x")
     await transfer(astore, "z", by="y")
     r2 = await signed_put(astore, "z", 2, r1.id)
-    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r2))
+    v = await untrusting(astore).check(ToolCall("ship", ARGS, await plan_on(astore, r2)))
     assert (v.verdict, v.reason, v.epochs) == ("allow", "current", {KEY: 3})
     # Control: the same chain, for a gate whose only assigner signed none of its claims,
     # proves nothing (an assigner's own signed claim anchors its epoch: see test_gate_reassign).
     other = Gate(astore, POLICY, verify_heads=RING, owner_assigners={"mallory"})
-    v = await other.check("ship", ARGS, await plan_on(astore, r2))
+    v = await other.check(ToolCall("ship", ARGS, await plan_on(astore, r2)))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "does not trust to assign owners" in v.message
 
@@ -117,7 +117,7 @@ async def test_a_lying_store_cannot_hand_a_key_to_another_keyring_agent(
     r1 = await assigned(astore)
     gate = untrusting(astore)
     plan = await plan_on(astore, r1)
-    assert (await gate.check("ship", ARGS, plan)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed
     state = (await astore.states([KEY]))[KEY]
     # mallory is in the keyring and signs "her" head; the store names her owner, in the same
     # epoch, in the next one (signing the claim herself) and two epochs on.
@@ -139,23 +139,23 @@ async def test_a_lying_store_cannot_hand_a_key_to_another_keyring_agent(
     ):
         await tamper_head(astore, lie)
         for judge in (gate, untrusting(astore)):  # one that remembers x, and a fresh one
-            v = await judge.check("ship", ARGS, plan)
+            v = await judge.check(ToolCall("ship", ARGS, plan))
             assert (v.verdict, v.reason) == ("block", "owner_unauthenticated"), lie
-        assert said in (await gate.check("ship", ARGS, plan)).message
+        assert said in (await gate.check(ToolCall("ship", ARGS, plan))).message
     # Control: the store's word alone (heads checked, owners not) accepts mallory.
     assert SignedHeads(RING).answer(nxt).error is None
     await tamper_head(astore, state)
-    assert (await gate.check("ship", ARGS, plan)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed
 
 
 async def test_a_transfer_not_signed_by_the_previous_owner_blocks(astore: AsyncStore) -> None:
     r1 = await assigned(astore)
     gate = untrusting(astore)
-    assert (await gate.check("ship", ARGS, await plan_on(astore, r1))).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, await plan_on(astore, r1)))).allowed
     await astore.transfer(KEY, "y", by="x")  # no signer: an unsigned claim
     r2 = await signed_put(astore, "y", 2, r1.id)
     plan = await plan_on(astore, r2)
-    v = await gate.check("ship", ARGS, plan)
+    v = await gate.check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     state = (await astore.states([KEY]))[KEY]
     for owner_from, signer in (("x", "mallory"), ("mallory", "mallory"), ("x", "y")):
@@ -163,19 +163,19 @@ async def test_a_transfer_not_signed_by_the_previous_owner_blocks(astore: AsyncS
             "planfence-owner/1", {"key": KEY, "owner": "y", "epoch": 2, "from": owner_from}
         )
         await tamper_head(astore, replace(state, owner_from=owner_from, owner_sig=sig))
-        v = await gate.check("ship", ARGS, plan)
+        v = await gate.check(ToolCall("ship", ARGS, plan))
         assert (v.verdict, v.reason) == ("block", "owner_unauthenticated"), (owner_from, signer)
     # Control: x's own signature of the same claim proves it.
     good = replace(state, owner_from="x", owner_sig=sign_owner(SIGNING["x"], KEY, "y", 2))
     await tamper_head(astore, good)
-    assert (await gate.check("ship", ARGS, plan)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed
 
 
 async def test_a_first_owner_not_assigned_by_a_trusted_assigner_blocks(
     astore: AsyncStore,
 ) -> None:
     r1 = await assigned(astore, owner="mallory", by="mallory")  # she assigns herself
-    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r1))
+    v = await untrusting(astore).check(ToolCall("ship", ARGS, await plan_on(astore, r1)))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "'mallory', whom this gate does not trust" in v.message
 
@@ -186,9 +186,9 @@ async def test_an_epoch_rollback_stays_a_head_rollback(astore: AsyncStore) -> No
     await transfer(astore, "y", by="x")
     r2 = await signed_put(astore, "y", 2, r1.id)
     gate = untrusting(astore)
-    assert (await gate.check("ship", ARGS, await plan_on(astore, r2))).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, await plan_on(astore, r2)))).allowed
     await tamper_head(astore, old)  # the whole epoch-1 state, validly signed
-    v = await gate.check("ship", ARGS, await plan_on(astore, r1))
+    v = await gate.check(ToolCall("ship", ARGS, await plan_on(astore, r1)))
     assert (v.verdict, v.reason) == ("block", "head_rollback")
 
 
@@ -198,23 +198,25 @@ async def test_the_feed_is_read_only_when_the_epoch_jumped() -> None:
     r1 = await assigned(store)
     gate = untrusting(store)
     plan = await plan_on(store, r1)
-    assert (await gate.check("ship", ARGS, plan)).allowed  # epoch 1: proven by the key's claim
-    assert (await gate.check("ship", ARGS, plan)).allowed  # remembered
+    assert (
+        await gate.check(ToolCall("ship", ARGS, plan))
+    ).allowed  # epoch 1: proven by the key's claim
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed  # remembered
     await transfer(store, "y", by="x")
     r2 = await signed_put(store, "y", 2, r1.id)
-    assert (await gate.check("ship", ARGS, await plan_on(store, r2))).allowed  # one step
+    assert (await gate.check(ToolCall("ship", ARGS, await plan_on(store, r2)))).allowed  # one step
     assert store.owner_reads == 0
     await transfer(store, "z", by="y")
     await transfer(store, "x", by="z")
     r3 = await signed_put(store, "x", 3, r2.id)
     plan = await plan_on(store, r3)
-    v = await gate.check("ship", ARGS, plan)
+    v = await gate.check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.epochs, store.owner_reads) == ("allow", {KEY: 4}, 1)
-    assert (await gate.check("ship", ARGS, plan)).allowed
+    assert (await gate.check(ToolCall("ship", ARGS, plan))).allowed
     assert store.owner_reads == 1
     # A fresh gate reads the chain once; a forged feed entry (x to mallory, "signed" by
     # mallory) cannot carry a key the store hands to her.
-    assert (await untrusting(store).check("ship", ARGS, plan)).allowed
+    assert (await untrusting(store).check(ToolCall("ship", ARGS, plan))).allowed
     assert store.owner_reads == 2
     forged = sign_owner(SIGNING["mallory"], KEY, "mallory", 5)
     at = "2026-01-01T00:00:00Z"
@@ -229,7 +231,7 @@ async def test_the_feed_is_read_only_when_the_epoch_jumped() -> None:
         head_sig=sign_head(SIGNING["mallory"], KEY, r3.id, state.version, 5),
     )
     await store._tamper_head(lie)
-    v = await untrusting(store).check("ship", ARGS, plan)
+    v = await untrusting(store).check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     assert "not signed by 'x'" in v.message
     await store.aclose()
@@ -249,11 +251,11 @@ async def test_a_failed_feed_read_blocks(audit: str) -> None:
     ):
         store.failing = fault
         async with untrusting(store, audit) as gate:
-            v = await check_until_recorded(gate, "ship", ARGS, plan)
+            v = await check_until_recorded(gate, ToolCall("ship", ARGS, plan))
         assert (v.verdict, v.reason) == ("block", reason)
     store.failing = None  # control: the same check with the feed readable allows
     async with untrusting(store, audit) as gate:
-        assert (await check_until_recorded(gate, "ship", ARGS, plan)).allowed
+        assert (await check_until_recorded(gate, ToolCall("ship", ARGS, plan))).allowed
     await store.aclose()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
@@ -29,6 +29,7 @@ from planfence.demos.baselines import FreshnessOnly
 from planfence.plugins.gate import (
     Policy,
     SyncGate,
+    ToolCall,
     create_plan_sync,
 )
 from planfence.shared_memory import Store, open_store
@@ -88,7 +89,7 @@ class Judged(Protocol):
 
 
 class Judge(Protocol):
-    def check(self, tool: str, args: dict[str, Any], plan: str) -> Judged: ...
+    def check(self, call: ToolCall) -> Judged: ...
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,8 @@ class HeadInFrontierGate:
     def __init__(self, store: Store) -> None:
         self.gate = SyncGate(store, POLICY)
 
-    def check(self, tool: str, args: dict[str, Any], plan: str) -> Judged:
-        verdict = self.gate.check(tool, args, plan)
+    def check(self, call: ToolCall) -> Judged:
+        verdict = self.gate.check(call)
         if verdict.reason in ("stale_dependencies", "stale_after_replan") and all(
             head in verdict.frontier.get(key, ()) for key, head in verdict.heads.items()
         ):
@@ -121,8 +122,8 @@ class FreshnessGate:
         self.store = store
         self.fresh = FreshnessOnly(store.aio, POLICY)
 
-    def check(self, tool: str, args: dict[str, Any], plan: str) -> Judged:
-        return self.store._run(self.fresh.check(tool, args, plan))
+    def check(self, call: ToolCall) -> Judged:
+        return self.store._run(self.fresh.check(call))
 
 
 class GateMachine(RuleBasedStateMachine):
@@ -208,7 +209,7 @@ class GateMachine(RuleBasedStateMachine):
         frontier = self.model.frontier(plan, TOOLS[tool])
         if any(len(frontier[k]) > 1 for k in TOOLS[tool]):
             event("acted on a plan citing two versions of one key")
-        verdict = self.gate.check(tool, {}, plan)
+        verdict = self.gate.check(ToolCall(tool, {}, plan))
         if verdict.allowed:
             assert expected_valid, f"gate allowed {tool} on a stale or incomplete plan {plan}"
         elif expected_valid:
@@ -218,14 +219,14 @@ class GateMachine(RuleBasedStateMachine):
             assert superseded not in self.refused_stale, "a second replan was granted"
         if verdict.reason in ("stale_dependencies", "stale_after_replan"):
             self.refused_stale.add(plan)
-        baseline = self.store._run(self.fresh.check(tool, {}, plan))
+        baseline = self.store._run(self.fresh.check(ToolCall(tool, {}, plan)))
         assert baseline.allowed  # the freshness-only baseline acts whatever the lineage
 
     @rule(plan=plans, n=st.integers(1, 3))
     def read_only_calls(self, plan: str, n: int) -> None:
         """Ungated calls carrying a plan id are logged too; they must not erase refusals."""
         for _ in range(n):
-            assert self.gate.check("read_only", {}, plan).allowed
+            assert self.gate.check(ToolCall("read_only", {}, plan)).allowed
 
     @rule(plan=consumes(plans))
     def forget(self, plan: str) -> None:
@@ -316,7 +317,7 @@ def test_freshness_only_acts_on_stale_plans_planfence_never_does(
         for key in revisions:
             store.put(key, {"v": 1}, author=f"o{KEYS.index(key)}")
         stale = bool(set(revisions) & set(TOOLS[tool]))
-        gate = SyncGate(store, POLICY).check(tool, {}, plan.id)
-        fresh = store._run(FreshnessOnly(store.aio, POLICY).check(tool, {}, plan.id))
+        gate = SyncGate(store, POLICY).check(ToolCall(tool, {}, plan.id))
+        fresh = store._run(FreshnessOnly(store.aio, POLICY).check(ToolCall(tool, {}, plan.id)))
         assert fresh.allowed  # the baseline always acts
         assert gate.allowed == (not stale)

@@ -64,23 +64,23 @@ async def test_an_assigners_reassignment_is_proven_and_fences_the_old_owner(
     r1 = await setup_old_owner(astore)
     remembering = untrusting(astore)
     old_plan = await plan_on(astore, r1)
-    assert (await remembering.check("ship", ARGS, old_plan)).allowed  # epoch 1 remembered
+    assert (await remembering.check(ToolCall("ship", ARGS, old_plan))).allowed  # epoch 1 remembered
     gated = GateMiddleware(astore, POLICY_TEXT, signing_key=SigningKey.generate("g", role="gate"))
     old_token = (await gated.judge(ToolCall("ship", ARGS, old_plan))).fence
     assert old_token is not None
     await reassign(astore, "new", by="admin")
     # Right after the takeover the head is unsigned (it was the old owner's): blocked.
-    v = await remembering.check("ship", ARGS, old_plan)
+    v = await remembering.check(ToolCall("ship", ARGS, old_plan))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
     r2 = await put(astore, "new", {"n": 2}, r1.id)
     plan = await plan_on(astore, r2)
     for gate in (remembering, untrusting(astore)):  # one from the remembered epoch, one fresh
-        v = await gate.check("ship", ARGS, plan)
+        v = await gate.check(ToolCall("ship", ARGS, plan))
         assert (v.verdict, v.epochs) == ("allow", {KEY: 2}), v.message
     # The old owner is fenced: its token no longer verifies, its plan is stale.
     with pytest.raises(fence.StaleFenceError):
         await fence.verify(old_token, astore)
-    assert (await untrusting(astore).check("ship", ARGS, old_plan)).verdict != "allow"
+    assert (await untrusting(astore).check(ToolCall("ship", ARGS, old_plan))).verdict != "allow"
 
 
 async def test_a_reassignment_not_signed_by_a_trusted_assigner_proves_nothing(
@@ -88,19 +88,19 @@ async def test_a_reassignment_not_signed_by_a_trusted_assigner_proves_nothing(
 ) -> None:
     r1 = await setup_old_owner(astore)
     remembering = untrusting(astore)
-    assert (await remembering.check("ship", ARGS, await plan_on(astore, r1))).allowed
+    assert (await remembering.check(ToolCall("ship", ARGS, await plan_on(astore, r1)))).allowed
     await reassign(astore, "mallory", by="mallory")  # signed, by an agent no gate trusts
     r2 = await put(astore, "mallory", {"n": 2}, r1.id)
     plan = await plan_on(astore, r2)
     for gate in (remembering, untrusting(astore)):
-        v = await gate.check("ship", ARGS, plan)
+        v = await gate.check(ToolCall("ship", ARGS, plan))
         assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
         assert "nor an agent this gate trusts to assign owners" in v.message
     # Named as the assigner without its signature: refused too.
     await reassign(astore, "new", by="mallory")
     await astore.write(WriteBatch(ops=(ReassignOwner(KEY, "new", "admin"),)))  # unsigned
     r3 = await put(astore, "new", {"n": 3}, r2.id)
-    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r3))
+    v = await untrusting(astore).check(ToolCall("ship", ARGS, await plan_on(astore, r3)))
     assert (v.verdict, v.reason) == ("block", "owner_unauthenticated")
 
 
@@ -122,7 +122,7 @@ async def test_an_old_epoch_answer_blocks_after_a_reassignment(astore: AsyncStor
     plan = await plan_on(astore, r1)
     await reassign(astore, "new", by="admin")
     stale = Gate(astore, POLICY, heads=Answers({KEY: HeadAnswer(r1.id, epoch=1)}), audit=False)
-    v = await stale.check("ship", ARGS, plan)
+    v = await stale.check(ToolCall("ship", ARGS, plan))
     assert (v.verdict, v.reason) == ("block", "owner_epoch_stale")
 
 
@@ -132,24 +132,24 @@ async def test_an_assigners_signed_reassignment_repairs_a_bad_one(astore: AsyncS
     that remembers the old epoch and for a fresh one reading the feed."""
     r1 = await setup_old_owner(astore)
     remembering = untrusting(astore)
-    assert (await remembering.check("ship", ARGS, await plan_on(astore, r1))).allowed
+    assert (await remembering.check(ToolCall("ship", ARGS, await plan_on(astore, r1)))).allowed
     await reassign(astore, "mallory", by="mallory")  # epoch 2: not an assigner's
     r2 = await put(astore, "mallory", {"n": 2}, r1.id)
     await astore.write(WriteBatch(ops=(ReassignOwner(KEY, "old", "admin"),)))  # epoch 3: unsigned
     r3 = await put(astore, "old", {"n": 3}, r2.id)
     bad = await plan_on(astore, r3)
     for gate in (remembering, untrusting(astore)):
-        v = await gate.check("ship", ARGS, bad)
+        v = await gate.check(ToolCall("ship", ARGS, bad))
         assert (v.verdict, v.reason) == ("block", "owner_unauthenticated"), v.message
     # The repair: the assigner's signed reassignment (epoch 4), then a head its owner signs.
     await reassign(astore, "new", by="admin")
     r4 = await put(astore, "new", {"n": 4}, r3.id)
     plan = await plan_on(astore, r4)
     for gate in (remembering, untrusting(astore)):
-        v = await gate.check("ship", ARGS, plan)
+        v = await gate.check(ToolCall("ship", ARGS, plan))
         assert (v.verdict, v.reason, v.epochs) == ("allow", "current", {KEY: 4}), v.message
     # What the bad epochs said stays unproven: a plan on mallory's head is still refused.
-    v = await untrusting(astore).check("ship", ARGS, await plan_on(astore, r2))
+    v = await untrusting(astore).check(ToolCall("ship", ARGS, await plan_on(astore, r2)))
     assert v.verdict != "allow"
 
 
@@ -201,13 +201,13 @@ async def test_a_late_answer_of_a_fenced_ex_owner_blocks_and_the_next_call_start
         )
         trust = {"verify_heads": RING, "owner_assigners": {"admin"}} if untrusted else {}
         async with Gate(astore, POLICY, heads=heads, **trust) as gate:  # type: ignore[arg-type]
-            v = await gate.check("ship", ARGS, plan)
+            v = await gate.check(ToolCall("ship", ARGS, plan))
             assert moved, "the takeover ran while the old owner's answer was on its way"
             assert (v.verdict, v.reason) == ("block", "owner_epoch_stale"), v.message
             assert "epoch 1" in v.message and "epoch 2" in v.message
             # The block spent no replan: the next call asks the new owner and gets its replan.
-            v = await gate.check("ship", ARGS, plan)
+            v = await gate.check(ToolCall("ship", ARGS, plan))
             assert (v.verdict, v.reason) == ("replan", "stale_dependencies"), v.message
             assert v.heads == {KEY: moved[0].id}
-            v = await gate.check("ship", ARGS, await plan_on(astore, moved[0]))
+            v = await gate.check(ToolCall("ship", ARGS, await plan_on(astore, moved[0])))
             assert (v.verdict, v.epochs) == ("allow", {KEY: 2}), v.message

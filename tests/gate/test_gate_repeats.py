@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, create_plan
-from planfence.plugins.gate.rule import args_digest
+from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, ToolCall, create_plan
+from planfence.plugins.gate.call import args_digest
 from planfence.plugins.gate.values import value_digests
 from planfence.shared_memory import AsyncStore, Record, StoreUnavailableError, create_async_store
 
@@ -62,9 +62,9 @@ async def test_a_repeated_allow_reads_the_plan_and_the_heads_once(astore: AsyncS
     plan = await seed(astore)
     reads = Reads(astore)
     async with Gate(astore, POLICY) as gate:
-        first = await gate.check("ship", ARGS, plan.id)
+        first = await gate.check(ToolCall("ship", ARGS, plan.id))
         reads.batches.clear()
-        again = [await gate.check("ship", ARGS, plan.id) for _ in range(3)]
+        again = [await gate.check(ToolCall("ship", ARGS, plan.id)) for _ in range(3)]
     assert first.allowed and all(same_allow(first, v) for v in again)
     assert reads.batches[:3] == [["GetRecords", "GetKeys"]] * 3  # one batch per check
 
@@ -75,9 +75,9 @@ async def test_other_arguments_naming_the_same_keys_repeat_the_allow_with_their_
     plan = await seed(astore)
     reads = Reads(astore)
     async with Gate(astore, POLICY) as gate:
-        first = await gate.check("ship", {**ARGS, "note": "a"}, plan.id)
+        first = await gate.check(ToolCall("ship", {**ARGS, "note": "a"}, plan.id))
         reads.batches.clear()
-        second = await gate.check("ship", {**ARGS, "note": "b"}, plan.id)
+        second = await gate.check(ToolCall("ship", {**ARGS, "note": "b"}, plan.id))
     assert first.allowed and second.allowed
     assert reads.batches == [["GetRecords", "GetKeys"]]  # repeated: one read
     assert second.args_digest == args_digest({**ARGS, "note": "b"}) != first.args_digest
@@ -89,16 +89,16 @@ async def test_every_repeated_allow_is_on_record(astore: AsyncStore) -> None:
     plan = await seed(astore)
     async with Gate(astore, POLICY) as gate:
         for _ in range(5):
-            assert (await gate.check("ship", ARGS, plan.id)).allowed
+            assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
     assert len(await astore.journal(kind=AUDIT_SOURCE, limit=100)) == 5
 
 
 async def test_a_head_that_moved_ends_the_repeat(astore: AsyncStore) -> None:
     plan = await seed(astore)
     async with Gate(astore, POLICY) as gate:
-        assert (await gate.check("ship", ARGS, plan.id)).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
         await astore.put("stock/main", {"n": 1}, author="sales", parents=[])
-        moved = await gate.check("ship", ARGS, plan.id)
+        moved = await gate.check(ToolCall("ship", ARGS, plan.id))
         assert gate.repeats is not None and len(gate.repeats) == 0
     assert (moved.verdict, moved.reason) == ("replan", "stale_dependencies")
     assert [s.key for s in moved.stale] == ["stock/main"]
@@ -107,9 +107,9 @@ async def test_a_head_that_moved_ends_the_repeat(astore: AsyncStore) -> None:
 async def test_an_owner_epoch_that_moved_is_judged_again(astore: AsyncStore) -> None:
     plan = await seed(astore)
     async with Gate(astore, POLICY) as gate:
-        first = await gate.check("ship", ARGS, plan.id)
+        first = await gate.check(ToolCall("ship", ARGS, plan.id))
         await astore.transfer("order/7", "billing", by="sales")
-        after = await gate.check("ship", ARGS, plan.id)
+        after = await gate.check(ToolCall("ship", ARGS, plan.id))
     assert first.epochs["order/7"] == 1 and after.epochs["order/7"] == 2  # judged anew
     assert after.allowed  # the head stayed: the plan is still current
 
@@ -117,9 +117,9 @@ async def test_an_owner_epoch_that_moved_is_judged_again(astore: AsyncStore) -> 
 async def test_a_plan_gone_from_the_store_is_not_repeated(astore: AsyncStore) -> None:
     plan = await seed(astore)
     async with Gate(astore, POLICY) as gate:
-        assert (await gate.check("ship", ARGS, plan.id)).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
         await astore._tamper_record(plan.id, None)  # type: ignore[attr-defined]
-        gone = await gate.check("ship", ARGS, plan.id)
+        gone = await gate.check(ToolCall("ship", ARGS, plan.id))
     assert (gone.verdict, gone.reason) == ("block", "unknown_plan")
 
 
@@ -128,9 +128,9 @@ async def test_a_read_that_fails_blocks(astore: AsyncStore, audit: str) -> None:
     reads = Reads(astore)
     gate = Gate(astore, POLICY, audit=audit)  # type: ignore[arg-type]
     try:
-        assert (await gate.check("ship", ARGS, plan.id)).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id))).allowed
         reads.down = True
-        failed = await gate.check("ship", ARGS, plan.id)
+        failed = await gate.check(ToolCall("ship", ARGS, plan.id))
         reads.down = False
     finally:
         await gate.aclose()
@@ -144,13 +144,13 @@ async def test_other_arguments_agents_and_a_new_policy_are_separate_calls(
     await astore.own("order/8", "sales")
     await astore.put("order/8", {"n": 0}, author="sales")
     async with Gate(astore, POLICY) as gate:
-        assert (await gate.check("ship", ARGS, plan.id, agent="a")).allowed
-        other = await gate.check("ship", {"id": "8"}, plan.id, agent="a")
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id, agent="a"))).allowed
+        other = await gate.check(ToolCall("ship", {"id": "8"}, plan.id, agent="a"))
         assert (other.verdict, other.reason) == ("block", "incomplete_lineage")
-        assert (await gate.check("ship", ARGS, plan.id, agent="b")).allowed
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id, agent="b"))).allowed
         assert gate.repeats is not None and len(gate.repeats) == 2
         gate.policy = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}", "audit/x"]\n')
-        changed = await gate.check("ship", ARGS, plan.id, agent="a")
+        changed = await gate.check(ToolCall("ship", ARGS, plan.id, agent="a"))
     assert (changed.verdict, changed.reason) == ("block", "incomplete_lineage")  # of audit/x
 
 
@@ -159,7 +159,7 @@ async def test_a_durable_gate_writes_each_allow_with_its_reads(astore: AsyncStor
     async with Gate(astore, POLICY, audit="durable") as gate:
         assert gate.repeats is None
         for _ in range(2):
-            assert (await gate.check("ship", ARGS, plan.id)).decision_id is not None
+            assert (await gate.check(ToolCall("ship", ARGS, plan.id))).decision_id is not None
 
 
 # Each step: a write that may move a key's head or owner, then a check of one of two plans.
@@ -184,8 +184,8 @@ async def differential(url: str, steps: list[Any]) -> None:
                     await store.transfer(key, new, by=owners[key])
                     owners[key] = new
                 async with Gate(store, POLICY, audit="off") as fresh:
-                    expected = await fresh.preview("ship", ARGS, plans[which])
-                got = await gate.check("ship", ARGS, plans[which])
+                    expected = await fresh.preview(ToolCall("ship", ARGS, plans[which]))
+                got = await gate.check(ToolCall("ship", ARGS, plans[which]))
                 assert (got.verdict, got.reason, got.heads, got.epochs) == (
                     expected.verdict,
                     expected.reason,

@@ -1,6 +1,6 @@
-"""`Gate.run` and `SyncGate.run` give the tool what `GateMiddleware.guard` gives it: the allow's
-fencing token as `planfence.fence.current()`, and the lease its policy declares, held until the
-tool returns."""
+"""`GateMiddleware.run` and `run_sync` give the tool what `GateMiddleware.guard` gives it: the
+allow's fencing token as `planfence.fence.current()`, and the lease its policy declares, held
+until the tool returns."""
 
 from __future__ import annotations
 
@@ -10,14 +10,24 @@ from typing import Any
 import pytest
 
 from planfence import fence
-from planfence.plugins.gate import Gate, Policy, SyncGate, create_plan, create_plan_sync
+from planfence.plugins.gate import (
+    Gate,
+    GateMiddleware,
+    Policy,
+    SyncGate,
+    ToolCall,
+    create_plan,
+    create_plan_sync,
+)
 from planfence.shared_memory import AsyncStore, LeaseHeldError, Store
 
 ORDER = "order/7"
 LEASED = Policy.coerce('[tools.ship]\ndepends_on = ["order/{id}"]\nlease_ms = 2000\n')
 
 
-async def test_gate_run_holds_the_lease_and_binds_the_token(astore: AsyncStore) -> None:
+async def test_the_seam_runs_a_tool_holding_the_lease_with_the_token_bound(
+    astore: AsyncStore,
+) -> None:
     await astore.own(ORDER, "sales")
     order = await astore.put(ORDER, {"status": "confirmed"}, author="sales")
     plan = await create_plan(astore, author="planner", parents=[order.id])
@@ -30,7 +40,8 @@ async def test_gate_run_holds_the_lease_and_binds_the_token(astore: AsyncStore) 
             await astore.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)
         return "shipped"
 
-    outcome = await gate.run("ship", {"id": "7"}, plan.id, call=ship)
+    seam = GateMiddleware(astore, LEASED, checker=gate)
+    outcome = await seam.run(ToolCall("ship", {"id": "7"}, plan.id), ship)
     assert outcome.executed and outcome.result == "shipped"
     [token] = seen
     assert token is not None and token.lease is not None and token.plan == plan.id
@@ -39,7 +50,7 @@ async def test_gate_run_holds_the_lease_and_binds_the_token(astore: AsyncStore) 
     await astore.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)  # released
 
 
-def test_sync_gate_run_holds_the_lease_and_binds_the_token(store: Store) -> None:
+def test_the_sync_seam_runs_a_tool_holding_the_lease_with_the_token_bound(store: Store) -> None:
     store.own(ORDER, "sales")
     order = store.put(ORDER, {"status": "confirmed"}, author="sales")
     plan = create_plan_sync(store, author="planner", parents=[order.id])
@@ -52,7 +63,7 @@ def test_sync_gate_run_holds_the_lease_and_binds_the_token(store: Store) -> None
             store.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)
         return "shipped"
 
-    outcome = gate.run("ship", {"id": "7"}, plan.id, call=ship)
+    outcome = gate.seam.run_sync(ToolCall("ship", {"id": "7"}, plan.id), ship)
     assert outcome.executed and outcome.result == "shipped"
     [token] = seen
     assert token is not None and token.lease is not None

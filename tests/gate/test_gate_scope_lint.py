@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.adapters.cli.main import main
-from planfence.plugins.gate import Policy, SyncGate, create_plan_sync, find_decisions_sync
+from planfence.plugins.gate import Policy, SyncGate, ToolCall, create_plan_sync, find_decisions_sync
 from planfence.plugins.gate.values import digest, leaves, value_digests
 from planfence.shared_memory import open_store
 
@@ -40,7 +40,7 @@ def workflow(url: str, policy_text: str, calls: int = 2) -> None:
                     store, author="planner", parents=[order.id, address.id, weather.id]
                 )
                 args = {"order_id": "7", "customer": "ana", "line": "1 Harbour St", "qty": 2}
-                assert gate.check("ship_order", args, plan.id).verdict == "allow"
+                assert gate.check(ToolCall("ship_order", args, plan.id)).verdict == "allow"
 
 
 def lint(capsys: pytest.CaptureFixture[str], policy: Path, url: str) -> tuple[int, dict]:

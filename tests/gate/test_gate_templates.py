@@ -10,7 +10,15 @@ import pytest
 from hypothesis import event, example, find, given
 from hypothesis import strategies as st
 
-from planfence.plugins.gate import Gate, KeyTemplate, Policy, PolicyError, ScopeError, create_plan
+from planfence.plugins.gate import (
+    Gate,
+    KeyTemplate,
+    Policy,
+    PolicyError,
+    ScopeError,
+    ToolCall,
+    create_plan,
+)
 from planfence.plugins.gate.templates import decode_segment, encode_segment
 from planfence.shared_memory import StoreLimits, open_async_store, validate_key
 
@@ -90,8 +98,8 @@ async def test_the_gate_allows_a_path_argument_and_explains_a_refused_one() -> N
         plan = await create_plan(store, author="planner", parents=[tz.id], value={"go": 1})
         gate = Gate(store, Policy.from_toml(POLICY))
         args = {"source_timezone": "Europe/Lisbon"}
-        assert (await gate.check("convert_time", args, plan.id)).verdict == "allow"
-        refused = await gate.check("old_style", args, plan.id)
+        assert (await gate.check(ToolCall("convert_time", args, plan.id))).verdict == "allow"
+        refused = await gate.check(ToolCall("old_style", args, plan.id))
         assert (refused.verdict, refused.reason) == ("block", "scope_unresolved")
         assert "{source_timezone:path}" in refused.message
     finally:

@@ -12,6 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
+from interrupts import interruptible
+
 
 def processes_with(marker: str) -> list[int]:
     found = []
@@ -34,7 +36,7 @@ def test_interrupted_parallel_run_keeps_the_finished_seeds(tmp_path: Path) -> No
     argv = ["bench", "janus", "--seeds", "8", "--rho", "0.8", "--steps", "200"]
     argv += ["--encoder", "hashing", "--jobs", "2", "--out", str(out)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "planfence.adapters.cli", *argv],
+        interruptible([sys.executable, "-m", "planfence.adapters.cli", *argv]),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -60,7 +62,17 @@ def test_interrupted_parallel_run_keeps_the_finished_seeds(tmp_path: Path) -> No
     assert doc["interrupted"] is True
     seeds = {r["seed"] for r in doc["rows"]}
     assert seeds and len(seeds) < 8
-    assert [r["seed"] for r in doc["rows"]] == sorted(r["seed"] for r in doc["rows"])
+    # Written in the documented order, whatever order the workers finished in: R by R, rho by
+    # rho, seed by seed (two seeds finished before the Ctrl-C come as R0: s0 s1, R0.3: s0 s1...).
+    order = [(r["eval_redraw"], r["rho"], r["seed"]) for r in doc["rows"]]
+    assert order == sorted(order)
+    # Each stream kept is whole: every strategy of it, once.
+    streams: dict[tuple[float, float, int], list[str]] = {}
+    for r in doc["rows"]:
+        streams.setdefault((r["eval_redraw"], r["rho"], r["seed"]), []).append(r["strategy"])
+    strategies = sorted(next(iter(streams.values())))
+    assert len(strategies) == len(set(strategies)) > 1
+    assert all(sorted(names) == strategies for names in streams.values()), streams
     deadline = time.monotonic() + 10
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)

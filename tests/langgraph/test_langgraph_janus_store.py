@@ -239,7 +239,7 @@ def test_sync_api_with_a_sync_planfence_store(
 
     capsys.readouterr()
     assert main(["audit", "--store", url, "--source", "janus", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["decisions"]
     assert [(r["source"], r["verdict"]) for r in rows] == [
         ("janus", "keep"),
         ("janus", "deploy"),

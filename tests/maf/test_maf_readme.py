@@ -16,7 +16,7 @@ from agent_framework import Agent, ChatResponse, Content, Message
 from planfence.adapters.conformance.harnesses.maf import ScriptedClient
 from planfence.adapters.maf import PlanfenceMiddleware
 from planfence.plugins.gate import Policy, find_decisions_sync, parse_payload
-from planfence.shared_memory import open_store
+from planfence.shared_memory import open_async_store, open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 REQ = "trip/42/requirements"
@@ -57,7 +57,7 @@ def text_of(result: Content) -> str:
     return str(result.result)
 
 
-def test_maf_readme_snippet_runs(capsys: Any) -> None:
+def test_maf_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
     def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
         if messages[-1].role == "tool":
             return Message(role="assistant", contents=["Booked."])
@@ -65,9 +65,12 @@ def test_maf_readme_snippet_runs(capsys: Any) -> None:
 
     client = Client(answer)
     [code] = snippets("Add planfence to a Microsoft Agent Framework agent")
+    # The snippet closes its store: on a file, what it wrote can be read back after.
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    code = code.replace('open_store("memory://")', f"open_store({url!r})")
     namespace: dict[str, Any] = {"__name__": "readme", "client": client}
     exec(compile(code, str(README), "exec"), namespace)
-    store = namespace["store"]
+    store = open_store(url)
     try:
         assert capsys.readouterr().out.strip() == "Booked."
         [allow] = find_decisions_sync(store, source="gate")
@@ -167,3 +170,53 @@ def test_parallel_calls_of_one_answer_act_under_one_plan() -> None:
         assert len({d.plan for d in decisions}) == 1  # one plan cited by all three
     finally:
         store.close()
+
+
+def test_after_a_refusal_nothing_older_is_called_current() -> None:
+    """The records read as the run started stay in its instructions: they are not labelled
+    current, and the refusal shows the current value."""
+    booked: list[str] = []
+    moves = iter(["Porto"])
+
+    def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
+        if messages[-1].role == "tool" and booked:
+            return Message(role="assistant", contents=["Booked."])
+        if len(messages) == 1:
+            store.put(REQ, {"destination": next(moves)}, author="customer")  # while it thinks
+            return book("Lisbon", 1)
+        return book("Porto", 2)
+
+    store, agent, client = fenced(answer, booked)
+    try:
+        response = asyncio.run(agent.run("Book the flight for trip 42."))
+        assert booked == ["Porto"]
+        refusal = text_of(results(response.messages)[0])
+        assert '{"destination":"Porto"}' in refusal
+        instructions = client.seen[1][1]  # what the model was shown after the refusal
+        assert '{"destination":"Lisbon"}' in instructions  # as the run started...
+        assert "current" not in instructions.lower()  # ...and not called current
+    finally:
+        store.close()
+
+
+async def test_a_closed_store_blocks_as_store_unavailable(tmp_path: Path) -> None:
+    store = await open_async_store(f"sqlite:///{tmp_path / 'team.db'}")
+    await store.aclose()  # before the run
+    booked: list[str] = []
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        booked.append(destination)
+        return "booked"
+
+    client = Client(lambda messages, options: book("Lisbon"))
+    policy = Policy().declare("book_flight", depends_on=[REQ])
+    fence = PlanfenceMiddleware(store, policy, keys=[REQ], agent="booker")
+    agent = Agent(client, tools=[book_flight], context_providers=[fence], middleware=[fence])
+    response = await agent.run("Book the flight for trip 42.")
+    assert booked == []
+    [block] = results(response.messages)
+    [item] = block.items or []
+    payload = parse_payload(item.additional_properties["planfence"])
+    assert (payload.verdict, payload.reason) == ("block", "store_unavailable")
+    assert "cannot be read" in client.seen[0][1]

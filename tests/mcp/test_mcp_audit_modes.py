@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from interrupts import interruptible
 from mcp_helpers import World, background, connect, free_port, plan_meta, wait_for_port
 
 from planfence.plugins.gate import find_decisions
@@ -23,7 +24,7 @@ async def test_allows_are_on_record_after_ctrl_c(
     port = free_port()
     args = [sys.executable, *world.proxy_args("--transport", "http", "--port", str(port))]
     args += ["--audit", audit, "--", *world.upstream_command()]
-    async with background(args, tmp_path / "proxy.log") as proc:
+    async with background(interruptible(args), tmp_path / "proxy.log") as proc:
         await wait_for_port(port)
         async with connect(f"http://127.0.0.1:{port}/mcp") as client:
             for _ in range(3):

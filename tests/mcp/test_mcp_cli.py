@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_helpers import POLICY
+from mcp_helpers import POLICY, World, free_port
 
 from planfence.adapters.mcp.meta import forwardable_meta
 from planfence.adapters.mcp.results import ProxyFailure, to_wire_result
@@ -80,6 +80,26 @@ def test_proxy_needs_an_upstream(tmp_path: Path) -> None:
     done = planfence("proxy", "--policy", str(policy))
     assert done.returncode != 0
     assert "UPSTREAM_COMMAND" in done.stderr
+
+
+def test_an_upstream_that_cannot_be_reached_is_named(world: World) -> None:
+    """The one error line says which upstream: the URL (password hidden), or the command, and
+    for a command not found, that the PATH is the one the proxy was started with."""
+    proxy = ["proxy", "--policy", str(world.policy), "--store", world.store_url]
+    url = f"http://agent:s3cret@127.0.0.1:{free_port()}/mcp"
+    done = planfence(*proxy, "--upstream-url", url)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"planfence: error: cannot connect to the upstream server at "
+        f"{url.replace('s3cret', '***')}: All connection attempts failed\n"
+    )
+    done = planfence(*proxy, "--", "mcp-server-not-installed", "--repository", ".")
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "planfence: error: cannot start the upstream server: 'mcp-server-not-installed' is not "
+        "on the PATH the proxy was started with"
+    )
+    assert "absolute path" in done.stderr and done.stderr.count("\n") == 1
 
 
 def test_bad_policy_names_file_and_line(tmp_path: Path) -> None:

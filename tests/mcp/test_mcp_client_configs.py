@@ -64,7 +64,9 @@ def test_each_configuration_starts_the_proxy_as_an_agent(kind: str) -> None:
         assert Path(args.policy).is_absolute()
         assert args.store.startswith("sqlite:////")  # an absolute path: clients pick the folder
         upstream = [a for a in args.upstream if a != "--"]
-        assert upstream[0] == "mcp-server-git" and args.transport == "stdio"
+        # the upstream's command too: a desktop client's PATH does not find a bare name
+        assert Path(upstream[0]).name == "mcp-server-git" and Path(upstream[0]).is_absolute()
+        assert args.transport == "stdio"
         assert args.handler is not None
 
 

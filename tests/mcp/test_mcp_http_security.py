@@ -15,6 +15,7 @@ from mcp_helpers import World, background, free_port, wait_for_port
 from planfence.adapters.mcp.cli import add_parser
 from planfence.adapters.mcp.http_guard import TOKEN_ENV, HttpGuard, is_loopback
 
+README = Path(__file__).resolve().parents[2] / "README.md"
 TOKEN = "s3cret-token-for-tests"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -130,3 +131,28 @@ def test_allowed_origins_are_compared_normalised() -> None:
     assert guard.origin_allowed("http://[::1]:8808")
     assert not guard.origin_allowed("https://app.example.com.evil.example")
     assert not guard.origin_allowed("file://")
+
+
+async def test_a_body_over_the_documented_limit_gets_413(world: World, tmp_path: Path) -> None:
+    from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+    said = " ".join(README.read_text(encoding="utf-8").split())
+    assert DEFAULT_MAX_REQUEST_BODY_SIZE == 4 * 1024 * 1024
+    assert "A request body over 4 MiB is answered 413 (`Request body too large`)" in said
+    padding = {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"pad": ""}}
+    overhead = len(httpx.Request("POST", "http://x", json=padding).content)
+
+    def body(size: int) -> bytes:
+        pad = "x" * (size - overhead)
+        return httpx.Request("POST", "http://x", json={**padding, "params": {"pad": pad}}).content
+
+    async with proxy(world, tmp_path) as base, httpx.AsyncClient() as http:
+        headers = {**MCP_HEADERS, "content-type": "application/json"}
+        over = await http.post(
+            f"{base}/mcp", content=body(DEFAULT_MAX_REQUEST_BODY_SIZE + 1), headers=headers
+        )
+        assert (over.status_code, over.text) == (413, "Request body too large")
+        at = await http.post(
+            f"{base}/mcp", content=body(DEFAULT_MAX_REQUEST_BODY_SIZE), headers=headers, timeout=30
+        )
+        assert at.status_code != 413

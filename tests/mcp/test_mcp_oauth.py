@@ -310,6 +310,22 @@ async def test_bad_settings_are_one_error_line(world: World, tmp_path: Path) -> 
         assert err.count("\n") == 1 and says in err, err
 
 
+async def test_without_the_issuers_keys_the_proxy_does_not_start(world: World) -> None:
+    """The JWKS is read at start: an issuer that cannot be reached stops the proxy with one
+    line naming both metadata documents it tried."""
+    issuer = f"http://127.0.0.1:{free_port()}"
+    options = ["--transport", "http", "--port", "0", "--auth-issuer", issuer]
+    command = [sys.executable, *world.proxy_args(*options, "--auth-audience", AUDIENCE)]
+    command += ["--", *world.upstream_command()]
+    with anyio.fail_after(120):
+        done = await anyio.run_process(command, check=False)
+    err = done.stderr.decode().splitlines()[-1]
+    assert done.returncode == 1
+    assert err.startswith(f"planfence: error: no metadata from the issuer {issuer} (cannot read ")
+    assert "/.well-known/oauth-authorization-server" in err
+    assert "/.well-known/openid-configuration" in err and "--auth-jwks" in err
+
+
 async def test_a_proxy_acting_for_an_agent_takes_only_that_agents_token(
     world: World, tmp_path: Path, issuer: Issuer
 ) -> None:

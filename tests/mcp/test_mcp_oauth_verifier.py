@@ -74,3 +74,54 @@ async def test_an_unreadable_jwks_is_a_config_error(tmp_path: Any) -> None:
     bad.write_text("{")
     with pytest.raises(OAuthConfigError, match="invalid JSON"):
         await fake.verifier(jwks=str(bad)).load()
+
+
+@pytest.mark.parametrize("refresh", [60.0, 3600.0])
+async def test_a_withdrawn_key_is_accepted_until_the_jwks_is_read_again(refresh: float) -> None:
+    """The issuer withdraws a key: tokens it signed still pass while the JWKS read last is
+    younger than `jwks_refresh_s`, and fail from the first check after that."""
+    old, new = Issuer("old"), Issuer("new")
+    fake = FakeIssuer(old, new)
+    verifier = fake.verifier(jwks_refresh_s=refresh)
+    await verifier.load()
+    fake.keys.remove(old)  # withdrawn at the issuer
+    verifier._loaded_at -= refresh - 5  # 5 s short of the interval: the JWKS in hand is used
+    assert await verifier.verify_token(old.token()) is not None
+    assert fake.fetches.count("/jwks") == 1
+    verifier._loaded_at -= 10  # past it: the next check reads the JWKS again
+    assert await verifier.verify_token(old.token()) is None
+    assert await verifier.verify_token(new.token()) is not None
+    assert fake.fetches.count("/jwks") == 2
+
+
+def test_the_refresh_interval_is_an_option() -> None:
+    from planfence.adapters.cli.main import build_parser
+    from planfence.adapters.mcp.oauth import JWKS_REFRESH_S
+    from planfence.adapters.mcp.oauth_cli import auth_options
+
+    base = ["proxy", "--policy", "p.toml", "--transport", "http"]
+    base += ["--auth-issuer", ISSUER, "--auth-audience", AUDIENCE, "--auth-jwks", ISSUER + "/j"]
+    for extra, expected in (([], JWKS_REFRESH_S), (["--auth-jwks-refresh", "30"], 30.0)):
+        argv = [*base, *extra, "--", "true"]
+        server = auth_options(build_parser(argv).parse_args(argv))["resource_server"]
+        assert server is not None and server.jwks_refresh_s == expected
+    for bad in ("0", "-1", "inf", "soon"):
+        argv = [*base, "--auth-jwks-refresh", bad, "--", "true"]
+        with pytest.raises(SystemExit):
+            build_parser(argv).parse_args(argv)
+    with pytest.raises(OAuthConfigError, match="positive number of seconds"):
+        ResourceServer(ISSUER, AUDIENCE, RESOURCE, jwks_refresh_s=0)
+
+
+def test_the_readme_says_where_the_keys_come_from_and_for_how_long() -> None:
+    from pathlib import Path
+
+    from planfence.adapters.mcp.oauth import DISCOVERY, JWKS_REFRESH_S
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    said = " ".join(readme.read_text(encoding="utf-8").split())
+    first, then = (f"`ISSUER{path}`" for path in DISCOVERY)
+    assert f"looked up at {first} (RFC 8414), then at {then}" in said
+    assert "The proxy reads the JWKS when it starts, and refuses to start" in said
+    assert f"`--auth-jwks-refresh SECONDS` (default {JWKS_REFRESH_S:g};" in said
+    assert "a key the issuer withdraws is still accepted for up to that long" in said

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from mcp_helpers import TRIP_KEY, World, connect, http_proxy, plan_meta, refusal
 
+from planfence.plugins.gate import find_decisions
+
 ARGS = {"destination": "Lisbon", "trip": "t1"}
 
 
@@ -157,3 +159,25 @@ async def test_refusals_name_the_keys_to_read_and_unowned_writes_say_so(world: W
         text = write.content[0].text
         assert "do not own 'notes/new'" in text and "UnknownKeyError" not in text
     assert await world.store.keys("notes/") == []  # nothing was written
+
+
+async def test_every_decision_names_the_agent_the_proxy_acts_for(world: World) -> None:
+    """Behind --agent executor, the refusals that come before any plan (undeclared tool, missing
+    plan) and the ungated allows are on record for executor too, like the stamped ones."""
+    async with connect(world.proxy_params("--agent", "executor"), "legacy") as client:
+        assert refusal(await client.call_tool("ship", {}))["reason"] == "undeclared_tool"
+        assert refusal(await client.call_tool("book", ARGS))["reason"] == "missing_plan"
+        echoed = await client.call_tool("echo", {"text": "hi"})
+        assert echoed.meta["dev.planfence/decision"]["reason"] == "ungated"
+        await client.call_tool("planfence_read", {"key": TRIP_KEY})
+        allowed = await client.call_tool("book", ARGS)
+        assert allowed.meta["dev.planfence/decision"]["verdict"] == "allow"
+        # A plan given in `_meta` without an agent: made for executor too.
+        given = await client.call_tool("book", ARGS, meta=plan_meta(world.plan))
+        assert given.meta["dev.planfence/decision"]["verdict"] == "allow"
+    found = await find_decisions(world.store, source=None, limit=100)
+    reasons = sorted(d.reason for d in found)
+    assert reasons == ["current", "current", "missing_plan", "undeclared_tool", "ungated"]
+    assert {d.agent for d in found} == {"executor"}
+    mine = await find_decisions(world.store, source=None, agent="executor", limit=100)
+    assert len(mine) == len(found)

@@ -36,7 +36,7 @@ from planfence.adapters.owner_service import (
 )
 from planfence.adapters.owner_service.keys import b64url, retire_key, unb64url
 from planfence.adapters.owner_service.wire import ANSWER_TYPE, REQUEST_TYPE, new_nonce, now_ms
-from planfence.plugins.gate import Gate
+from planfence.plugins.gate import Gate, ToolCall
 from planfence.shared_memory import open_async_store
 
 TEAM = ("planner", "reviser", "executor")
@@ -182,7 +182,9 @@ async def _gate_verdict(keys: Keys, url: str, *, ring: PublicKeyring | None = No
                 signing_key=keys.signing["executor"],
                 client=client,
             )
-            v = await Gate(store, POLICY, heads=heads).check("book_trip", {"trip": "42"}, team.plan)
+            v = await Gate(store, POLICY, heads=heads).check(
+                ToolCall("book_trip", {"trip": "42"}, team.plan)
+            )
             return f"{v.verdict}:{v.reason}"
     finally:
         await store.aclose()

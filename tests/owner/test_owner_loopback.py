@@ -20,7 +20,9 @@ from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyrin
 from planfence.demos.bench.harness.wire import CountedOwnerHeads
 from planfence.plugins.gate import (
     Gate,
+    GateMiddleware,
     Replanned,
+    ToolCall,
     Verdict,
     create_plan,
     find_decisions,
@@ -54,7 +56,7 @@ async def test_gate_allows_a_current_plan(
 ) -> None:
     gate = gate_for(store, keyring, owners.directory)
     try:
-        verdict = await gate.check("book_trip", {"trip": "42"}, owners.team.plan)
+        verdict = await gate.check(ToolCall("book_trip", {"trip": "42"}, owners.team.plan))
     finally:
         await gate.aclose()
     assert verdict.verdict == "allow", verdict.message
@@ -94,7 +96,9 @@ async def test_stale_plan_is_replanned_once_then_allowed(
 
     gate = gate_for(store, keyring, owners.directory)
     try:
-        outcome = await gate.run("book_trip", {"trip": "7", "to": "Lisbon"}, plan.id, book, replan)
+        seam = GateMiddleware(store, POLICY, checker=gate)
+        action = ToolCall("book_trip", {"trip": "7", "to": "Lisbon"}, plan.id)
+        outcome = await seam.run(action, book, replan)
         assert [v.verdict for v in outcome.verdicts] == ["replan", "allow"]
         assert outcome.verdicts[0].stale[0].used == (r3.id,)
         assert outcome.verdicts[0].stale[0].current == r4.id
@@ -102,7 +106,7 @@ async def test_stale_plan_is_replanned_once_then_allowed(
 
         # Revised again after the replan: the one replan is spent, so the action is blocked.
         await store.put(req, {"destination": "Faro"}, author="planner")
-        again = await gate.check("book_trip", {"trip": "7"}, outcome.plan_id)
+        again = await gate.check(ToolCall("book_trip", {"trip": "7"}, outcome.plan_id))
     finally:
         await gate.aclose()
     assert again.verdict == "block"
@@ -119,9 +123,9 @@ async def test_faulty_owner_blocks_over_loopback(
     gate = gate_for(store, keyring, directory, timeout=0.5, audit=audit)
     try:
         if mode == "replay":  # the first answer is genuine; replaying it later must not pass
-            first = await gate.check("book_trip", {"trip": "42"}, owners.team.plan)
+            first = await gate.check(ToolCall("book_trip", {"trip": "42"}, owners.team.plan))
             assert first.verdict == "allow", first.message
-        verdict = await gate.check("book_trip", {"trip": "42"}, owners.team.plan)
+        verdict = await gate.check(ToolCall("book_trip", {"trip": "42"}, owners.team.plan))
     finally:
         await gate.aclose()
     assert verdict.verdict == "block"

@@ -35,7 +35,7 @@ from planfence.adapters.owner_service.wire import (
     verify,
 )
 from planfence.demos.bench.harness.wire import CountingTransport
-from planfence.plugins.gate import Gate, create_plan
+from planfence.plugins.gate import Gate, ToolCall, create_plan
 from planfence.shared_memory import AsyncStore, open_async_store
 
 
@@ -330,12 +330,12 @@ def test_owner_app_needs_its_own_secret(keyring: Keyring) -> None:
 
 async def test_gate_allows_a_current_plan_and_replans_a_stale_one(env: Env) -> None:
     gate = Gate(env.store, POLICY, heads=env.heads(), agent="executor")
-    allowed = await gate.check("book_trip", {"trip": "42"}, env.plan)
+    allowed = await gate.check(ToolCall("book_trip", {"trip": "42"}, env.plan))
     assert allowed.verdict == "allow", allowed.message
     assert allowed.heads == {REQ: env.requirements, BUDGET: env.budget}
 
     r4 = await env.store.put(REQ, {"destination": "Porto"}, author="planner")
-    stale = await gate.check("book_trip", {"trip": "42"}, env.plan)
+    stale = await gate.check(ToolCall("book_trip", {"trip": "42"}, env.plan))
     assert stale.verdict == "replan"
     assert [s.key for s in stale.stale] == [REQ]
     assert stale.current_records[REQ].id == r4.id
@@ -343,9 +343,9 @@ async def test_gate_allows_a_current_plan_and_replans_a_stale_one(env: Env) -> N
     replan = await create_plan(
         env.store, author="planner", parents=[r4.id, env.budget], supersedes=env.plan
     )
-    assert (await gate.check("book_trip", {"trip": "42"}, replan.id)).verdict == "allow"
+    assert (await gate.check(ToolCall("book_trip", {"trip": "42"}, replan.id))).verdict == "allow"
     await env.store.put(REQ, {"destination": "Faro"}, author="planner")
-    again = await gate.check("book_trip", {"trip": "42"}, replan.id)
+    again = await gate.check(ToolCall("book_trip", {"trip": "42"}, replan.id))
     assert again.verdict == "block"
     assert again.reason == "stale_after_replan"
 
@@ -356,8 +356,10 @@ async def test_faulty_owner_blocks_in_process(env: Env, mode: str, audit: str) -
     source = env.heads({**env.directory, "reviser": base}, timeout=0.5)
     gate = Gate(env.store, POLICY, heads=source, agent="executor", audit=audit)  # type: ignore[arg-type]
     if mode == "replay":  # the first answer is genuine; replaying it later must not pass
-        assert (await gate.check("book_trip", {"trip": "42"}, env.plan)).verdict == "allow"
-    verdict = await gate.check("book_trip", {"trip": "42"}, env.plan)
+        assert (
+            await gate.check(ToolCall("book_trip", {"trip": "42"}, env.plan))
+        ).verdict == "allow"
+    verdict = await gate.check(ToolCall("book_trip", {"trip": "42"}, env.plan))
     await gate.aclose()
     assert verdict.verdict == "block"
     assert verdict.reason == EXPECTED_BLOCK[mode], verdict.message
@@ -369,4 +371,4 @@ async def test_honest_fault_server_allows(env: Env) -> None:
     """The fault app's pass-through mode allows, so each fault above is what blocks."""
     source = env.heads({**env.directory, "reviser": "http://fault/honest"})
     gate = Gate(env.store, POLICY, heads=source, agent="executor")
-    assert (await gate.check("book_trip", {"trip": "42"}, env.plan)).verdict == "allow"
+    assert (await gate.check(ToolCall("book_trip", {"trip": "42"}, env.plan))).verdict == "allow"

@@ -150,7 +150,7 @@ async def test_a_frozen_owner_is_fenced_after_its_keys_are_reassigned(
         judged = await middleware.judge(ToolCall("ship", {}, old_plan))
         assert judged.allowed and judged.fence is not None and judged.fence.lease is not None
         old_token = judged.fence
-        assert (await untrusting.check("ship", {}, old_plan)).allowed
+        assert (await untrusting.check(ToolCall("ship", {}, old_plan))).allowed
 
         # The old owner reads its keys for the next request, and freezes before answering.
         seen = len(source.rounds)
@@ -159,7 +159,7 @@ async def test_a_frozen_owner_is_fenced_after_its_keys_are_reassigned(
             late: dict[str, object] = {}
 
             async def pending() -> None:
-                late["verdict"] = await asking.check("ship", {}, old_plan)
+                late["verdict"] = await asking.check(ToolCall("ship", {}, old_plan))
 
             tg.start_soon(pending)
             await anyio.to_thread.run_sync(wait_stopped, old_pid)
@@ -187,7 +187,7 @@ async def test_a_frozen_owner_is_fenced_after_its_keys_are_reassigned(
             new_plan = await plan_on(store, new_heads)
             # While the old owner is frozen, gates allow plans on the new heads.
             for gate in (asking, untrusting):
-                v = await gate.check("ship", {}, new_plan)
+                v = await gate.check(ToolCall("ship", {}, new_plan))
                 assert (v.verdict, v.epochs) == ("allow", dict.fromkeys(KEYS, 2)), v.message
             os.kill(old_pid, signal.SIGCONT)
         # The old owner's late answer (epoch 1, its old heads) is refused: no allow on it.
@@ -222,11 +222,11 @@ async def test_a_frozen_owner_is_fenced_after_its_keys_are_reassigned(
             await fence.fenced_write(old_token, store, write)
         assert await store.head("effects/ship") is None
         # A signed head the old owner made for the old epoch does not count either.
-        v = await untrusting.check("ship", {}, old_plan)
+        v = await untrusting.check(ToolCall("ship", {}, old_plan))
         assert v.verdict != "allow"
         # And the gates keep allowing plans on the new heads, after the old owner woke.
         for gate in (asking, Gate(store, POLICY, verify_heads=ring, owner_assigners={"admin"})):
-            v = await gate.check("ship", {}, new_plan)
+            v = await gate.check(ToolCall("ship", {}, new_plan))
             assert (v.verdict, v.epochs) == ("allow", dict.fromkeys(KEYS, 2)), v.message
         await middleware.release(judged)
     finally:

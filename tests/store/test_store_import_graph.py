@@ -3,8 +3,8 @@
 
 The graph is read by grimp (which import-linter installs) over the installed layout: a tree of
 symlinks, as `.ci/imports` builds it, since the analyser cannot follow setuptools' package-dir
-mapping. `KNOWN` names the circles still being taken apart: a new circle fails, and so does a
-known one that is gone (so the list only shrinks).
+mapping. `KNOWN` would name circles still being taken apart (none is): a new circle fails, and so
+does a known one that is gone (so the list only shrinks).
 """
 
 from __future__ import annotations
@@ -19,19 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAPPED = {name: name for name in ("shared_memory", "plugins", "adapters", "demos")}
 MAPPED["fence"] = "plugins/fence"
 
-KNOWN: set[frozenset[str]] = {
-    # StoreBridge opens a store by URL (factory), and the factory builds sync stores.
-    frozenset({"planfence.shared_memory.factory", "planfence.shared_memory.sync"}),
-    # Gate.run builds the seam that builds a Gate (the one-front-door issue takes it apart).
-    frozenset(
-        {
-            "planfence.plugins.gate.checkers",
-            "planfence.plugins.gate.executor",
-            "planfence.plugins.gate.gate",
-            "planfence.plugins.gate.middleware",
-        }
-    ),
-}
+KNOWN: set[frozenset[str]] = set()
 
 SCRIPT = """
 import json, sys

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from planfence.plugins.gate import Decision, Gate, Policy, create_plan, find_decisions
+from planfence.plugins.gate import Decision, Gate, Policy, ToolCall, create_plan, find_decisions
 from planfence.shared_memory import StoreUnavailableError, open_async_store
 
 pytestmark = pytest.mark.postgres
@@ -66,7 +66,7 @@ async def test_operations_succeed_after_the_server_drops_the_pool(pg_url: str) -
             assert _terminate(pg_url, app) >= 1
             assert (await store.get(order2.id)).value == {"n": n + 2}
             assert _terminate(pg_url, app) >= 1
-            v = await Gate(store, POLICY).check("ship", {"order_id": "7"}, plan.id)
+            v = await Gate(store, POLICY).check(ToolCall("ship", {"order_id": "7"}, plan.id))
             assert v.reason == "stale_dependencies"  # decided and recorded, not store_unavailable
             assert _terminate(pg_url, app) >= 1
             await store.log(Decision(source="test", verdict="allow", tool=f"t{n}"))

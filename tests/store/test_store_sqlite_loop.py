@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from audit_modes import check_until_recorded
 
-from planfence.plugins.gate import Gate, Policy, create_plan
+from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan
 from planfence.plugins.gate.audit_writer import AuditBacklogError
 from planfence.shared_memory import (
     ConfigError,
@@ -104,10 +104,10 @@ async def test_an_audited_allow_waits_for_the_lock_on_the_thread_and_is_recorded
 ) -> None:
     async with _contended(tmp_path, busy_timeout=5.0) as (store, holder, plan):
         gate = Gate(store, POLICY, audit="durable")  # the allow's record written with its reads
-        assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"  # memo warm
+        assert (await gate.check(ToolCall("ship", ARGS, plan.id))).verdict == "allow"  # memo warm
         holder.execute("BEGIN IMMEDIATE")
         verdict, stalled = await _while_ticking(
-            gate.check("ship", ARGS, plan.id), lambda: holder.execute("ROLLBACK")
+            gate.check(ToolCall("ship", ARGS, plan.id)), lambda: holder.execute("ROLLBACK")
         )
         assert stalled < 0.15
         assert (verdict.verdict, verdict.reason) == ("allow", "current")
@@ -120,7 +120,7 @@ async def test_an_allow_that_cannot_be_recorded_in_time_blocks(tmp_path: Path, a
     async with _contended(tmp_path, busy_timeout=0.05) as (store, holder, plan):
         holder.execute("BEGIN EXCLUSIVE")
         gate = Gate(store, POLICY, audit=audit)
-        verdict = await check_until_recorded(gate, "ship", ARGS, plan.id)
+        verdict = await check_until_recorded(gate, ToolCall("ship", ARGS, plan.id))
         assert (verdict.verdict, verdict.reason) == ("block", "audit_unavailable")
         if audit == "deferred":  # the allow it queued cannot be written, and closing says so
             with pytest.raises(AuditBacklogError, match="locked"):
@@ -164,16 +164,15 @@ async def test_a_lineage_walk_runs_on_the_thread_and_a_check_seen_before_on_the_
             return await call(fn, may_run_on_loop=may_run_on_loop)
 
         store._runner.call = spy  # type: ignore[method-assign]
-        gate = Gate(store, POLICY)
-        for audit in (True, False):
+        for audit in ("deferred", "off"):
             ran.clear()
-            gate.audit = audit
-            gate.frontier_memo._entries.clear()
-            gate.frontier_memo._built.clear()
-            if gate.repeats is not None:
-                gate.repeats.clear()
-            assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"
+            gate = Gate(store, POLICY, audit=audit)
+            memo = gate.walk.reads.memo  # the store's: a gate before this one filled it
+            memo._entries.clear()
+            memo._built.clear()
+            assert (await gate.check(ToolCall("ship", ARGS, plan.id))).verdict == "allow"
             assert ran[0] is False  # the walk
             ran.clear()
-            assert (await gate.check("ship", ARGS, plan.id)).verdict == "allow"
+            assert (await gate.check(ToolCall("ship", ARGS, plan.id))).verdict == "allow"
             assert ran == [True]  # one call, on the loop
+            await gate.aclose()

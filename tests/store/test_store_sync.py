@@ -25,7 +25,8 @@ from planfence.shared_memory import (
     create_async_store,
     open_store,
 )
-from planfence.shared_memory.sync import Portal, StoreBridge, stream_twin, twin
+from planfence.shared_memory.bridge import StoreBridge
+from planfence.shared_memory.sync import Portal, stream_twin, twin
 
 REQ = "trip/42/requirements"
 

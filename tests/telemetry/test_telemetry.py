@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from planfence.plugins import telemetry
-from planfence.plugins.gate import Gate, Policy, create_plan
+from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan
 from planfence.shared_memory import AsyncStore
 
 pytest.importorskip("opentelemetry.sdk", reason="pip install opentelemetry-sdk")
@@ -67,9 +67,9 @@ async def test_a_check_is_a_child_of_the_current_span_and_a_block_is_an_error(
     gate = Gate(astore, POLICY, agent="shipper")
     tracer = trace.get_tracer("a-framework")
     with tracer.start_as_current_span("execute_tool ship_order") as outer:
-        await gate.check("ship_order", {"order_id": "7"}, plan)
-    await gate.check("ship_order", {"order_id": "7"}, "not-a-plan")
-    await gate.check("unknown_tool", {}, plan)
+        await gate.check(ToolCall("ship_order", {"order_id": "7"}, plan))
+    await gate.check(ToolCall("ship_order", {"order_id": "7"}, "not-a-plan"))
+    await gate.check(ToolCall("unknown_tool", {}, plan))
     allowed, malformed, uncovered = otel.finished()
     assert allowed.parent is not None
     assert allowed.parent.span_id == outer.get_span_context().span_id

@@ -7,7 +7,16 @@ from collections.abc import Iterator
 
 import pytest
 from starlette.testclient import TestClient
-from ui_world import MEMORY, NOTES, REFUSALS, Busy, World, busy, stale_then_replan
+from ui_world import (
+    MEMORY,
+    NOTES,
+    REFUSALS,
+    Busy,
+    World,
+    busy,
+    stale_then_replan,
+    two_versions_used,
+)
 
 from planfence.adapters.ui import create_app
 from planfence.shared_memory import Store, open_store
@@ -86,6 +95,38 @@ def test_plan_page_marks_the_stale_version_and_links_keys(
     key = client.get("/keys/order/7").text
     assert w.order_now[:12] in key and w.order_used[:12] in key
     assert key.index(w.order_now[:12]) < key.index(w.order_used[:12])  # newest first
+
+
+def test_each_stale_version_shows_its_own_value(world_store: tuple[Store, World]) -> None:
+    store = world_store[0]
+    found = two_versions_used(store)
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
+    api = client.get(f"/api/plans/{found.plan}").json()
+    assert sorted((v["used"], v["used_value"]) for v in api["stale_values"]) == sorted(
+        [(found.revs[2], {"rev": 3}), (found.revs[3], {"rev": 4})]
+    )
+    page = client.get(f"/plans/{found.plan}").text
+    table = page[page.index("<table class=stale-values>") : page.index("</table>")]
+    rows = table.split("<tr>")[2:]
+    assert len(rows) == 2
+    for n, rid in ((3, found.revs[2]), (4, found.revs[3])):
+        [row] = [r for r in rows if rid[:12] in r]
+        assert f"<div class=del>  &quot;rev&quot;: {n}</div>" in row, row
+        assert "<div class=ins>  &quot;rev&quot;: 5</div>" in row, row
+
+
+def test_every_link_of_a_plan_page_leads_to_a_page(world_store: tuple[Store, World]) -> None:
+    store, w = world_store
+    found = two_versions_used(store)
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
+    for plan in (w.plan, w.old_plan, found.plan):
+        page = client.get(f"/plans/{plan}").text
+        links = set(re.findall(r'href="([^"]+)"', page))
+        assert f"/plans/{plan}" in links  # the plan's own box in the lineage
+        for link in links:
+            assert client.get(link.replace("&amp;", "&")).status_code == 200, link
+    page = client.get(f"/plans/{found.plan}").text
+    assert f'<a href="/plans/{found.earlier}"' in page  # the plan it was derived from
 
 
 def test_requests_for_other_hosts_are_refused(world_store: tuple[Store, World]) -> None:

@@ -148,3 +148,30 @@ def test_a_first_day_in_the_browser(sqlite_url: str) -> None:
             assert page.locator("a.older").count() == 0
         finally:
             browser.close()
+
+
+AT_CELLS = "table.decisions td:first-child, table.history td:nth-child(4)"
+ONE_LINE = """cells => cells.map(cell => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+    return tops.size;
+})"""
+
+
+def test_timestamps_stay_on_one_line(sqlite_url: str) -> None:
+    """On a narrow window the tables squeeze their columns, but a time is never broken."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    found = busy(sqlite_url)
+    with open_store(sqlite_url) as store, serving(store) as base, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 700, "height": 800})
+            for path in ("/", f"/plans/{found.world.plan}", "/keys/notes/team"):
+                page.goto(f"{base}{path}")
+                cells = page.locator(AT_CELLS)
+                assert cells.count() > 0, path
+                lines = cells.evaluate_all(ONE_LINE)
+                assert set(lines) == {1}, (path, lines)
+        finally:
+            browser.close()

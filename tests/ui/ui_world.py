@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from planfence.plugins.gate import Policy, SyncGate
+from planfence.plugins.gate import Policy, SyncGate, ToolCall
 from planfence.shared_memory import KIND_PLAN, Store
 
 POLICY = Policy.from_toml(
@@ -42,7 +42,7 @@ def stale_then_replan(store: Store) -> World:
     )
     order2 = store.put("order/7", {"status": "changed"}, author="sales", parents=[order.id])
     gate = SyncGate(store, POLICY)
-    first = gate.check("ship_order", ARGS, plan1.id, agent="shipper")
+    first = gate.check(ToolCall("ship_order", ARGS, plan1.id, agent="shipper"))
     assert first.verdict == "replan", first
     plan2 = store.add(
         "plan/shipper",
@@ -52,7 +52,7 @@ def stale_then_replan(store: Store) -> World:
         kind=KIND_PLAN,
         supersedes=plan1.id,
     )
-    second = gate.check("ship_order", ARGS, plan2.id, agent="shipper")
+    second = gate.check(ToolCall("ship_order", ARGS, plan2.id, agent="shipper"))
     assert second.verdict == "allow", second
     gate.close()  # the deferred audit writes the allow the pages show
     return World(plan1.id, plan2.id, order.id, order2.id, address.id)
@@ -117,6 +117,25 @@ def busy(url: str) -> Busy:
     memory = asyncio.run(curate())
     with open_store(url) as store, SyncGate(store, POLICY) as gate:
         for n in range(REFUSALS):
-            verdict = gate.check("ship_order", {**ARGS, "order_id": str(n)}, None).verdict
+            verdict = gate.check(ToolCall("ship_order", {**ARGS, "order_id": str(n)}, None)).verdict
             assert verdict == "block"
     return Busy(world, notes, memory)
+
+
+@dataclass
+class TwoVersions:
+    plan: str  # cites revs[3] directly, and revs[2] through `earlier`
+    earlier: str  # the plan `plan` was derived from, which cites revs[2]
+    revs: list[str]  # cfg/x's versions, oldest first: value {"rev": 1} ... {"rev": 5}
+
+
+def two_versions_used(store: Store) -> TwoVersions:
+    """A plan that used two versions of one key (rev 4 directly, rev 3 through the plan it was
+    derived from), both stale: rev 5 is the head."""
+    store.own("cfg/x", "ana")
+    revs = [store.put("cfg/x", {"rev": n}, author="ana").id for n in range(1, 6)]
+    earlier = store.add("plans/bob", {"v": 1}, author="bob", parents=[revs[2]], kind=KIND_PLAN)
+    plan = store.add(
+        "plans/bob", {"v": 2}, author="bob", parents=[revs[3], earlier.id], kind=KIND_PLAN
+    )
+    return TwoVersions(plan.id, earlier.id, revs)

@@ -7,10 +7,9 @@ the script names; the receiving agent checks the sender's plan against the share
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from planfence.adapters._records import DEFAULT_HEADER, records_text
-from planfence.plugins.gate import CheckerFactory, PlanStamper, reads_of
+from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
 from ..harness import Run
@@ -39,6 +38,7 @@ with extra_imports("a2a", "the A2A conformance harness"):
     from planfence.adapters.a2a import (
         FencedExecutor,
         PlanfenceInterceptor,
+        SenderPlans,
         skill_call,
         skill_message,
     )
@@ -61,7 +61,10 @@ class ToolsAgent(AgentExecutor):
         await event_queue.enqueue_event(
             new_task(context.task_id, context.context_id, TaskState.TASK_STATE_WORKING)
         )
-        answer = await self.tools[call.tool](str(call.args["destination"]))
+        if set(call.args) == {"destination"}:
+            answer = await self.tools[call.tool](str(call.args["destination"]))
+        else:  # arguments that do not fit the skill: the sender may try again
+            answer = f"error: {call.tool} takes one argument, destination"
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.add_artifact([new_text_part(answer)])
         await updater.complete()
@@ -103,7 +106,14 @@ class A2AHarness:
     tool_span: ClassVar[str | None] = None  # the SDK traces its handlers, not a tool call
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         agent_card = card(world)
         executor = FencedExecutor(
@@ -113,27 +123,39 @@ class A2AHarness:
         app = Starlette(
             routes=[*create_agent_card_routes(agent_card), *create_jsonrpc_routes(handler, "/")]
         )
-        stamper = PlanStamper(world.store, AGENT)
+        sender = SenderPlans(world.store, AGENT, keys=[KEY] if plans else [])
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
         config = ClientConfig(streaming=False, httpx_client=http)
         client = ClientFactory(config).create(
-            agent_card, [PlanfenceInterceptor(stamper, world.policy)]
+            agent_card, [PlanfenceInterceptor(sender, world.policy)]
         )
-        run, last = Run(), None
+        run = Run()
         try:
-            while True:
-                records = await stamper.current([KEY]) if plans else []
-                shown = [records_text(DEFAULT_HEADER, records)] if records else []
-                step = await script.next(shown, last)
-                if step is None:
-                    return run
-                if plans:
-                    await stamper.stamp(reads_of(records))
-                request = SendMessageRequest(message=skill_message(step.tool, step.args))
-                async for reply in client.send_message(request):
-                    last = answer_text(reply.task)
-                run.told.append(last or "")
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                    sender.reset()  # a new request: a plan chain of its own
+                await self._once(script, sender, client, run, plans)
         finally:
             await client.close()
             await http.aclose()
-            await executor.gate.aclose()
+            if close:
+                await executor.gate.aclose()
+        return run
+
+    @staticmethod
+    async def _once(
+        script: Script, sender: SenderPlans, client: Any, run: Run, plans: bool
+    ) -> None:
+        last = None
+        while True:
+            shown = [await sender.show()] if plans else []
+            step = await script.next(shown, last)
+            if step is None:
+                return
+            if plans:
+                await sender.stamp()
+            request = SendMessageRequest(message=skill_message(step.tool, step.args))
+            async for reply in client.send_message(request):
+                last = answer_text(reply.task)
+            run.told.append(last or "")

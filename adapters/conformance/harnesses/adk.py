@@ -76,7 +76,14 @@ class ADKHarness:
     tool_span: ClassVar[str | None] = "execute_tool"
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         plugin = PlanfencePlugin(
             world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
@@ -92,10 +99,14 @@ class ADKHarness:
         session = await runner.session_service.create_session(app_name="conformance", user_id="u")
         message = types.Content(role="user", parts=[types.Part(text=TASK)])
         try:
-            async for _ in runner.run_async(
-                user_id="u", session_id=session.id, new_message=message
-            ):
-                pass
+            for n in range(runs):  # each run a new invocation in the same session
+                if n:
+                    script.new_run()
+                async for _ in runner.run_async(
+                    user_id="u", session_id=session.id, new_message=message
+                ):
+                    pass
         finally:
-            await runner.close()
+            if close:
+                await runner.close()  # closes the plugin too
         return Run(list(llm.told))

@@ -113,7 +113,14 @@ class AutoGenHarness:
     tool_span: ClassVar[str | None] = "execute_tool"
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         tools: list[Any] = [
             FunctionTool(fn, description=fn.__doc__ or name, name=name)
@@ -127,27 +134,31 @@ class AutoGenHarness:
             checker=checker,
         )
         executor = FencedAgent("executor", executor_client(script), workbench=workbench)
+        team = None
+        if plans:
+            planner = PlanningAgent(
+                "planner",
+                planner_client(),
+                memory=[SharedMemory(world.store, keys=[KEY])],
+                system_message="Plan the booking from the current requirements.",
+            )
+            team = RoundRobinGroupChat(
+                [planner, executor],
+                termination_condition=PlanfenceTermination() | MaxMessageTermination(12),
+            )
+        told: list[str] = []
         try:
-            if plans:
-                planner = PlanningAgent(
-                    "planner",
-                    planner_client(),
-                    memory=[SharedMemory(world.store, keys=[KEY])],
-                    system_message="Plan the booking from the current requirements.",
-                )
-                team = RoundRobinGroupChat(
-                    [planner, executor],
-                    termination_condition=PlanfenceTermination() | MaxMessageTermination(12),
-                )
-                result = await team.run(task=TASK)
-            else:
-                result = await executor.run(task=TASK)
+            for n in range(runs):  # the same team, asked again
+                if n:
+                    script.new_run()
+                result = await (team or executor).run(task=TASK)
+                told += [
+                    str(r.content)
+                    for m in result.messages
+                    if isinstance(m, ToolCallExecutionEvent)
+                    for r in m.content
+                ]
         finally:
-            await workbench.gate.aclose()
-        told = [
-            str(r.content)
-            for m in result.messages
-            if isinstance(m, ToolCallExecutionEvent)
-            for r in m.content
-        ]
+            if close:
+                await workbench.gate.aclose()
         return Run(told)

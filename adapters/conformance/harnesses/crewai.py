@@ -3,13 +3,17 @@ what to do on every call (returning native tool calls), with the `Planfence` hoo
 
 CrewAI opens no OpenTelemetry span of its own around a tool (its telemetry records a "Tool Usage"
 span on a private provider after the call), so case (h) checks that the gate's span is inside
-the span the crew was run in."""
+the span the crew was run in. CrewAI's own files go to a temporary home (`private_home`), never
+the user's."""
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -20,6 +24,22 @@ from ..harness import Run
 from ..world import AGENT, KEY, TASK, Script, World
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # no reports to CrewAI's collector
+_HOME: dict[str, str] = {}
+
+
+def private_home() -> str:
+    """Point CrewAI's own files at a temporary folder, for this process, before CrewAI is
+    imported: whatever `XDG_DATA_HOME` says, CrewAI keeps credentials under
+    `~/.local/share/crewai` and settings under `~/.config/crewai` (the home directory read at
+    import), and its app data under the XDG data folder. The folder goes when the process
+    ends."""
+    if "home" not in _HOME:
+        home = _HOME["home"] = tempfile.mkdtemp(prefix="planfence-crewai-home-")
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        os.environ["HOME"] = home
+        os.environ["XDG_DATA_HOME"] = os.path.join(home, ".local", "share")
+        os.environ["XDG_CONFIG_HOME"] = os.path.join(home, ".config")
+    return _HOME["home"]
 
 
 def scripted_llm(script: Script, loop: asyncio.AbstractEventLoop) -> Any:
@@ -63,8 +83,16 @@ class CrewAIHarness:
     tool_span: ClassVar[str | None] = None
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
+        private_home()
         with extra_imports("crewai", "the CrewAI conformance harness"):
             from crewai import Agent, Crew, Task
             from crewai.tools import tool
@@ -75,12 +103,19 @@ class CrewAIHarness:
         tools = [tool(name)(fn) for name, fn in world.tools().items()]
         booker = Agent(role=AGENT, goal="Book trips", backstory="Books.", llm=llm, tools=tools)
         task = Task(description=TASK, expected_output="the booking", agent=booker)
+        crew = Crew(agents=[booker], tasks=[task])
         fence = Planfence(
             world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
         )
         fence.install()
         try:
-            await Crew(agents=[booker], tasks=[task]).kickoff_async()
+            for n in range(runs):  # the same crew, kicked off again
+                if n:
+                    script.new_run()
+                await crew.kickoff_async()
         finally:
-            await fence.aclose()
+            if close:
+                await fence.aclose()
+            else:
+                fence.uninstall()  # the hooks are process-wide: the next case has its own
         return Run(llm.told)

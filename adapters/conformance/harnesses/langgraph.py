@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from planfence.plugins.gate import CheckerFactory
+from planfence.shared_memory import StoreUnavailableError
 from planfence.shared_memory.extras import extra_imports
 
 from ..harness import Run
@@ -83,18 +84,31 @@ class CreateAgent:
     tool_span: ClassVar[str | None] = None  # LangChain opens no OpenTelemetry spans itself
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         keys = [KEY] if plans else []
         fence = PlanfenceMiddleware(
             world.store, world.policy, keys=keys, agent=AGENT, checker=checker
         )
         agent = create_agent(ScriptedChatModel(script=script), lc_tools(world), middleware=[fence])
+        run = Run()
         try:
-            state = await agent.ainvoke(TASK_INPUT)
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                state = await agent.ainvoke(TASK_INPUT)
+                run.told += told(state["messages"]).told
         finally:
-            await fence.gate.aclose()
-        return told(state["messages"])
+            if close:
+                await fence.gate.aclose()
+        return run
 
 
 class GraphState(MessagesState, PlanfenceState):
@@ -111,7 +125,14 @@ class HandWrittenGraph:
     tool_span: ClassVar[str | None] = None
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         model = ScriptedChatModel(script=script)
         reader = PlanfenceStore(world.store)
@@ -123,9 +144,13 @@ class HandWrittenGraph:
         async def planner(state: GraphState) -> dict[str, Any]:
             prompt: list[BaseMessage] = list(state["messages"])
             if plans:
-                item = await reader.aget(tuple(namespace.split("/")), leaf)
-                if item is not None:
-                    prompt = [SystemMessage(f"{KEY}: {json.dumps(item.value)}"), *prompt]
+                try:
+                    item = await reader.aget(tuple(namespace.split("/")), leaf)
+                    shown = f"{KEY}: {json.dumps(item.value)}" if item is not None else None
+                except StoreUnavailableError as exc:  # what a planner node says instead
+                    shown = f"the records cannot be read now: {exc}"
+                if shown is not None:
+                    prompt = [SystemMessage(shown), *prompt]
             reply = await model.ainvoke(prompt)
             update: dict[str, Any] = {"messages": [reply]}
             if plans and isinstance(reply, AIMessage) and reply.tool_calls:
@@ -141,8 +166,14 @@ class HandWrittenGraph:
         graph.add_node("tools", fence.tool_node(lc_tools(world)), destinations=fence.destinations)
         graph.add_edge(START, "planner")
         graph.add_conditional_edges("planner", route, ["tools", END])
+        compiled, run = graph.compile(), Run()
         try:
-            state = await graph.compile().ainvoke(TASK_INPUT)
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                state = await compiled.ainvoke(TASK_INPUT)
+                run.told += told(state["messages"]).told
         finally:
-            await fence.gate.aclose()
-        return told(state["messages"])
+            if close:
+                await fence.gate.aclose()
+        return run

@@ -88,7 +88,14 @@ class MAFHarness:
     tool_span_wraps_gate: ClassVar[bool] = False
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         fence = PlanfenceMiddleware(
             world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
@@ -103,15 +110,20 @@ class MAFHarness:
             middleware=[fence],
             context_providers=[fence] if plans else [],
         )
+        told: list[str] = []
         try:
-            response = await agent.run(TASK)
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                response = await agent.run(TASK)
+                told += [
+                    _text(c.result)
+                    for m in response.messages
+                    if m.role == "tool"
+                    for c in m.contents
+                    if c.type == "function_result"
+                ]
         finally:
-            await fence.gate.aclose()
-        told = [
-            _text(c.result)
-            for m in response.messages
-            if m.role == "tool"
-            for c in m.contents
-            if c.type == "function_result"
-        ]
+            if close:
+                await fence.gate.aclose()
         return Run(told)

@@ -18,8 +18,8 @@ from planfence.plugins.gate import (
     CheckerFactory,
     Gate,
     GateMiddleware,
-    GuardedExecutor,
     PlanStamper,
+    ToolCall,
     Verdict,
 )
 from planfence.shared_memory.extras import extra_imports
@@ -45,9 +45,9 @@ def _text(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
-async def drive(script: Script, read: Read, send: Send) -> Run:
+async def drive(script: Script, read: Read, send: Send, run: Run | None = None) -> Run:
     """The client's loop: read, ask the script, call; until the script answers."""
-    run, last = Run(), None
+    run, last = run or Run(), None
     while True:
         step = await script.next(await read(), last)
         if step is None:
@@ -56,7 +56,19 @@ async def drive(script: Script, read: Read, send: Send) -> Run:
         run.told.append(last)
 
 
-class _Judged(GuardedExecutor):
+async def drive_runs(
+    script: Script, runs: int, conversation: Callable[[], tuple[Read, Send]]
+) -> Run:
+    """`runs` conversations one after the other, each with the client's `conversation()`."""
+    run = Run()
+    for n in range(runs):
+        if n:
+            script.new_run()
+        await drive(script, *conversation(), run)
+    return run
+
+
+class _Judged:
     """The proxy's gate replaced by another checker (the cases' controls): the proxy's own
     record tools keep the world's store, only the judging changes."""
 
@@ -65,8 +77,10 @@ class _Judged(GuardedExecutor):
         self.policy = world.policy
         self.inner = checker(world.store, world.policy, AGENT)
 
-    async def check(self, tool: str, args: Any, plan_id: Any, **kw: Any) -> Verdict:
-        return await self.inner.check(tool, args, plan_id, **kw)
+    name = "control"
+
+    async def check(self, call: ToolCall) -> Verdict:
+        return await self.inner.check(call)
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)
@@ -81,7 +95,9 @@ def _checker(world: World, checker: CheckerFactory | None) -> Gate:
 
 
 class ProxyHarness:
-    """`planfence proxy --agent booker -- python -m ...mcp_upstream`, run in this process."""
+    """`planfence proxy --agent booker -- python -m ...mcp_upstream`, run in this process. Its
+    runs are conversations one after the other over the same client connection, as in a
+    desktop client that keeps its proxy between chats."""
 
     name: ClassVar[str] = "mcp.proxy"
     extra: ClassVar[str] = "mcp"
@@ -89,7 +105,14 @@ class ProxyHarness:
     tool_span: ClassVar[str | None] = "tools/call"
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         command = [sys.executable, "-m", f"{__package__}.mcp_upstream", str(world.effects.path)]
         gate = _checker(world, checker)
@@ -108,15 +131,17 @@ class ProxyHarness:
                 async def send(tool: str, args: dict[str, Any]) -> str:
                     return _text(await client.call_tool(tool, args))
 
-                return await drive(script, read, send)
+                return await drive_runs(script, runs, lambda: (read, send))
         finally:
-            close = getattr(gate, "aclose", None)
-            if close is not None:
-                await close()
+            close_gate = getattr(gate, "aclose", None)
+            if close and close_gate is not None:
+                await close_gate()
 
 
 class InServerHarness:
-    """`MCPServer(..., middleware=[PlanFenceGate(store, policy)])`; the client plans."""
+    """`MCPServer(..., middleware=[PlanFenceGate(store, policy)])`; the client plans. The client
+    is another process with its own connection to the shared store (`world.others`): it reads
+    and stamps there, and each of its runs starts its own plan chain."""
 
     name: ClassVar[str] = "mcp.in_server"
     extra: ClassVar[str] = "mcp"
@@ -124,7 +149,14 @@ class InServerHarness:
     tool_span: ClassVar[str | None] = "tools/call"
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         gate = PlanFenceGate(world.store, world.policy, agent=AGENT)
         if checker is not None:
@@ -133,22 +165,28 @@ class InServerHarness:
         server = MCPServer("trips", middleware=[gate])
         for name, fn in world.tools().items():
             server.tool(name=name, description=fn.__doc__)(fn)
-        stamper = PlanStamper(world.store, AGENT)
-        meta: dict[str, Any] = {}
         try:
             async with Client(server, mode="legacy") as client:
 
-                async def read() -> list[str]:
-                    if not plans:
-                        return []
-                    records = await stamper.current([KEY])
-                    plan = await stamper.stamp([r.id for r in records])
-                    meta[META_PLAN] = plan.id
-                    return [json.dumps({r.key: r.value}) for r in records]
+                def conversation() -> tuple[Read, Send]:
+                    stamper = PlanStamper(world.others, AGENT)
+                    meta: dict[str, Any] = {}
 
-                async def send(tool: str, args: dict[str, Any]) -> str:
-                    return _text(await client.call_tool(tool, args, meta=cast(Any, dict(meta))))
+                    async def read() -> list[str]:
+                        if not plans:
+                            return []
+                        records = await stamper.current([KEY])
+                        plan = await stamper.stamp([r.id for r in records])
+                        meta[META_PLAN] = plan.id
+                        return [json.dumps({r.key: r.value}) for r in records]
 
-                return await drive(script, read, send)
+                    async def send(tool: str, args: dict[str, Any]) -> str:
+                        result = await client.call_tool(tool, args, meta=cast(Any, dict(meta)))
+                        return _text(result)
+
+                    return read, send
+
+                return await drive_runs(script, runs, conversation)
         finally:
-            await gate.aclose()
+            if close:
+                await gate.aclose()

@@ -6,6 +6,7 @@ effect (with the fencing token the proxy sent in `_meta`) in the effects file.
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,4 +39,6 @@ def build(effects: Effects) -> MCPServer:
 
 
 if __name__ == "__main__":
+    # Warnings only (the server would log each call it serves on the suite's stderr).
+    logging.basicConfig(level=logging.WARNING)
     build(Effects(Path(sys.argv[1]))).run("stdio")

@@ -71,7 +71,14 @@ class OpenAIAgentsHarness:
     tool_span: ClassVar[str | None] = None  # the SDK traces to its own processors, not OTel
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         fence = Planfence(
             world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
@@ -84,9 +91,14 @@ class OpenAIAgentsHarness:
             tools=[fence.tool(fn, name_override=name) for name, fn in world.tools().items()],
         )
         try:
-            await Runner.run(agent, TASK, run_config=RunConfig(tracing_disabled=True))
-        except ToolInputGuardrailTripwireTriggered as stop:  # a block ends the run
-            told.append(json.dumps(stop.output.output_info))
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                try:
+                    await Runner.run(agent, TASK, run_config=RunConfig(tracing_disabled=True))
+                except ToolInputGuardrailTripwireTriggered as stop:  # a block ends the run
+                    told.append(json.dumps(stop.output.output_info))
         finally:
-            await fence.aclose()
+            if close:
+                await fence.aclose()
         return Run(told)

@@ -69,7 +69,14 @@ class PydanticAIHarness:
     tool_span: ClassVar[str | None] = "execute_tool"
 
     async def run(
-        self, world: World, script: Script, *, checker: CheckerFactory | None, plans: bool
+        self,
+        world: World,
+        script: Script,
+        *,
+        checker: CheckerFactory | None,
+        plans: bool,
+        runs: int = 1,
+        close: bool = True,
     ) -> Run:
         fence = Planfence(
             world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
@@ -80,7 +87,11 @@ class PydanticAIHarness:
         traced = [Instrumentation(), fence]
         agent = Agent(model(script, told), tools=tools, capabilities=traced)
         try:
-            await agent.run(TASK)
+            for n in range(runs):
+                if n:
+                    script.new_run()
+                await agent.run(TASK)
         finally:
-            await fence.aclose()
+            if close:
+                await fence.aclose()
         return Run(told)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
-import tempfile
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any
 
 from planfence.adapters.cli.common import add_output
@@ -28,6 +26,7 @@ from ..harness import (
     run_bench,
 )
 from ..harness.owners import OWNERS, REQUESTER, owner_services
+from ..harness.scratch import scratch_folder
 from .cases import seed_latency, seed_traffic
 from .measure import http_rows, store_rows, traffic
 from .otel import otel_rows
@@ -86,7 +85,7 @@ async def _bench(
     rows, traffic_rows = results["rows"], results["traffic"]
     async with AsyncExitStack() as stack:
         target, store = await open_bench_store(stack, main_url, results)
-        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-bench-")))
+        logs = stack.enter_context(scratch_folder())
         policy, cases = await seed_latency(store)
         policy, traffic_cases = await seed_traffic(store, policy)
         directory = stack.enter_context(owner_services(target.url, keyring_text, logs))

@@ -10,7 +10,7 @@ from typing import Any
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
 from planfence.demos.baselines import store_key_space
 from planfence.demos.executors import Wiring, build_executor, flush_audit
-from planfence.plugins.gate import ALLOW, Gate, Policy
+from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall
 from planfence.shared_memory import AsyncStore
 
 from ..harness import Progress, percentile
@@ -55,7 +55,7 @@ async def _measure(
         nonlocal unavailable
         for g, samples in gates:
             t0 = time.perf_counter()
-            verdict = await g.check(case.tool, {}, case.plan)
+            verdict = await g.check(ToolCall(case.tool, {}, case.plan))
             samples.append(time.perf_counter() - t0)
             if verdict.reason == "audit_unavailable":
                 unavailable += 1
@@ -119,9 +119,7 @@ def _durable(variant: Callable[..., Gate]) -> Gate:
 
 def _mode(gate: Gate) -> str:
     """The name of a gate's audit mode."""
-    if not gate.audit:
-        return "off"
-    return "deferred" if getattr(gate, "deferred", None) is not None else "durable"
+    return gate.audit_mode
 
 
 def _label(row: Mapping[str, Any]) -> str:
@@ -196,7 +194,7 @@ async def traffic(
             executor = build_executor(label, wiring)
             try:
                 for _ in range(repeat):
-                    verdict = await executor.check(case.tool, {}, case.plan)
+                    verdict = await executor.check(ToolCall(case.tool, {}, case.plan))
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"traffic plan not allowed: {verdict.message}")
             finally:

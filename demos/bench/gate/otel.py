@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from planfence.plugins import telemetry
-from planfence.plugins.gate import ALLOW, Gate, Policy
+from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall
 from planfence.shared_memory import AsyncStore
 
 from ..harness import Progress, percentile
@@ -62,7 +62,7 @@ async def otel_rows(
                 for mode in order:
                     telemetry.use(*providers) if mode == "on" else telemetry.use()
                     t0 = time.perf_counter()
-                    verdict = await gate.check(case.tool, {}, case.plan)
+                    verdict = await gate.check(ToolCall(case.tool, {}, case.plan))
                     samples[mode].append(time.perf_counter() - t0)
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"benchmark plan was not allowed: {verdict.reason}")

@@ -12,18 +12,18 @@ throwaway file each: planfence on its thread and with io=loop, vs `SqliteArtifac
 from __future__ import annotations
 
 import importlib.util
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from planfence.plugins.gate import ALLOW, Gate, Policy
+from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall
 from planfence.shared_memory import open_async_store, sqlite_on_loop
 
 from ..harness import Progress, percentile
 from ..harness.owners import REQUESTER, plan_at_depth, seed_keys
+from ..harness.scratch import scratch_folder
 
 PEER_DEPS = (1, 4, 16)
 PEER_BACKENDS = ("memory", "sqlite", "sqlite/loop")
@@ -108,8 +108,7 @@ async def peer_rows(
     if not have_peer():
         notes.append(f"agent-coherence rows skipped: it is not installed ({INSTALL})")
         return
-    with tempfile.TemporaryDirectory(prefix="planfence-bench-peer-") as tmp:
-        folder = Path(tmp)
+    with scratch_folder("planfence-bench-peer-") as folder:
         for backend in PEER_BACKENDS:
             url = "memory://" if backend == "memory" else f"sqlite:///{folder / 'planfence.db'}"
             if backend == "sqlite/loop":
@@ -132,7 +131,7 @@ async def peer_rows(
                     gate = Gate(store, policy, agent=REQUESTER)
 
                     async def ours(gate: Gate = gate, plan: str = plan) -> None:
-                        verdict = await gate.check("act", {}, plan)
+                        verdict = await gate.check(ToolCall("act", {}, plan))
                         if verdict.verdict != ALLOW:
                             raise RuntimeError(f"benchmark plan not allowed: {verdict.message}")
 

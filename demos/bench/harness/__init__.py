@@ -15,10 +15,13 @@ The conventions, the same for every benchmark:
 - Ctrl-C stops the run: what was measured so far is printed (and written with `--out`), the
   temporary stores, files and processes are removed, and the command exits with status 130.
   The benchmark's child processes never see the Ctrl-C themselves (`services`, `children`).
+- A benchmark that is killed leaves nothing running: its children watch it and stop once it is
+  gone (`lifeline`); the next benchmark removes the temporary folder it left (`scratch`).
 
 Modules: `options` (the shared flags and counts), `stores` (the throwaway store), `services`
 (owner services and other HTTP endpoints in their own processes, on ports the kernel picks),
-`children` (`multiprocessing` children that Ctrl-C does not reach), `owners` (the owner team of
+`children` (`multiprocessing` children that Ctrl-C does not reach), `lifeline` (children that
+end with their parent), `scratch` (temporary folders), `owners` (the owner team of
 `bench gate` and `bench link`), `wire` (bytes on the wire), `stats` (percentiles), `tasks`
 (steps side by side), `output` (results, tables' preamble, Ctrl-C), and `Progress` (from
 `planfence.demos.support`).

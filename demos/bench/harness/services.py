@@ -6,10 +6,11 @@ socket). No port is ever picked first and bound later, so two services (or two b
 anything else on the machine) cannot race for one port.
 
 Each child runs in its own session: a Ctrl-C at the terminal reaches the benchmark only, which
-then stops its children itself, after it has reported what it measured.
+then stops its children itself, after it has reported what it measured. A benchmark that is
+killed cannot stop them: each child watches its parent (`lifeline`) and stops once it is gone.
 
 Run as a module, this file is the child: `python -m planfence.demos.bench.harness.services --fd N
-[--keep-alive S] module:factory`.
+[--parent-fd P] [--keep-alive S] module:factory`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from typing import Any
 import httpx
 
 from planfence.shared_memory.extras import extra_imports
+
+from .lifeline import die_with_parent, lifeline
 
 with extra_imports("bench", "a benchmark's HTTP service"):
     from starlette.applications import Starlette
@@ -111,7 +114,9 @@ def running(services: Mapping[str, Service], logs: Path) -> Iterator[dict[str, s
             sock = listening_socket()
             try:
                 port = sock.getsockname()[1]
+                parent = lifeline()
                 cmd = [sys.executable, "-m", __name__, "--fd", str(sock.fileno())]
+                cmd += ["--parent-fd", str(parent)]
                 cmd += ["--keep-alive", str(service.keep_alive_s), service.factory]
                 with (logs / f"{name}.log").open("wb") as log:
                     procs[name] = subprocess.Popen(
@@ -120,7 +125,7 @@ def running(services: Mapping[str, Service], logs: Path) -> Iterator[dict[str, s
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
-                        pass_fds=(sock.fileno(),),
+                        pass_fds=(sock.fileno(), parent),
                         start_new_session=True,
                     )
             finally:
@@ -168,9 +173,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="planfence-bench-service")
     parser.add_argument("--fd", type=int, required=True, help="listening socket to serve on")
+    parser.add_argument(
+        "--parent-fd", type=int, default=None, help="the parent's lifeline: stop at its end"
+    )
     parser.add_argument("--keep-alive", type=float, default=5.0, help="idle connection timeout")
     parser.add_argument("factory", help="module:function returning the ASGI app")
     args = parser.parse_args(argv)
+    if args.parent_fd is not None:
+        die_with_parent(args.parent_fd)
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(
         args.factory,

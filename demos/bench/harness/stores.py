@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -16,6 +14,8 @@ from typing import Any
 
 from planfence.adapters.cli.common import UsageError
 from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store, redact_url
+
+from .scratch import Scratch
 
 BENCH_PG_ENV = "PLANFENCE_BENCH_POSTGRES_URL"
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -35,12 +35,12 @@ class BenchStore:
 
 
 def _sqlite_store(folder: Path | None) -> BenchStore:
-    tmp = Path(tempfile.mkdtemp(prefix="planfence-bench-", dir=folder))
+    scratch = Scratch(parent=folder)  # a killed run's folder goes at the next run's start
     return BenchStore(
         "sqlite",
-        f"sqlite:///{tmp / 'bench.db'}",
+        f"sqlite:///{scratch.path / 'bench.db'}",
         "file removed afterwards",
-        lambda: shutil.rmtree(tmp, ignore_errors=True),
+        scratch.remove,
     )
 
 

@@ -31,6 +31,7 @@ from planfence.plugins.janus import (
 from planfence.plugins.janus.calibration import PRIOR
 from planfence.shared_memory.extras import extra_imports
 
+from ..harness.lifeline import die_with_parent
 from .runbook import RunbookConfig, RunbookStream
 from .strategies import (
     PAPER_STRATEGIES,
@@ -369,8 +370,9 @@ _worker_plan: Plan | None = None
 
 def _start_worker(plan: Plan) -> None:
     global _worker_plan
-    # Ctrl-C is the parent's to handle: it stops the workers itself.
+    # Ctrl-C is the parent's to handle: it stops the workers itself; a killed parent cannot.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     _worker_plan = plan
 
 

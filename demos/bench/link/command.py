@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
-import tempfile
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from planfence.adapters.cli.common import add_output
@@ -28,6 +26,7 @@ from ..harness import (
     run_bench,
 )
 from ..harness.owners import OWNERS, REQUESTER, owner_services
+from ..harness.scratch import scratch_folder
 from ..harness.services import port_of
 from ..netem import (
     MIN_RTO_MS,
@@ -160,7 +159,7 @@ async def _bench(settings: Settings, store_url: str | None, results: dict[str, A
     relays: list[LinkRelay] = []
     async with AsyncExitStack() as stack:
         target, store = await open_bench_store(stack, store_url, results)
-        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-link-")))
+        logs = stack.enter_context(scratch_folder("planfence-link-"))
         policy, cases = await seed_gate_cases(store)
         sync_keys = await seed_sync_keys(store, sync_keys_needed)
         direct = stack.enter_context(owner_services(target.url, keyring_text, logs))

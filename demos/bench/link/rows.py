@@ -13,7 +13,7 @@ import httpx
 from planfence.adapters.owner_service import Keyring
 from planfence.demos.baselines import store_key_space
 from planfence.demos.executors import Wiring, build_executor, flush_audit
-from planfence.plugins.gate import ALLOW, Policy
+from planfence.plugins.gate import ALLOW, Policy, ToolCall
 from planfence.shared_memory import AsyncStore
 
 from ..harness import Progress, percentile, rotate
@@ -92,7 +92,9 @@ async def gate_rows(
                     http = https[(path, method)]
                     before = http.stats.total_bytes
                     t0 = time.perf_counter()
-                    verdict = await gates[(path, method, case.keys)].check(case.tool, {}, case.plan)
+                    verdict = await gates[(path, method, case.keys)].check(
+                        ToolCall(case.tool, {}, case.plan)
+                    )
                     elapsed = time.perf_counter() - t0
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"benchmark plan not allowed: {verdict.message}")

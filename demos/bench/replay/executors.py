@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from planfence.demos.baselines import EagerSync, store_key_space
 from planfence.demos.executors import Wiring, build_executor
-from planfence.plugins.gate import GuardedExecutor, HeadSource, Policy, Verdict
+from planfence.plugins.gate import Checker, HeadSource, Policy, ToolCall, Verdict
 from planfence.shared_memory import AsyncStore, Replica
 
 EXECUTORS = ("planfence", "eager", "allkeys", "freshness")
@@ -26,7 +25,7 @@ def replica_executor(
     space: str,
     owner_of: Mapping[str, str],
     sync: EagerSync | None,
-) -> GuardedExecutor:
+) -> Checker:
     """One replica's executor, built by the registry and wired to the replay: owner heads over
     HTTP, the key space under `space`, the eager update path `sync`, and (freshness) a replica of
     that key space that asks the owners of D(a) for their heads before it catches up."""
@@ -43,30 +42,20 @@ def replica_executor(
     return build_executor(executor, wiring)
 
 
-class Timed(GuardedExecutor):
+class Timed(Checker):
     """Wraps an executor; adds up the wall time of its checks (the action path's stall)."""
 
-    def __init__(self, inner: GuardedExecutor) -> None:
+    def __init__(self, inner: Checker) -> None:
         self.inner = inner
         self.name = inner.name
-        # `run` guards the call over the same store and policy the wrapped executor checks.
+        # The seam guards the call over the same store and policy the wrapped executor checks.
         self.store = inner.store
         self.policy = inner.policy
         self.spent = 0.0
 
-    async def check(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        plan_id: Any,
-        *,
-        agent: str | None = None,
-        replan_spent: bool = False,
-    ) -> Verdict:
+    async def check(self, call: ToolCall) -> Verdict:
         t0 = time.perf_counter()
         try:
-            return await self.inner.check(
-                tool, args, plan_id, agent=agent, replan_spent=replan_spent
-            )
+            return await self.inner.check(call)
         finally:
             self.spent += time.perf_counter() - t0

@@ -12,9 +12,9 @@ import httpx
 
 from planfence.adapters.owner_service import PublicKeyring
 from planfence.demos.baselines import EagerExecutor, EagerSync, FreshnessOnly
-from planfence.demos.executors import flush_audit
+from planfence.demos.executors import flush_audit, run_action
 from planfence.demos.judging import heads_as_of, used_versions
-from planfence.plugins.gate import BLOCK, GuardedExecutor, Policy, Replanned, Verdict, create_plan
+from planfence.plugins.gate import BLOCK, Checker, Policy, Replanned, ToolCall, Verdict, create_plan
 from planfence.shared_memory import AsyncStore, Change
 
 from ..harness import percentile, together
@@ -112,7 +112,7 @@ class Run:
         await self._warm()
         self._sent = self._traffic()
 
-    def _executor(self, name: str, keyring: PublicKeyring) -> GuardedExecutor:
+    def _executor(self, name: str, keyring: PublicKeyring) -> Checker:
         heads = None
         if self.executor != "eager":  # eager never asks owners: updates come to it
             heads = CountedOwnerHeads(
@@ -242,9 +242,8 @@ class Run:
             return {"ok": True}
 
         spent = ex.spent
-        outcome = await ex.run(
-            tool, args, plan_id, call, replan, agent=self.team.replicas[w.replica]
-        )
+        agent = self.team.replicas[w.replica]
+        outcome = await run_action(ex, ToolCall(tool, args, plan_id, agent), call, replan)
         action_s = ex.spent - spent
         if not late_done:
             update_s += await self._update(w.late)

@@ -4,7 +4,6 @@ the emulated link each rate meets afresh, and the rows each rate leaves."""
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..harness import (
     services,
     together,
 )
+from ..harness.scratch import scratch_folder
 from ..harness.services import port_of
 from ..netem import Link, LinkRelay, drained
 from . import push
@@ -133,7 +133,7 @@ async def replay_all(config: Config, store_url: str | None, results: dict[str, A
     relays: list[LinkRelay] = []
     async with AsyncExitStack() as stack:
         target, store = await open_bench_store(stack, store_url, results)
-        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planfence-replay-")))
+        logs = stack.enter_context(scratch_folder("planfence-replay-"))
         specs = replay_services(team, target.url, logs)
         direct = stack.enter_context(services.running(specs, logs))
         owner_urls = {o: direct[o] for o in owners}

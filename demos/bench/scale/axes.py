@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from planfence.plugins.gate import ALLOW, Gate, Policy, create_plan
+from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall, create_plan
 from planfence.shared_memory import AsyncStore, Record
 from planfence.shared_memory.batches import AdvanceHead, AssignOwner, WriteBatch
 
 from ..harness import Progress, percentile
+from ..harness.lifeline import lifeline
+from ..harness.scratch import scratch_folder
 
 OWNER = "owner"
 AGENT = "bench"
@@ -62,7 +62,7 @@ async def timed_checks(
             for step in ("check", "read") if i % 2 else ("read", "check"):
                 t0 = time.perf_counter()
                 if step == "check":
-                    verdict = await gate.check("act", {}, plan)
+                    verdict = await gate.check(ToolCall("act", {}, plan))
                     if verdict.verdict != ALLOW:
                         raise RuntimeError(f"benchmark plan not allowed: {verdict.message}")
                 else:
@@ -165,9 +165,9 @@ async def process_axis(
 async def _race(
     url: str, plan: str, keys: Sequence[str], n: int, seconds: float
 ) -> list[list[float]]:
-    with tempfile.TemporaryDirectory(prefix="planfence-bench-scale-") as tmp:
-        go = Path(tmp) / "go"
-        argv = [url, plan, ",".join(keys), str(go), str(seconds)]
+    with scratch_folder("planfence-bench-scale-") as tmp:
+        go = tmp / "go"
+        argv = [url, plan, ",".join(keys), str(go), str(seconds), str(lifeline())]
         procs = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -176,6 +176,7 @@ async def _race(
                 *argv,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                pass_fds=(lifeline(),),
             )
             for _ in range(n)
         ]

@@ -1,7 +1,9 @@
 """One gate process of `bench scale`'s process axis: wait for the common start, check one plan
 for a fixed time, print the latencies (ms) as JSON on stdout.
 
-    python -m planfence.demos.bench.scale.worker URL PLAN KEY,KEY,... GO_FILE SECONDS
+    python -m planfence.demos.bench.scale.worker URL PLAN KEY,KEY,... GO_FILE SECONDS [PARENT_FD]
+
+PARENT_FD: the benchmark's lifeline (`harness.lifeline`): the worker stops when it closes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 import sys
 import time
 
+from planfence.plugins.gate import ToolCall
+
 
 async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -> list[float]:
     from planfence.plugins.gate import ALLOW, Gate, Policy
@@ -20,7 +24,9 @@ async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -
     store = await open_async_store(url)
     gate = Gate(store, Policy().declare("act", keys), agent=f"worker{os.getpid()}")
     try:
-        verdict = await gate.check("act", {}, plan)  # warm: the plan's lineage is remembered
+        verdict = await gate.check(
+            ToolCall("act", {}, plan)
+        )  # warm: the plan's lineage is remembered
         if verdict.verdict != ALLOW:
             raise RuntimeError(f"benchmark plan not allowed: {verdict.reason} {verdict.message}")
         print("ready", file=sys.stderr, flush=True)
@@ -30,7 +36,7 @@ async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -
         end = time.perf_counter() + seconds
         while True:  # at least one check, however busy the machine
             t0 = time.perf_counter()
-            verdict = await gate.check("act", {}, plan)
+            verdict = await gate.check(ToolCall("act", {}, plan))
             latencies.append((time.perf_counter() - t0) * 1000.0)
             if verdict.verdict != ALLOW:
                 raise RuntimeError(f"benchmark plan refused: {verdict.reason} {verdict.message}")
@@ -42,7 +48,11 @@ async def _work(url: str, plan: str, keys: list[str], go: str, seconds: float) -
 
 
 def main(argv: list[str]) -> None:
-    url, plan, keys, go, seconds = argv
+    url, plan, keys, go, seconds, *parent = argv
+    if parent:
+        from planfence.demos.bench.harness.lifeline import die_with_parent
+
+        die_with_parent(int(parent[0]))
     latencies = asyncio.run(_work(url, plan, keys.split(","), go, float(seconds)))
     print(json.dumps({"latencies_ms": [round(x, 4) for x in latencies]}))
 

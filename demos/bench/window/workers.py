@@ -20,6 +20,8 @@ from planfence.shared_memory import (
     open_async_store,
 )
 
+from ..harness.lifeline import die_with_parent
+
 TOOL = "act"
 OWNER = "owner"
 MODES = ("gate", "fence", "lease")
@@ -59,10 +61,12 @@ def policy_for(setup: Setup) -> Policy:
 
 
 def executor_main(setup: Setup, n: int, ready: Any, go: Any, out: Any) -> None:
+    die_with_parent()
     out.put(("executor", n, asyncio.run(_executor(setup, n, ready, go))))
 
 
 def owner_main(setup: Setup, ready: Any, go: Any, out: Any) -> None:
+    die_with_parent()
     out.put(("owner", 0, asyncio.run(_owner(setup, ready, go))))
 
 
