@@ -42,7 +42,7 @@ from planfence.adapters.autogen import (
     SharedMemory,
     run_outcome,
 )
-from planfence.demos.baselines import freshness_checker
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
 
@@ -178,8 +178,9 @@ async def _play(
         store=store,
         policy=POLICY,
         agent="executor",
-        checker=freshness_checker if baseline else None,
     )
+    if baseline:  # the freshness-only control judges instead of the gate
+        on_baseline(tools.gate)
     executor = FencedAgent(
         "executor",
         executor_client,

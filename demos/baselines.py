@@ -1,5 +1,5 @@
 """The executors PlanFence is compared against, behind the same interface as `Gate` (for the demos
-and benchmarks; adapters take `checker=freshness_checker` in experiments).
+and benchmarks; an adapter judges with it through `executors.on_baseline` in experiments).
 
 - `FreshnessOnly`: keeps the local replica current, never checks which records produced the plan.
   Unsafe: it acts on stale plans.
@@ -345,5 +345,5 @@ def store_key_space(store: AsyncStore, prefix: str = "") -> Callable[[], Awaitab
 
 
 def freshness_checker(store: AsyncStore, policy: Policy, agent: str | None = None) -> Checker:
-    """The freshness-only baseline as an adapter's checker (`checker=freshness_checker`)."""
+    """The freshness-only baseline as a checker factory, for `executors.on_baseline`."""
     return FreshnessOnly(store, policy)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from planfence.plugins.gate import (
     CallFn,
     Checker,
+    CheckerFactory,
     Gate,
     GateMiddleware,
     HeadSource,
@@ -29,10 +30,18 @@ from planfence.plugins.gate import (
     Policy,
     ReplanFn,
     ToolCall,
+    judge_with,
 )
 from planfence.shared_memory import AsyncStore, Replica
 
-from .baselines import AllKeysHeads, EagerExecutor, EagerSync, FreshnessOnly, store_key_space
+from .baselines import (
+    AllKeysHeads,
+    EagerExecutor,
+    EagerSync,
+    FreshnessOnly,
+    freshness_checker,
+    store_key_space,
+)
 
 KeySpace = Callable[[], Awaitable[Mapping[str, str]]]
 
@@ -97,8 +106,17 @@ async def run_action(
 ) -> Outcome:
     """Run `fn` under `executor`'s verdicts, through the seam every adapter uses (the one-replan
     loop, the fencing token, the lease): `GateMiddleware.run` over the executor as its checker."""
-    seam = GateMiddleware(executor.store, executor.policy, checker=executor)
+    seam = judge_with(GateMiddleware(executor.store, executor.policy), executor)
     return await seam.run(call, fn, replan)
+
+
+def on_baseline(
+    gate: GateMiddleware, baseline: CheckerFactory = freshness_checker
+) -> GateMiddleware:
+    """An adapter's gate middleware (`adapter.gate`) judging with a baseline instead of the gate,
+    for experiments: `on_baseline(fence.gate)` makes an adapter the freshness-only control.
+    Adapters take no checker themselves; this is the one place a baseline plugs in."""
+    return judge_with(gate, baseline)
 
 
 def build_executor(name: str, wiring: Wiring) -> Checker:

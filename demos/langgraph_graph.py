@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
 from planfence.adapters.langgraph import PlanfenceMiddleware
-from planfence.demos.baselines import freshness_checker
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import PlanFenceError, Store, open_store
 
@@ -125,8 +125,9 @@ def build(
         POLICY,
         keys=[REQ],
         agent="booker",
-        checker=freshness_checker if baseline else None,
     )
+    if baseline:  # the freshness-only control judges instead of the gate
+        on_baseline(fence.gate)
     # The fence is outermost, so it shows the model the records before the customer's change.
     middleware: list[AgentMiddleware[Any, Any, Any]] = [
         fence,

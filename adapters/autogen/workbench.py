@@ -33,8 +33,7 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     Allowed,
     AuditMode,
-    CheckerFactory,
-    GateMiddleware,
+    Gate,
     Judgement,
     Middleware,
     Policy,
@@ -42,12 +41,11 @@ from planfence.plugins.gate import (
     ToolCall,
     Verdict,
     audit_mode,
-    checker_path,
     fail_closed,
 )
 from planfence.plugins.gate.fence import bound
 from planfence.plugins.gate.outage import PlanUnavailable
-from planfence.shared_memory import AsyncStore, PlanFenceError, Store
+from planfence.shared_memory import AsyncStore, ConfigError, PlanFenceError, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("autogen", "planfence.adapters.autogen"):
@@ -63,6 +61,7 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from ..base import Adapter
 from ._store import store_bridge
 
 
@@ -172,11 +171,10 @@ class FencedWorkbenchConfig(BaseModel):
     store: str
     policy: dict[str, Any]
     agent: str | None = None
-    checker: str | None = None  # a checker factory's "module:name" path; None: the gate
     audit: Literal["deferred", "durable", "off"] = DEFAULT_AUDIT
 
 
-class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
+class FencedWorkbench(Adapter, Workbench, Component[FencedWorkbenchConfig]):
     """Runs the gate before each tool call of the wrapped workbench.
 
     Args:
@@ -184,10 +182,9 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         store: an `AsyncStore`, a sync `Store`, or a store URL.
         policy: the declared scopes (a `Policy`, its dict form, or TOML text).
         agent: the executor's id, written to the audit log.
-        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
-            "module:name" path) judging calls instead of the gate, such as the freshness-only
-            baseline in `planfence.demos.baselines`; default the gate. It must be a module-level
-            function for `dump_component()`.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`), over
+            the same store and policy (see `GateMiddleware`); a workbench given one cannot be
+            saved with `dump_component()` (a gate is not configuration).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first (not
             part of the component's configuration: give it again after `load_component`).
         audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
@@ -211,19 +208,18 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         store: AsyncStore | Store | str,
         policy: Policy | Mapping[str, Any] | str,
         agent: str | None = None,
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self.inner = workbench
         self.store = store_bridge(store)
         self.audit = audit_mode(audit)
-        self.gate = GateMiddleware(
-            self.store, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
+        self.attach_gate(
+            self.store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit
         )
         self.policy = self.gate.policy
-        self.agent = agent
-        self.checker_factory = self.gate.factory
+        self._given_gate = gate is not None
         self._plan_id: str | None = None
         self._tools: list[ToolSchema] | None = None
         self.verdicts: deque[Verdict] = deque(maxlen=self.VERDICT_HISTORY)
@@ -358,12 +354,16 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         self._plan_id = state.get("plan_id")
 
     def _to_config(self) -> FencedWorkbenchConfig:
+        if self._given_gate:
+            raise ConfigError(
+                "a workbench given gate= cannot be saved as a component: a gate is not "
+                "configuration; save one built from its settings (store, policy, agent, audit)"
+            )
         return FencedWorkbenchConfig(
             workbench=self.inner.dump_component(),
             store=self.store.url,
             policy=self.policy.to_dict(),
             agent=self.agent,
-            checker=checker_path(self.checker_factory),
             audit=self.audit,
         )
 
@@ -374,7 +374,6 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
             store=config.store,
             policy=config.policy,
             agent=config.agent,
-            checker=config.checker,
             audit=config.audit,
         )
 

@@ -34,7 +34,7 @@ from planfence.fence import bound
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     PlanStamper,
@@ -46,8 +46,7 @@ from planfence.plugins.gate.outage import PlanUnavailable, failure
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
-from .._records import DEFAULT_HEADER, UNREADABLE
+from ..base import DEFAULT_HEADER, UNREADABLE, Adapter, read, reads_or_down, shown_text, stamp
 
 with extra_imports("crewai", "planfence.adapters.crewai"):
     from crewai.hooks import HookAborted, InterceptionPoint, register_hook, unregister_hook
@@ -79,7 +78,7 @@ class _Open:
     stack: ExitStack = field(default_factory=ExitStack)
 
 
-class Planfence(Fenced):
+class Planfence(Adapter):
     """Shows the records, stamps plans from them, and gates every tool call of the fenced agents.
 
     Args:
@@ -91,7 +90,8 @@ class Planfence(Fenced):
         roles: the CrewAI agent roles fenced (default: `agent`), exactly as the agents' `role`;
             while the fence is installed, the tool calls of an agent whose role no installed
             fence lists are refused.
-        checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
+            over the same store and policy (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
         audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
@@ -105,12 +105,12 @@ class Planfence(Fenced):
         prefixes: Iterable[str] = (),
         agent: str = "agent",
         roles: Iterable[str] | None = None,
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self.roles = frozenset([agent] if roles is None else roles)
         self._seen: dict[int, _Seen] = {}

@@ -33,7 +33,7 @@ from planfence.plugins.gate import (
     DONE,
     REPLANNING,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Middleware,
     Policy,
     ReadSet,
@@ -52,7 +52,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.prebuilt import ToolNode
     from langgraph.types import Command, Overwrite
 
-from .._fenced import stamp
+from ..base import stamp
 from ._gating import ToolGating, fold_into_state
 
 
@@ -65,9 +65,8 @@ class GraphFence(ToolGating):
         planner: the node that receives a refusal for its one replan.
         proceed: where the graph goes after a call ran (default: the end).
         agent: the executor id written to the audit log.
-        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
-            "module:name" path) judging calls instead of the gate, such as the freshness-only
-            baseline in `planfence.demos.baselines`; default the gate.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
+            over the same store and policy (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
         audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
             allows written by group commit just after; `"durable"`, every decision before the
@@ -82,12 +81,12 @@ class GraphFence(ToolGating):
         planner: str,
         proceed: str = END,
         agent: str = "executor",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self._join_seam(
-            store, policy, checker, agent, author=planner, middleware=middleware, audit=audit
+            store, policy, gate, agent, author=planner, middleware=middleware, audit=audit
         )
         self.planner = planner
         self.proceed = proceed
@@ -183,7 +182,7 @@ class GraphFence(ToolGating):
         """Fold the verdicts of one tool step and send the graph on exactly once.
 
         Blocked beats replan beats done. A refusal after the replan already spent on this action
-        blocks, whatever the checker says: the second refusal ends the run.
+        blocks, whatever the gate says: the second refusal ends the run.
         """
         outputs = list(output) if isinstance(output, list) else [output]
         notes = [

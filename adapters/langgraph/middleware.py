@@ -34,7 +34,7 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     REPLANNING,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Middleware,
     Policy,
     ReadSet,
@@ -58,8 +58,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.runtime import Runtime
     from langgraph.types import Command, Overwrite
 
-from .._fenced import read, shown_text, stamp
-from .._records import DEFAULT_HEADER
+from ..base import DEFAULT_HEADER, read, shown_text, stamp
 from ._gating import ToolGating, fold_into_state
 from .state import PlanfenceState
 from .store import PlanfenceStore, ReadLog, track_reads
@@ -84,9 +83,8 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         reads: a `PlanfenceStore` whose reads by tools (and during model calls) join the plan's
             parents.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
-        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
-            "module:name" path) judging calls instead of the gate, such as the freshness-only
-            baseline in `planfence.demos.baselines`; default the gate.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
+            over the same store and policy (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
         audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
             allows written by group commit just after; `"durable"`, every decision before the
@@ -104,14 +102,14 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         prefixes: Iterable[str] = (),
         reads: PlanfenceStore | None = None,
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__()
         self._join_seam(
-            store, policy, checker, agent, author=agent, middleware=middleware, audit=audit
+            store, policy, gate, agent, author=agent, middleware=middleware, audit=audit
         )
         self.keys = list(keys)
         self.prefixes = list(prefixes)

@@ -29,7 +29,7 @@ from typing import Any
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     Policy,
@@ -54,7 +54,7 @@ with extra_imports("maf", "planfence.adapters.maf"):
         SupportsAgentRun,
     )
 
-from .._fenced import Fenced, read, shown_text, stamp
+from ..base import Adapter, read, shown_text, stamp
 
 SOURCE = "planfence"
 HEADER = (
@@ -63,7 +63,7 @@ HEADER = (
 )
 
 
-class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
+class PlanfenceMiddleware(Adapter, FunctionMiddleware, ContextProvider):
     """Shows the records (context provider) and gates every tool call (function middleware).
 
     Args:
@@ -72,8 +72,8 @@ class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
         keys: keys whose current version is shown to the model at the start of each run.
         prefixes: key prefixes shown the same way.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
-        checker: for experiments, a checker factory (or its "module:name" path) judging calls
-            instead of the gate; default the gate.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
+            over the same store and policy (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
         audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
         header: the first line of the records in the instructions.
@@ -87,13 +87,13 @@ class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
         keys: Iterable[str] = (),
         prefixes: Iterable[str] = (),
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = HEADER,
     ) -> None:
         ContextProvider.__init__(self, SOURCE)
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.stamper = self.new_stamper()
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self._stamping = asyncio.Lock()

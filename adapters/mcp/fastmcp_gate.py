@@ -9,13 +9,17 @@ call never reaches the tool and gets the proxy's refusal result (fitted to the t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate
+from planfence.plugins.gate import Middleware as PlanfenceMiddleware
+from planfence.plugins.gate.fence import TokenSigner
+from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .in_server import ToolJudge, with_decision
+from .in_server import PolicySource, ToolJudge, with_decision
 
 with extra_imports("fastmcp", "the FastMCP middleware"):
     import fastmcp  # noqa: F401  (the `fastmcp` extra)
@@ -46,14 +50,35 @@ class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
         store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge`.
         policy: a `Policy`, its dict form, or the TOML file's path.
         agent: who calls, when a call's `_meta` does not say.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`), over
+            the same store and policy (see `GateMiddleware`).
         middleware: planfence middleware around the gate, outermost first.
         audit: how the gate records decisions (`"deferred"` default, `"durable"`, `"off"`; see
             `ToolJudge`). Give `lifespan` to the server, or call `aclose()` when it stops (a
             deferred audit writes what it queued).
+        signing_key: signs the allows' fencing tokens (an Ed25519 `SigningKey`).
     """
 
-    def __init__(self, store: Any, policy: Any, **options: Any) -> None:
-        self.judge = ToolJudge(store, policy, **options)
+    def __init__(
+        self,
+        store: AsyncStore | Store | StoreBridge | str,
+        policy: PolicySource,
+        *,
+        agent: str | None = None,
+        gate: Gate | None = None,
+        middleware: Iterable[PlanfenceMiddleware] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
+        signing_key: TokenSigner | None = None,
+    ) -> None:
+        self.judge = ToolJudge(
+            store,
+            policy,
+            agent=agent,
+            gate=gate,
+            middleware=middleware,
+            audit=audit,
+            signing_key=signing_key,
+        )
 
     async def aclose(self) -> None:
         """Close the gate: a deferred audit writes what it queued."""

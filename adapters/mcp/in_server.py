@@ -25,7 +25,7 @@ import anyio
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    GateMiddleware,
+    Gate,
     Middleware,
     Policy,
     Refused,
@@ -40,6 +40,7 @@ with extra_imports("mcp", "the MCP server middleware"):
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.methods import serialize_server_result
 
+from ..base import Adapter
 from .catalog import ToolCatalog
 from .meta import META_DECISION, call_of
 from .results import fit_to_tool, for_model, to_wire_result
@@ -65,7 +66,7 @@ class _NoLister:
         raise LookupError("the tools are listed through the server itself")
 
 
-class ToolJudge:
+class ToolJudge(Adapter):
     """What every in-server adapter shares: a tool call in, a refusal result or None out, and
     the allowed result stamped with the decision.
 
@@ -74,6 +75,8 @@ class ToolJudge:
             calls on the server's event loop, see `sqlite_on_loop`), or a `StoreBridge`.
         policy: a `Policy`, its dict form, or the TOML file's path.
         agent: who calls, when a call's `_meta` does not say.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`), over
+            the same store and policy (see `GateMiddleware`).
         middleware: planfence middleware around the gate, outermost first.
         audit: how the gate records decisions (see `Gate`): "deferred" (default), allows
             written by group commit just after; "durable", every decision before it answers;
@@ -87,16 +90,18 @@ class ToolJudge:
         policy: PolicySource,
         *,
         agent: str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         signing_key: TokenSigner | None = None,
     ) -> None:
         if isinstance(store, str):  # opened here: SQLite on the server's loop, no hop per call
             store = sqlite_on_loop(store)
-        self.seam = GateMiddleware(
+        self.attach_gate(
             store,
             load_policy(policy),
             agent=agent,
+            gate=gate,
             middleware=middleware,
             audit=audit,
             signing_key=signing_key,
@@ -105,7 +110,7 @@ class ToolJudge:
 
     @property
     def policy(self) -> Policy:
-        return self.seam.policy
+        return self.gate.policy
 
     async def judge(
         self, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
@@ -121,11 +126,11 @@ class ToolJudge:
     ) -> AsyncIterator[tuple[dict[str, Any] | None, dict[str, Any]]]:
         """`judge`, for a tool that runs inside the block: with the allow's fencing token as
         `planfence.fence.current()`, and its lease held until the block ends."""
-        call = await call_of(self.seam, tool, args, meta, by="mcp-server")
+        call = await call_of(self.gate, tool, args, meta, by="mcp-server")
         if isinstance(call, Refused):
             yield to_wire_result(call.payload), {}
             return
-        async with self.seam.guard(call) as judged:
+        async with self.gate.guard(call) as judged:
             if isinstance(judged, Refused):
                 yield to_wire_result(for_model(judged.verdict)), {}
             else:
@@ -138,7 +143,7 @@ class ToolJudge:
         """Close the gate (a deferred audit writes what it queued); call it when the server
         stops, or give `lifespan` to the server, which does."""
         with anyio.CancelScope(shield=True):  # a server stopped by Ctrl-C still writes them
-            await self.seam.aclose()
+            await self.gate.aclose()
 
     @asynccontextmanager
     async def lifespan(self, server: Any) -> AsyncIterator[dict[str, Any]]:

@@ -92,8 +92,8 @@ class PlanFenceProxy:
         self.upstream = upstream
         self.name = name
         self.relay = relay or upstream.relay or Relay()
-        seam = GateMiddleware(
-            gate.store, gate.policy, checker=gate, middleware=middleware, signing_key=signing_key
+        self.seam = seam = GateMiddleware(
+            gate.store, gate.policy, gate=gate, middleware=middleware, signing_key=signing_key
         )
         self.catalog = ToolCatalog(upstream)
         self.forwarder = Forwarder(upstream, self.relay)

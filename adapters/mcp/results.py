@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from planfence.plugins.gate import AllowPayload, RefusalPayload, Verdict
 
-from .._records import for_model
+from ..base import for_model
 from .meta import MALFORMED_META, META_REFUSAL
 
 if TYPE_CHECKING:

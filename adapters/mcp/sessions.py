@@ -40,7 +40,7 @@ from planfence.plugins.gate import (
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
 from planfence.shared_memory import AsyncStore, NotOwnerError, PlanFenceError, UnknownKeyError
 
-from .._fenced import stamp
+from ..base import stamp
 from .meta import META_PLAN
 from .results import for_model
 

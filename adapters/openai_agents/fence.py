@@ -29,7 +29,7 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     Allowed,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     Policy,
@@ -41,8 +41,7 @@ from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
-from .._records import DEFAULT_HEADER
+from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, stamp
 
 with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
     from agents import (
@@ -59,7 +58,7 @@ with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
 _JUDGED: ContextVar[Judgement | None] = ContextVar("planfence_openai_agents", default=None)
 
 
-class Planfence(Fenced):
+class Planfence(Adapter):
     """Shows the records, stamps plans from them, and gates every fenced tool.
 
     Args:
@@ -67,7 +66,8 @@ class Planfence(Fenced):
         policy: the declared scopes (a `Policy`, its dict form, or TOML text).
         keys: keys whose current version the instructions show on every turn.
         agent: plans are stored under `plans/<agent>` and audited as it.
-        checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
+            over the same store and policy (see `GateMiddleware`).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
         audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
@@ -79,12 +79,12 @@ class Planfence(Fenced):
         *,
         keys: Iterable[str] = (),
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.keys, self.header = list(keys), header
         self.stamper = self.new_stamper()
         self.guardrail = tool_input_guardrail(name="planfence")(self._judge)

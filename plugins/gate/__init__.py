@@ -2,7 +2,7 @@
 
 gate = Gate(store, Policy.load("policy.toml"))
 verdict = await gate.check(ToolCall("ship_order", {"order_id": "7"}, plan_id))
-outcome = await GateMiddleware(store, policy, checker=gate).run(call, ship, replan_once)
+outcome = await GateMiddleware(store, policy, gate=gate).run(call, ship, replan_once)
 
 Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
 `GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`, whose `payload` (an
@@ -25,7 +25,7 @@ PlanFenceError
 from .audit import AUDIT_SOURCE, Decision
 from .audit_writer import AUDIT_MODES, DEFAULT_AUDIT, audit_mode
 from .call import Checker, ToolCall
-from .checkers import CheckerFactory, checker_factory, checker_path, gate_checker
+from .checkers import CheckerFactory, gate_checker, judge_with
 from .decision import (
     ALLOW,
     BLOCK,
@@ -137,8 +137,6 @@ __all__ = [
     "action_done",
     "add_reads",
     "audit_mode",
-    "checker_factory",
-    "checker_path",
     "create_plan",
     "create_plan_sync",
     "decode_segment",
@@ -151,6 +149,7 @@ __all__ = [
     "fold_step",
     "gate_checker",
     "gate_flow",
+    "judge_with",
     "merge_reads",
     "parents_of",
     "parse_payload",

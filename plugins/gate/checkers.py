@@ -1,21 +1,26 @@
-"""What judges a call inside an adapter: the gate, unless an experiment supplies another checker.
+"""What judges a call inside a `GateMiddleware`: the gate, built per store.
 
-A checker factory builds the checker for a store: `factory(store, policy, agent)`. Adapters take
-the factory object; those that serialize their configuration (AutoGen components) keep it as its
-import path, `"package.module:name"`, which `checker_factory` turns back into the factory.
+The middleware builds `gate_checker(store, policy, agent, audit=...)` for each store it reaches,
+or judges with the `Gate` its user gave it. Experiments that compare the gate with a baseline
+(the demos and benchmarks, the conformance suite's controls) swap the checker with `judge_with`
+after the middleware is built: no constructor argument, configuration file or name reaches it,
+so no configuration can turn a gate into something that proves less.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
-from planfence.shared_memory import AsyncStore, ConfigError
+from planfence.shared_memory import AsyncStore
 
 from .audit_writer import DEFAULT_AUDIT, AuditMode
 from .call import Checker
 from .gate import Gate
 from .policy import Policy
+
+if TYPE_CHECKING:
+    from .middleware import GateMiddleware
 
 CheckerFactory = Callable[[AsyncStore, Policy, "str | None"], Checker]
 
@@ -27,42 +32,15 @@ def gate_checker(
     return Gate(store, policy, agent=agent, audit=audit)
 
 
-def checker_factory(spec: CheckerFactory | str | None) -> CheckerFactory:
-    """A factory from itself, its import path `"module:name"`, or None (the gate)."""
-    if spec is None:
-        return gate_checker
-    if isinstance(spec, str):
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            raise ConfigError(f"checker {spec!r}: give a factory, or its path as 'module:name'")
-        try:
-            found: object = importlib.import_module(module_name)
-            for part in attr.split("."):
-                found = getattr(found, part)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"checker {spec!r} cannot be imported: {exc}") from None
-        if not callable(found):
-            raise ConfigError(f"checker {spec!r} is not callable")
-        return found
-    if callable(spec):
-        return spec
-    raise ConfigError(f"checker must be a factory or its 'module:name' path, got {spec!r}")
+def judge_with(middleware: GateMiddleware, checker: Checker | CheckerFactory) -> GateMiddleware:
+    """For experiments only: make `middleware` judge with `checker` (a ready checker, or a
+    factory `(store, policy, agent) -> checker` built once per store) instead of its gate.
 
-
-def checker_path(factory: CheckerFactory) -> str | None:
-    """The import path that `checker_factory` turns back into `factory` (None for the gate).
-
-    Raises `ConfigError` for a factory that cannot be found by path (a lambda, a closure).
-    """
-    if factory is gate_checker:
-        return None
-    path = f"{getattr(factory, '__module__', '')}:{getattr(factory, '__qualname__', '')}"
-    try:
-        same = checker_factory(path) is factory
-    except ConfigError:
-        same = False
-    if not same:
-        raise ConfigError(
-            f"checker {factory!r} cannot be saved in a configuration: use a module-level function"
-        )
-    return path
+    Everything around the checker stays: the middleware stack, fail-closed refusals, fencing
+    tokens and leases. Returns `middleware`."""
+    middleware._by_store = {}
+    if callable(getattr(checker, "check", None)):
+        middleware.fixed, middleware.factory = cast(Checker, checker), gate_checker
+    else:
+        middleware.fixed, middleware.factory = None, cast(CheckerFactory, checker)
+    return middleware

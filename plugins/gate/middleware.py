@@ -14,9 +14,10 @@ and the judgement on the way out, as in FastMCP or Starlette:
     gate = GateMiddleware(store, policy, agent="executor", middleware=[Logged()])
     outcome = await gate.judge(ToolCall("book_flight", args, plan_id))
 
-`GateMiddleware` is the innermost one: it owns the checker per store (the gate, unless an
-experiment supplies another), fails closed (anything that goes wrong is a refusal, never an
-allow), and reaches the store from sync or async code through the one `StoreBridge`. What a
+`GateMiddleware` is the innermost one: it owns the gate per store (or judges with the `Gate` it
+is given, configured as its user wants: owner heads, verification), fails closed (anything that
+goes wrong is a refusal, never an allow), and reaches the store from sync or async code through
+the one `StoreBridge`. What a
 judgement says travels as its `payload` (`wire`); a step's judgements fold into one outcome with
 `steps.fold_step`, which also keeps the one-replan budget.
 
@@ -63,7 +64,7 @@ from . import runner
 from .audit import AUDIT_SOURCE, Decision
 from .audit_writer import DEFAULT_AUDIT, AuditMode, audit_mode
 from .call import Checker, ToolCall
-from .checkers import CheckerFactory, checker_factory, gate_checker
+from .checkers import CheckerFactory, gate_checker
 from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict
 from .executor import CallFn, Outcome, ReplanFn, Replanned
 from .explain import explain
@@ -163,8 +164,10 @@ class GateMiddleware(Middleware):
     Args:
         store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge` to one.
         policy: the declared scopes (a `Policy`, its dict form, or TOML text).
-        checker: what judges calls: a checker factory `(store, policy, agent) -> checker` or its
-            "module:name" path, or a ready checker (a `Gate`); default the gate.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`, ...),
+            over the same store and policy; default a `Gate(store, policy, agent=, audit=)`
+            built per store. Nothing else judges calls: a baseline checker (for experiments)
+            plugs in only through `planfence.demos.executors`, never through a configuration.
         agent: who calls, when the call does not say.
         middleware: middleware around the gate, outermost first.
         audit: how the default gate records its decisions (`Gate`'s `audit`): "deferred"
@@ -180,7 +183,7 @@ class GateMiddleware(Middleware):
         store: AsyncStore | Store | StoreBridge | str,
         policy: Policy | Mapping[str, Any] | str,
         *,
-        checker: Checker | CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
@@ -193,13 +196,9 @@ class GateMiddleware(Middleware):
         self.signing_key = signing_key
         if signing_key is None:
             logger.info("no signing key: fencing tokens are issued unsigned")
-        self.fixed: Checker | None = None
-        _check_audit_applies(checker, audit)
-        if checker is None or isinstance(checker, str) or callable(checker):
-            self.factory = checker_factory(checker)
-        else:
-            self.fixed = checker
-            self.factory = checker_factory(None)
+        _check_gate_fits(gate, self.bridge, self.policy, audit)
+        self.fixed: Checker | None = gate
+        self.factory: CheckerFactory = gate_checker
         self.stack: tuple[Middleware, ...] = (*middleware, self)
         self._by_store: dict[int, tuple[AsyncStore, Checker]] = {}
 
@@ -383,18 +382,36 @@ class GateMiddleware(Middleware):
         return Refused(verdict)
 
 
-def _check_audit_applies(checker: object, audit: AuditMode) -> None:
-    """`audit=` configures the gate this middleware builds: with a checker of the caller's own it
-    would be silently dropped, so asking for another recording than the default refuses to
-    start, unless the checker is a `Gate` that records that way already."""
-    if checker is None or audit_mode(audit) == audit_mode(DEFAULT_AUDIT):
+def _check_gate_fits(
+    gate: Gate | None, bridge: StoreBridge, policy: Policy, audit: AuditMode
+) -> None:
+    """A gate given to the middleware must be a `Gate` judging the store and policy the adapter
+    reads and stamps from; `audit=` configures the gate the middleware builds, so with a gate of
+    the caller's own another recording than the default refuses to start (it would be silently
+    dropped) unless that gate records that way already."""
+    if gate is None:
         return
-    if isinstance(checker, Gate) and checker.audit_mode == audit_mode(audit):
-        return
-    raise ConfigError(
-        f"audit={audit!r} configures the gate GateMiddleware builds, and a checker was given: "
-        "set the recording on the checker itself (e.g. Gate(..., audit=...))"
-    )
+    if not isinstance(gate, Gate):
+        raise ConfigError(
+            f"gate must be a planfence Gate, got {type(gate).__name__}: "
+            "a checker of another kind is an experiment (see planfence.demos.executors)"
+        )
+    opened = bridge.store is not None
+    if (gate.store is not bridge.aio) if opened else (gate.store.url != bridge.url):
+        raise ConfigError(
+            f"the gate judges store {gate.store.url!r}, but the adapter uses {bridge.url!r}: "
+            "give both the same store"
+        )
+    if dict(gate.policy.tools) != dict(policy.tools):
+        raise ConfigError(
+            "the gate's policy is not the adapter's: give both the same policy "
+            f"(gate {gate.policy.source!r}, adapter {policy.source!r})"
+        )
+    if audit_mode(audit) != audit_mode(DEFAULT_AUDIT) and gate.audit_mode != audit_mode(audit):
+        raise ConfigError(
+            f"audit={audit!r} configures the gate GateMiddleware builds, and a gate was given: "
+            "set the recording on the gate itself (Gate(..., audit=...))"
+        )
 
 
 async def _log(store: AsyncStore, decision: Decision) -> int:

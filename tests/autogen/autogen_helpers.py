@@ -20,6 +20,7 @@ from planfence.adapters.autogen import (
     PlanningAgent,
     SharedMemory,
 )
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore, Store
 
@@ -124,8 +125,9 @@ class Trip:
             store=self.store,
             policy=POLICY,
             agent="executor",
-            checker=checker,
         )
+        if checker is not None:  # the control: a baseline judges instead of the gate
+            on_baseline(tools.gate, checker)
         executor = FencedAgent("executor", client, workbench=tools)
         team = RoundRobinGroupChat(
             [planner, executor],

@@ -184,7 +184,7 @@ async def test_team_round_trips_through_dump_and_load(
     assert isinstance(loaded_planner, PlanningAgent)
     assert isinstance(loaded_executor, FencedAgent)
     fence = loaded_executor.fences[0]
-    assert (fence.store.url, fence.checker_factory, fence.agent) == (url, gate_checker, "executor")
+    assert (fence.store.url, fence.gate.factory, fence.agent) == (url, gate_checker, "executor")
     assert fence.policy == POLICY
     memory_config = loaded_planner.dump_component().config["memory"][0]
     assert memory_config == planner.dump_component().config["memory"][0]

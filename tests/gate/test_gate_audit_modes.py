@@ -49,10 +49,10 @@ def test_every_way_to_build_a_gate_takes_the_setting_with_the_same_default(
     agent = langgraph.PlanfenceMiddleware(store, POLICY, **kw)
     found["PlanfenceMiddleware"] = built_by(agent.gate, store.aio).audit_mode
     mcp = pytest.importorskip("planfence.adapters.mcp")
-    found["PlanFenceGate"] = built_by(mcp.PlanFenceGate(store.aio, POLICY, **kw).seam, store.aio)
+    found["PlanFenceGate"] = built_by(mcp.PlanFenceGate(store.aio, POLICY, **kw).gate, store.aio)
     found["PlanFenceGate"] = found["PlanFenceGate"].audit_mode  # type: ignore[attr-defined]
     fastmcp = mcp.FastMCPGate(store.aio, POLICY, **kw)
-    found["FastMCPGate"] = built_by(fastmcp.judge.seam, store.aio).audit_mode
+    found["FastMCPGate"] = built_by(fastmcp.judge.gate, store.aio).audit_mode
     autogen = pytest.importorskip("planfence.adapters.autogen")
     from autogen_core.tools import StaticWorkbench
 

@@ -40,7 +40,7 @@ async def test_the_seam_runs_a_tool_holding_the_lease_with_the_token_bound(
             await astore.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)
         return "shipped"
 
-    seam = GateMiddleware(astore, LEASED, checker=gate)
+    seam = GateMiddleware(astore, LEASED, gate=gate)
     outcome = await seam.run(ToolCall("ship", {"id": "7"}, plan.id), ship)
     assert outcome.executed and outcome.result == "shipped"
     [token] = seen

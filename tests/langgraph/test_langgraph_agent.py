@@ -18,6 +18,7 @@ from langgraph_helpers import POLICY, REQ, Trip, book
 
 from planfence.adapters.langgraph import PlanfenceMiddleware
 from planfence.demos.baselines import freshness_checker
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import (
     CallNext,
     Judgement,
@@ -57,7 +58,10 @@ def agent_for(
     trip: Trip, store: AsyncStore | Store, answers: list[Any], revisions: dict[int, str], **kw: Any
 ) -> tuple[Any, Any, PlanfenceMiddleware]:
     model = trip.model(answers, revisions)
+    baseline = kw.pop("checker", None)
     fence = PlanfenceMiddleware(store, POLICY, keys=[REQ], agent="booker", **kw)
+    if baseline is not None:  # the control: a baseline judges instead of the gate
+        on_baseline(fence.gate, baseline)
     return create_agent(model, [trip.tool], middleware=[fence]), model, fence
 
 

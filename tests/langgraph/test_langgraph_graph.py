@@ -16,6 +16,7 @@ from langgraph_helpers import POLICY, Trip, book
 
 from planfence.adapters.langgraph import GraphFence, PlanfenceState, PlanfenceStore
 from planfence.demos.baselines import freshness_checker
+from planfence.demos.executors import on_baseline
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
 
@@ -32,7 +33,10 @@ def build(
     answers = [book(d, i) for i, d in enumerate(calls)]
     model = trip.model(answers, revisions)
     reader = PlanfenceStore(store)
+    baseline = kw.pop("checker", None)
     fence = GraphFence(store, POLICY, planner="planner", proceed="report", **kw)
+    if baseline is not None:  # the control: a baseline judges instead of the gate
+        on_baseline(fence.gate, baseline)
 
     def planner(state: State) -> dict[str, Any]:
         item = reader.get(("trip", "42"), "requirements")

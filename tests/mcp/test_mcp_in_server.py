@@ -101,7 +101,7 @@ async def test_the_server_lifespan_closes_the_gate_and_its_allows_are_on_record(
     def book(destination: str, trip: str) -> str:
         return f"{trip}-{destination}"
 
-    queued = gate.seam.checker_for(world.store).deferred  # type: ignore[attr-defined]
+    queued = gate.gate.checker_for(world.store).deferred  # type: ignore[attr-defined]
     if queued is not None:  # no batch written by time: only closing the gate writes it
         queued.max_delay, queued.max_wait = 60.0, 120.0
     async with Client(app) as client:

@@ -96,7 +96,7 @@ async def test_stale_plan_is_replanned_once_then_allowed(
 
     gate = gate_for(store, keyring, owners.directory)
     try:
-        seam = GateMiddleware(store, POLICY, checker=gate)
+        seam = GateMiddleware(store, POLICY, gate=gate)
         action = ToolCall("book_trip", {"trip": "7", "to": "Lisbon"}, plan.id)
         outcome = await seam.run(action, book, replan)
         assert [v.verdict for v in outcome.verdicts] == ["replan", "allow"]

@@ -143,7 +143,7 @@ async def test_a_frozen_owner_is_fenced_after_its_keys_are_reassigned(
         asking = Gate(store, POLICY, heads=source)  # asks the owner services
         untrusting = Gate(store, POLICY, verify_heads=ring, owner_assigners={"admin"})
         gate_key = SigningKey.generate("gate-1", role="gate")
-        middleware = GateMiddleware(store, POLICY_TEXT, checker=asking, signing_key=gate_key)
+        middleware = GateMiddleware(store, POLICY_TEXT, gate=asking, signing_key=gate_key)
 
         # Epoch 1: the old owner answers; an allow's token and lease name its epoch.
         old_plan = await plan_on(store, old_heads)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, Script, World
 
 with extra_imports("a2a", "the A2A conformance harness"):
@@ -116,9 +116,8 @@ class A2AHarness:
         close: bool = True,
     ) -> Run:
         agent_card = card(world)
-        executor = FencedExecutor(
-            ToolsAgent(world), world.store, world.policy, agent=RECEIVER, checker=checker
-        )
+        executor = FencedExecutor(ToolsAgent(world), world.store, world.policy, agent=RECEIVER)
+        controlled(executor.gate, checker)
         handler = DefaultRequestHandlerV2(executor, InMemoryTaskStore(), agent_card)
         app = Starlette(
             routes=[*create_agent_card_routes(agent_card), *create_jsonrpc_routes(handler, "/")]

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("adk", "the Google ADK conformance harness"):
@@ -86,8 +86,9 @@ class ADKHarness:
         close: bool = True,
     ) -> Run:
         plugin = PlanfencePlugin(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
         )
+        controlled(plugin.gate, checker)
         llm = ScriptedLlm(model="scripted", script=script, told=[])
         agent = LlmAgent(
             name=AGENT,

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("autogen", "the AutoGen conformance harness"):
@@ -131,8 +131,8 @@ class AutoGenHarness:
             store=world.store,
             policy=world.policy,
             agent=AGENT,
-            checker=checker,
         )
+        controlled(workbench.gate, checker)
         executor = FencedAgent("executor", executor_client(script), workbench=workbench)
         team = None
         if plans:

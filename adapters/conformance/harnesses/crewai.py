@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, TASK, Script, World
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # no reports to CrewAI's collector
@@ -104,9 +104,8 @@ class CrewAIHarness:
         booker = Agent(role=AGENT, goal="Book trips", backstory="Books.", llm=llm, tools=tools)
         task = Task(description=TASK, expected_output="the booking", agent=booker)
         crew = Crew(agents=[booker], tasks=[task])
-        fence = Planfence(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
-        )
+        fence = Planfence(world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT)
+        controlled(fence.gate, checker)
         fence.install()
         try:
             for n in range(runs):  # the same crew, kicked off again

@@ -11,7 +11,7 @@ from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory import StoreUnavailableError
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("langgraph", "the LangGraph conformance harness"):
@@ -94,9 +94,8 @@ class CreateAgent:
         close: bool = True,
     ) -> Run:
         keys = [KEY] if plans else []
-        fence = PlanfenceMiddleware(
-            world.store, world.policy, keys=keys, agent=AGENT, checker=checker
-        )
+        fence = PlanfenceMiddleware(world.store, world.policy, keys=keys, agent=AGENT)
+        controlled(fence.gate, checker)
         agent = create_agent(ScriptedChatModel(script=script), lc_tools(world), middleware=[fence])
         run = Run()
         try:
@@ -136,9 +135,8 @@ class HandWrittenGraph:
     ) -> Run:
         model = ScriptedChatModel(script=script)
         reader = PlanfenceStore(world.store)
-        fence = GraphFence(
-            world.store, world.policy, planner="planner", proceed="planner", checker=checker
-        )
+        fence = GraphFence(world.store, world.policy, planner="planner", proceed="planner")
+        controlled(fence.gate, checker)
         namespace, _, leaf = KEY.rpartition("/")
 
         async def planner(state: GraphState) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("maf", "the Microsoft Agent Framework conformance harness"):
@@ -98,8 +98,9 @@ class MAFHarness:
         close: bool = True,
     ) -> Run:
         fence = PlanfenceMiddleware(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
         )
+        controlled(fence.gate, checker)
         tools = [
             FunctionTool(name=name, description=fn.__doc__ or name, func=fn)
             for name, fn in world.tools().items()

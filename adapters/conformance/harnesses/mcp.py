@@ -19,12 +19,10 @@ from planfence.plugins.gate import (
     Gate,
     GateMiddleware,
     PlanStamper,
-    ToolCall,
-    Verdict,
 )
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, Script, World
 
 with extra_imports("mcp", "the MCP conformance harness"):
@@ -68,32 +66,6 @@ async def drive_runs(
     return run
 
 
-class _Judged:
-    """The proxy's gate replaced by another checker (the cases' controls): the proxy's own
-    record tools keep the world's store, only the judging changes."""
-
-    def __init__(self, world: World, checker: CheckerFactory) -> None:
-        self.store = world.store
-        self.policy = world.policy
-        self.inner = checker(world.store, world.policy, AGENT)
-
-    name = "control"
-
-    async def check(self, call: ToolCall) -> Verdict:
-        return await self.inner.check(call)
-
-    async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
-
-
-def _checker(world: World, checker: CheckerFactory | None) -> Gate:
-    if checker is None:
-        return Gate(world.store, world.policy, agent=AGENT)
-    return cast(Gate, _Judged(world, checker))
-
-
 class ProxyHarness:
     """`planfence proxy --agent booker -- python -m ...mcp_upstream`, run in this process. Its
     runs are conversations one after the other over the same client connection, as in a
@@ -115,13 +87,15 @@ class ProxyHarness:
         close: bool = True,
     ) -> Run:
         command = [sys.executable, "-m", f"{__package__}.mcp_upstream", str(world.effects.path)]
-        gate = _checker(world, checker)
+        gate = Gate(world.store, world.policy, agent=AGENT)
         agent = AGENT if plans else None
+        seams: list[GateMiddleware] = []
         try:
             async with (
-                open_proxy(gate, stdio_upstream(command), agent=agent) as (_, server),
+                open_proxy(gate, stdio_upstream(command), agent=agent) as (proxy, server),
                 Client(server, mode="legacy") as client,
             ):
+                seams.append(controlled(proxy.seam, checker))
 
                 async def read() -> list[str]:
                     if not plans:
@@ -133,9 +107,10 @@ class ProxyHarness:
 
                 return await drive_runs(script, runs, lambda: (read, send))
         finally:
-            close_gate = getattr(gate, "aclose", None)
-            if close and close_gate is not None:
-                await close_gate()
+            if close:
+                for seam in seams:  # what a control's checker built
+                    await seam.aclose()
+                await gate.aclose()
 
 
 class InServerHarness:
@@ -159,9 +134,7 @@ class InServerHarness:
         close: bool = True,
     ) -> Run:
         gate = PlanFenceGate(world.store, world.policy, agent=AGENT)
-        if checker is not None:
-            # `PlanFenceGate` takes no checker of its own: its seam is replaced, for the control.
-            gate.seam = GateMiddleware(world.store, world.policy, checker=checker, agent=AGENT)
+        controlled(gate.gate, checker)
         server = MCPServer("trips", middleware=[gate])
         for name, fn in world.tools().items():
             server.tool(name=name, description=fn.__doc__)(fn)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("openai-agents", "the OpenAI Agents SDK conformance harness"):
@@ -80,9 +80,8 @@ class OpenAIAgentsHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = Planfence(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
-        )
+        fence = Planfence(world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT)
+        controlled(fence.gate, checker)
         told: list[str] = []
         agent = Agent(
             name=AGENT,

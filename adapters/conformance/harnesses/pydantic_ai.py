@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
+from ..harness import Run, controlled
 from ..world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("pydantic-ai", "the PydanticAI conformance harness"):
@@ -78,9 +78,8 @@ class PydanticAIHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = Planfence(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
-        )
+        fence = Planfence(world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT)
+        controlled(fence.gate, checker)
         tools = [Tool(fn, name=name) for name, fn in world.tools().items()]
         told: list[str] = []
         # The framework's own tracing, so that its tool span exists (case h).
