@@ -21,14 +21,14 @@ from planfence.shared_memory import (
     HeadVerifier,
     InvalidValueError,
     KeyState,
-    PlanFenceError,
+    PlanfenceError,
     Record,
 )
 
 RECORD_MISMATCH = "record_mismatch"
 
 
-class PushRefused(PlanFenceError):
+class PushRefused(PlanfenceError):
     """A replica did not accept an eager update (bad signature, rollback, wrong record...)."""
 
     def __init__(self, error: str, detail: str) -> None:

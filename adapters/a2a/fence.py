@@ -2,11 +2,11 @@
 metadata) with its arguments as a data part; the sender's plan id travels beside it
 (`dev.planfence/plan`). Each skill declares `D(a)` in the policy like a tool.
 
-- `FencedExecutor` wraps the receiving agent's `AgentExecutor`: before the agent acts, the gate
-  checks the sender's plan against the shared store; the agent runs inside the allow (its fencing
-  token is `planfence.fence.current()`); a refusal is the task's answer: `TASK_STATE_REJECTED`
-  for a replan (the sender may plan again once), `TASK_STATE_FAILED` for a block, with the
-  refusal in words and its `RefusalPayload` in the status message's metadata.
+- `PlanfenceAgentExecutor` wraps the receiving agent's `AgentExecutor`: before the agent acts, the
+  gate checks the sender's plan against the shared store; the agent runs inside the allow (its
+  fencing token is `planfence.fence.current()`); a refusal is the task's answer:
+  `TASK_STATE_REJECTED` for a replan (the sender may plan again once), `TASK_STATE_FAILED` for a
+  block, with the refusal in words and its `RefusalPayload` in the status message's metadata.
 - `PlanfenceInterceptor` is the sender's client interceptor: on an outbound SendMessage for a
   skill with side effects it attaches the plan; given a gate, it checks the plan first and
   answers a refusal itself, the same task, without sending.
@@ -95,7 +95,7 @@ def refusal_task(refused: Refused, task_id: str, context_id: str) -> Task:
     return Task(id=task_id, context_id=context_id, status=TaskStatus(state=state, message=status))
 
 
-class FencedExecutor(Adapter, AgentExecutor):
+class PlanfenceAgentExecutor(Adapter, AgentExecutor):
     """The receiving agent's executor behind the gate.
 
     Args:
@@ -286,7 +286,7 @@ __all__ = [
     "REFUSAL",
     "SKILL",
     "TRACE",
-    "FencedExecutor",
+    "PlanfenceAgentExecutor",
     "PlanfenceInterceptor",
     "SenderPlans",
     "refusal_task",

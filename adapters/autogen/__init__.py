@@ -3,7 +3,7 @@ and a gate in front of every tool call.
 
     memory = SharedMemory(store, keys=["trip/42/requirements"])
     planner = PlanningAgent("planner", client, memory=[memory])
-    tools = FencedWorkbench(StaticWorkbench([book_flight]), store=store, policy=policy)
+    tools = PlanfenceWorkbench(StaticWorkbench([book_flight]), store=store, policy=policy)
     executor = FencedAgent("executor", client, workbench=tools)
     team = RoundRobinGroupChat([planner, executor], termination_condition=PlanfenceTermination())
 
@@ -29,13 +29,13 @@ if TYPE_CHECKING:
         replan_selector,
         run_outcome,
     )
-    from .workbench import FencedWorkbench, FencedWorkbenchConfig
+    from .workbench import PlanfenceWorkbench, PlanfenceWorkbenchConfig
 
 _EXPORTS = {
     "SharedMemory": "memory",
     "SharedMemoryConfig": "memory",
-    "FencedWorkbench": "workbench",
-    "FencedWorkbenchConfig": "workbench",
+    "PlanfenceWorkbench": "workbench",
+    "PlanfenceWorkbenchConfig": "workbench",
     "PlanningAgent": "agents",
     "FencedAgent": "agents",
     "plan_of": "agents",
@@ -52,9 +52,9 @@ _EXPORTS = {
 
 __all__ = [
     "FencedAgent",
-    "FencedWorkbench",
-    "FencedWorkbenchConfig",
     "PlanfenceTermination",
+    "PlanfenceWorkbench",
+    "PlanfenceWorkbenchConfig",
     "PlanningAgent",
     "RunOutcome",
     "SharedMemory",

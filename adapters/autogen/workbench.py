@@ -1,4 +1,4 @@
-"""`FencedWorkbench`: the PlanFence gate in front of any AutoGen workbench.
+"""`PlanfenceWorkbench`: the PlanFence gate in front of any AutoGen workbench.
 
 Every `call_tool` is checked against the plan of the turn it belongs to: a `FencedAgent` opens a
 turn (`agent_turn`) acting under the plan id it found in its incoming messages, and every call
@@ -45,7 +45,7 @@ from planfence.plugins.gate import (
 )
 from planfence.plugins.gate.fence import bound
 from planfence.plugins.gate.outage import PlanUnavailable
-from planfence.shared_memory import AsyncStore, ConfigError, PlanFenceError, Store
+from planfence.shared_memory import AsyncStore, ConfigError, PlanfenceError, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("autogen", "planfence.adapters.autogen"):
@@ -65,7 +65,7 @@ from ..base import Adapter
 from ._store import store_bridge
 
 
-class ConcurrentTurnError(PlanFenceError):
+class ConcurrentTurnError(PlanfenceError):
     """One agent ran two turns at once; AutoGen agents hold one conversation, so what either
     turn planned from is unknown and its calls are refused."""
 
@@ -107,7 +107,7 @@ class Refusal(Exception):
 class _Pending:
     """One call through a fence, judged when its tool starts (inside AutoGen's span)."""
 
-    def __init__(self, fence: FencedWorkbench, call: ToolCall) -> None:
+    def __init__(self, fence: PlanfenceWorkbench, call: ToolCall) -> None:
         self.fence = fence
         self.call = call
         self.judged: Judgement | None = None
@@ -132,7 +132,7 @@ class _Pending:
 _PENDING: ContextVar[_Pending | None] = ContextVar("planfence_autogen_pending", default=None)
 
 
-def _checked_twin(tool: Any, fence: FencedWorkbench) -> Any:
+def _checked_twin(tool: Any, fence: PlanfenceWorkbench) -> Any:
     """A shallow copy of `tool` that asks the gate before it runs. A `BaseTool` runs `run`
     inside the span its `run_json` opens, so the check goes there; a tool with its own
     `run_json` is checked as that starts. The original tool does the work (and keeps any state)."""
@@ -151,7 +151,7 @@ def _checked_twin(tool: Any, fence: FencedWorkbench) -> Any:
     return twin
 
 
-def _checked_inside(workbench: Workbench, fence: FencedWorkbench) -> StaticWorkbench | None:
+def _checked_inside(workbench: Workbench, fence: PlanfenceWorkbench) -> StaticWorkbench | None:
     """A `StaticWorkbench` like `workbench` whose tools check first; None for any other kind
     (a subclass with its own `call_tool` included, or one whose tools cannot be reached), which
     is checked before the call instead."""
@@ -164,8 +164,9 @@ def _checked_inside(workbench: Workbench, fence: FencedWorkbench) -> StaticWorkb
     return StaticWorkbench([_checked_twin(t, fence) for t in tools], tool_overrides=overrides)
 
 
-class FencedWorkbenchConfig(BaseModel):
-    """Declarative form of `FencedWorkbench`; the store travels as a URL, the policy as a dict."""
+class PlanfenceWorkbenchConfig(BaseModel):
+    """Declarative form of `PlanfenceWorkbench`; the store travels as a URL, the policy as a
+    dict."""
 
     workbench: ComponentModel
     store: str
@@ -174,7 +175,7 @@ class FencedWorkbenchConfig(BaseModel):
     audit: Literal["deferred", "durable", "off"] = DEFAULT_AUDIT
 
 
-class FencedWorkbench(Adapter, Workbench, Component[FencedWorkbenchConfig]):
+class PlanfenceWorkbench(Adapter, Workbench, Component[PlanfenceWorkbenchConfig]):
     """Runs the gate before each tool call of the wrapped workbench.
 
     Args:
@@ -198,8 +199,8 @@ class FencedWorkbench(Adapter, Workbench, Component[FencedWorkbenchConfig]):
     VERDICT_HISTORY = 256
 
     component_type = "workbench"
-    component_config_schema = FencedWorkbenchConfig
-    component_provider_override = "planfence.adapters.autogen.FencedWorkbench"
+    component_config_schema = PlanfenceWorkbenchConfig
+    component_provider_override = "planfence.adapters.autogen.PlanfenceWorkbench"
 
     def __init__(
         self,
@@ -353,13 +354,13 @@ class FencedWorkbench(Adapter, Workbench, Component[FencedWorkbenchConfig]):
         await self.inner.load_state(state.get("inner", {}))
         self._plan_id = state.get("plan_id")
 
-    def _to_config(self) -> FencedWorkbenchConfig:
+    def _to_config(self) -> PlanfenceWorkbenchConfig:
         if self._given_gate:
             raise ConfigError(
                 "a workbench given gate= cannot be saved as a component: a gate is not "
                 "configuration; save one built from its settings (store, policy, agent, audit)"
             )
-        return FencedWorkbenchConfig(
+        return PlanfenceWorkbenchConfig(
             workbench=self.inner.dump_component(),
             store=self.store.url,
             policy=self.policy.to_dict(),
@@ -368,7 +369,7 @@ class FencedWorkbench(Adapter, Workbench, Component[FencedWorkbenchConfig]):
         )
 
     @classmethod
-    def _from_config(cls, config: FencedWorkbenchConfig) -> Self:
+    def _from_config(cls, config: PlanfenceWorkbenchConfig) -> Self:
         return cls(
             Workbench.load_component(config.workbench),
             store=config.store,

@@ -16,7 +16,7 @@ from typing import Any
 
 from planfence.shared_memory import (
     InvalidValueError,
-    PlanFenceError,
+    PlanfenceError,
     Store,
     StoreNotFoundError,
     default_store_url,
@@ -193,7 +193,7 @@ def guarded(handler: Handler) -> Handler:
             return handler(args)
         except UsageError as exc:
             return fail(str(exc), EXIT_USAGE)
-        except PlanFenceError as exc:
+        except PlanfenceError as exc:
             message = str(exc)
             if isinstance(exc, StoreNotFoundError):  # said for command-line users
                 found = f": {exc.detail}" if exc.detail else ""

@@ -1,4 +1,4 @@
-"""`Planfence`: PlanFence through CrewAI's interception hooks.
+"""`PlanfenceHooks`: PlanFence through CrewAI's interception hooks.
 
 Read side: before each model call of a fenced agent (`PRE_MODEL_CALL`) the current public
 records are put in its messages, replacing the ones shown before; the first tool call the model
@@ -54,7 +54,7 @@ with extra_imports("crewai", "planfence.adapters.crewai"):
 
 UNKNOWN_AGENT = "unknown_agent"
 """The reason a tool call of an agent whose role no installed fence knows is refused with."""
-_INSTALLED: list[Planfence] = []  # the fences whose hooks are registered, in order
+_INSTALLED: list[PlanfenceHooks] = []  # the fences whose hooks are registered, in order
 _INSTALLED_LOCK = threading.Lock()
 
 
@@ -78,7 +78,7 @@ class _Open:
     stack: ExitStack = field(default_factory=ExitStack)
 
 
-class Planfence(Adapter):
+class PlanfenceHooks(Adapter):
     """Shows the records, stamps plans from them, and gates every tool call of the fenced agents.
 
     Args:
@@ -124,7 +124,7 @@ class Planfence(Adapter):
         )
         self.installed = False
 
-    def install(self) -> Planfence:
+    def install(self) -> PlanfenceHooks:
         """Register the hooks (after those already registered: the fence judges the input they
         leave)."""
         if not self.installed:
@@ -153,7 +153,7 @@ class Planfence(Adapter):
         self.uninstall()
         await self.gate.aclose()
 
-    def __enter__(self) -> Planfence:
+    def __enter__(self) -> PlanfenceHooks:
         return self.install()
 
     def __exit__(self, *exc: object) -> None:
@@ -247,7 +247,7 @@ class Planfence(Adapter):
         message = (
             f"the CrewAI agent with role {role!r} is not fenced (the installed fences know the "
             f"roles {', '.join(map(repr, known))}): its tool calls are refused. Add its role, "
-            f"exactly as the agent's `role`: Planfence(..., roles=[..., {role!r}])"
+            f"exactly as the agent's `role`: PlanfenceHooks(..., roles=[..., {role!r}])"
         )
         return self.bridge.run(self.gate.refuse, call, UNKNOWN_AGENT, message, by="crewai")
 

@@ -1,6 +1,6 @@
 """PlanFence for hand-written LangGraph graphs: a planner node stamps plans, a tool node gates.
 
-    fence = GraphFence(store, policy, planner="planner", proceed="report")
+    fence = PlanfenceToolNode(store, policy, planner="planner", proceed="report")
     def planner(state):  ...  return {"messages": [...], **fence.stamp(state, reads)}
     builder.add_node("tools", fence.tool_node([book_flight]), destinations=fence.destinations)
 
@@ -14,7 +14,7 @@ it: the gate follows that chain back through plans that made no gated call, so a
 ungated calls (a weather lookup) between a refusal and the next plan does not renew the one
 replan. For the same reason the replan count is reset only once a gated call was allowed under
 a current plan. A graph with a checkpointer carries both across invocations of one thread; a new
-request that should start afresh passes `GraphFence.NEW_REQUEST` in its input.
+request that should start afresh passes `PlanfenceToolNode.NEW_REQUEST` in its input.
 
 A plan that cannot be stamped because the store cannot be reached is no exception in the planner
 node: `stamp` returns an update whose tool calls the tool node refuses as `store_unavailable`
@@ -56,7 +56,7 @@ from ..base import stamp
 from ._gating import ToolGating, fold_into_state
 
 
-class GraphFence(ToolGating):
+class PlanfenceToolNode(ToolGating):
     """The gate for a hand-written graph's tool node, and plan stamping for its planner node.
 
     Args:
@@ -97,7 +97,7 @@ class GraphFence(ToolGating):
         "planfence_outcome": None,
     }
     """Input keys that start a new action with a fresh replan budget in a checkpointed thread:
-    `graph.invoke({"messages": [...], **GraphFence.NEW_REQUEST}, config)`."""
+    `graph.invoke({"messages": [...], **PlanfenceToolNode.NEW_REQUEST}, config)`."""
 
     @property
     def destinations(self) -> tuple[str, ...]:

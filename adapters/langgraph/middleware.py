@@ -1,4 +1,4 @@
-"""`PlanfenceMiddleware`: PlanFence inside `langchain.agents.create_agent`.
+"""`PlanfenceAgentMiddleware`: PlanFence inside `langchain.agents.create_agent`.
 
 Each model call is shown the current public records; when the model answers with tool calls, a
 plan is stamped whose parents are exactly the record ids it could have planned from: the records
@@ -14,7 +14,7 @@ cannot be reached while the records are shown or the plan is stamped is no excep
 the model is told the records cannot be read, and its gated calls are refused (and the run
 ends) as `store_unavailable`.
 
-Order: `PlanfenceMiddleware` must be the innermost middleware around tool calls (the last one
+Order: `PlanfenceAgentMiddleware` must be the innermost middleware around tool calls (the last one
 in `middleware=[...]` that wraps tool calls). The gate checks the call it is handed, and the
 tool runs when its `handler` returns: a retry or argument-rewriting middleware placed inside it
 would run the tool later, again, or with other arguments than the ones checked, with no new
@@ -72,7 +72,7 @@ class PlanfenceAgentState(AgentState[Any], PlanfenceState):
     """`create_agent` state with the planfence keys."""
 
 
-class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any]):
+class PlanfenceAgentMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any]):
     """Stamps plans from what the model saw and gates every tool call.
 
     Args:

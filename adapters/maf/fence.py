@@ -1,5 +1,5 @@
-"""`PlanfenceMiddleware`: PlanFence in a Microsoft Agent Framework agent, one object registered
-in both of the agent's places.
+"""`PlanfenceFunctionMiddleware`: PlanFence in a Microsoft Agent Framework agent, one object
+registered in both of the agent's places.
 
 As a context provider (`context_providers=[fence]`) it shows the model the current public records
 in the run's instructions, and keeps which versions it showed in the session state. As function
@@ -63,7 +63,7 @@ HEADER = (
 )
 
 
-class PlanfenceMiddleware(Adapter, FunctionMiddleware, ContextProvider):
+class PlanfenceFunctionMiddleware(Adapter, FunctionMiddleware, ContextProvider):
     """Shows the records (context provider) and gates every tool call (function middleware).
 
     Args:
@@ -183,4 +183,4 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     return dict(arguments) if isinstance(arguments, Mapping) else dict(arguments.model_dump())
 
 
-__all__ = ["PlanfenceMiddleware"]
+__all__ = ["PlanfenceFunctionMiddleware"]

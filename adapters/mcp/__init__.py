@@ -1,5 +1,6 @@
 """planfence for MCP: a proxy that passes every `tools/call` through the PlanFence gate, and
-the same gate as middleware inside an MCP server (`PlanFenceGate`, `FastMCPGate`).
+the same gate as middleware inside an MCP server (`PlanfenceServerMiddleware`,
+`PlanfenceFastMCPMiddleware`).
 
     async with open_proxy(gate, stdio_upstream(["mcp-server-git", "--repository", "."])) as (
         proxy,
@@ -28,15 +29,15 @@ from .meta import (
 )
 
 if TYPE_CHECKING:
-    from .fastmcp_gate import FastMCPGate
-    from .in_server import PlanFenceGate
-    from .proxy import PlanFenceProxy, open_proxy
+    from .fastmcp_gate import PlanfenceFastMCPMiddleware
+    from .in_server import PlanfenceServerMiddleware
+    from .proxy import PlanfenceProxy, open_proxy
     from .upstream import Upstream, UpstreamFailure, stdio_upstream
 
 _EXPORTS = {
-    "FastMCPGate": "fastmcp_gate",
-    "PlanFenceGate": "in_server",
-    "PlanFenceProxy": "proxy",
+    "PlanfenceFastMCPMiddleware": "fastmcp_gate",
+    "PlanfenceServerMiddleware": "in_server",
+    "PlanfenceProxy": "proxy",
     "open_proxy": "proxy",
     "Upstream": "upstream",
     "UpstreamFailure": "upstream",
@@ -51,9 +52,9 @@ __all__ = [
     "META_FENCE",
     "META_PLAN",
     "META_REFUSAL",
-    "FastMCPGate",
-    "PlanFenceGate",
-    "PlanFenceProxy",
+    "PlanfenceFastMCPMiddleware",
+    "PlanfenceProxy",
+    "PlanfenceServerMiddleware",
     "Upstream",
     "UpstreamFailure",
     "forwardable_meta",

@@ -1,9 +1,9 @@
 """The gate inside a FastMCP server (the `fastmcp` extra): FastMCP's own middleware.
 
-    mcp.add_middleware(FastMCPGate("sqlite:///team.db", "policy.toml"))
+    mcp.add_middleware(PlanfenceFastMCPMiddleware("sqlite:///team.db", "policy.toml"))
 
-Same contract as the proxy and `PlanFenceGate`: the plan comes in the call's `_meta`, a refused
-call never reaches the tool and gets the proxy's refusal result (fitted to the tool's
+Same contract as the proxy and `PlanfenceServerMiddleware`: the plan comes in the call's `_meta`, a
+refused call never reaches the tool and gets the proxy's refusal result (fitted to the tool's
 `outputSchema`), an allowed call's result carries `_meta["dev.planfence/decision"]`.
 """
 
@@ -14,7 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate
-from planfence.plugins.gate import Middleware as PlanfenceMiddleware
+from planfence.plugins.gate import Middleware as GateLayer
 from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
@@ -43,7 +43,7 @@ def _request_meta(context: MiddlewareContext[Any]) -> Mapping[str, Any] | None:
     return None
 
 
-class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
+class PlanfenceFastMCPMiddleware(Middleware):  # type: ignore[misc,unused-ignore]
     """The gate as FastMCP middleware: every `tools/call` is judged first.
 
     Args:
@@ -66,7 +66,7 @@ class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
         *,
         agent: str | None = None,
         gate: Gate | None = None,
-        middleware: Iterable[PlanfenceMiddleware] = (),
+        middleware: Iterable[GateLayer] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         signing_key: TokenSigner | None = None,
     ) -> None:
@@ -118,4 +118,4 @@ class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
             self.judge.catalog.observe({"tools": [listing]})
 
 
-__all__ = ["FastMCPGate"]
+__all__ = ["PlanfenceFastMCPMiddleware"]

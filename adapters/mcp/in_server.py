@@ -1,10 +1,10 @@
 """The gate inside an MCP server built on the official SDK: no proxy process.
 
-    server.middleware.append(PlanFenceGate("sqlite:///team.db", "policy.toml"))
+    server.middleware.append(PlanfenceServerMiddleware("sqlite:///team.db", "policy.toml"))
 
-`PlanFenceGate` is the SDK's own server middleware (`Server.middleware`, and `MCPServer`'s
-`middleware=` argument or property), so it works for the low-level `Server` and the high-level
-`MCPServer` alike. It follows the proxy's contract: the plan comes in the call's
+`PlanfenceServerMiddleware` is the SDK's own server middleware (`Server.middleware`, and
+`MCPServer`'s `middleware=` argument or property), so it works for the low-level `Server` and the
+high-level `MCPServer` alike. It follows the proxy's contract: the plan comes in the call's
 `_meta["dev.planfence/plan"]` (the agent in `dev.planfence/agent`); a refused call never reaches
 the tool and is answered with the proxy's refusal result (`results.py`), fitted to the tool's
 `outputSchema`; an allowed call's result carries `_meta["dev.planfence/decision"]`. The policy
@@ -162,12 +162,12 @@ def with_decision(result: Mapping[str, Any], decision: Mapping[str, Any]) -> dic
     return out
 
 
-class PlanFenceGate(ToolJudge):
+class PlanfenceServerMiddleware(ToolJudge):
     """The gate as an official-SDK server middleware: every `tools/call` is judged first.
 
-    `server.middleware.append(PlanFenceGate(store, "policy.toml"))` on a low-level `Server`;
-    `MCPServer(name, middleware=[PlanFenceGate(...)])` or `mcp.middleware.append(...)` on the
-    high-level one. Arguments as `ToolJudge`.
+    `server.middleware.append(PlanfenceServerMiddleware(store, "policy.toml"))` on a low-level
+    `Server`; `MCPServer(name, middleware=[PlanfenceServerMiddleware(...)])` or
+    `mcp.middleware.append(...)` on the high-level one. Arguments as `ToolJudge`.
     """
 
     async def __call__(
@@ -207,4 +207,4 @@ def _listing(ctx: ServerRequestContext[Any, Any]) -> ServerRequestContext[Any, A
     return replace(ctx, method="tools/list", params={})
 
 
-__all__ = ["PlanFenceGate", "ToolJudge", "load_policy", "with_decision"]
+__all__ = ["PlanfenceServerMiddleware", "ToolJudge", "load_policy", "with_decision"]

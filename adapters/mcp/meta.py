@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from planfence.plugins.gate import GateMiddleware, Refused, ToolCall
-from planfence.shared_memory import PlanFenceError, validate_agent
+from planfence.shared_memory import PlanfenceError, validate_agent
 
 META_PLAN = "dev.planfence/plan"
 META_AGENT = "dev.planfence/agent"
@@ -44,7 +44,7 @@ async def call_of(
     if call.agent is not None:
         try:
             validate_agent(call.agent)
-        except PlanFenceError as exc:
+        except PlanfenceError as exc:
             return await gate.refuse(call, MALFORMED_META, f"{META_AGENT}: {exc}", by=by)
     return call
 

@@ -60,10 +60,10 @@ from .sessions import SessionPlans
 from .subscriptions import Subscriptions
 from .upstream import _NO_CACHE, Upstream, UpstreamFailure, UpstreamMode, UpstreamTarget, _version
 
-__all__ = ["PlanFenceProxy", "open_proxy"]
+__all__ = ["PlanfenceProxy", "open_proxy"]
 
 
-class PlanFenceProxy:
+class PlanfenceProxy:
     """Builds the proxy's MCP server: handlers that gate `tools/call` and pass the rest through.
 
     Args:
@@ -229,7 +229,7 @@ async def open_proxy(
     agent: str | None = None,
     signing_key: TokenSigner | None = None,
     single_client: bool = False,
-) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
+) -> AsyncIterator[tuple[PlanfenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy's server; the upstream closes on exit.
 
     Args:
@@ -255,7 +255,7 @@ async def open_proxy(
         request_timeout=request_timeout,
         relay=relay,
     ) as upstream:
-        proxy = PlanFenceProxy(
+        proxy = PlanfenceProxy(
             gate, upstream, relay=relay, middleware=middleware, agent=agent, signing_key=signing_key
         )
         yield proxy, proxy.build_server()

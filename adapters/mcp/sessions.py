@@ -38,7 +38,7 @@ from planfence.plugins.gate import (
     refreshed,
 )
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
-from planfence.shared_memory import AsyncStore, NotOwnerError, PlanFenceError, UnknownKeyError
+from planfence.shared_memory import AsyncStore, NotOwnerError, PlanfenceError, UnknownKeyError
 
 from ..base import stamp
 from .meta import META_PLAN
@@ -190,7 +190,7 @@ class SessionPlans:
             if tool == KEYS:
                 return await self._keys(args)
             return await self._write(args)
-        except PlanFenceError as exc:
+        except PlanfenceError as exc:
             if tool == READ and session is not None and store_down(exc):
                 session.down = PlanUnavailable.of(exc)
             return _error(f"{type(exc).__name__}: {exc}")

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
-from planfence.shared_memory import PlanFenceError, redact_url
+from planfence.shared_memory import PlanfenceError, redact_url
 
 from .meta import clean_result_meta
 from .peers import is_modern, no_origin
@@ -52,7 +52,7 @@ _NO_CACHE = cast(
 _RawRequest = types.Request[dict[str, Any], str]
 
 
-class UpstreamFailure(PlanFenceError):
+class UpstreamFailure(PlanfenceError):
     """The upstream could not answer: it is gone, it timed out, or it answered with an error."""
 
     def __init__(self, code: str, message: str) -> None:

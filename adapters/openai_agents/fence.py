@@ -1,5 +1,5 @@
-"""`Planfence` for the OpenAI Agents SDK: records in the agent's instructions, the gate as a
-`tool_input_guardrail` on every fenced `function_tool`.
+"""`PlanfenceGuardrail` for the OpenAI Agents SDK: records in the agent's instructions, the gate as
+a `tool_input_guardrail` on every fenced `function_tool`.
 
 Read side: `fence.instructions(text)` is the agent's dynamic instructions; on every turn they show
 the model the current public records. The plan for a turn's tool calls is stamped when the first
@@ -9,8 +9,8 @@ input guardrail. A stale plan is `reject_content` with the refusal (the model re
 the result and calls again: the replan); a block is `raise_exception`, which ends the run with
 `ToolInputGuardrailTripwireTriggered` whose `output.output_info` is the `RefusalPayload`'s wire
 form. An allowed tool runs with the allow's fencing token as `planfence.fence.current()` and holds
-the lease its policy declares until it returns. One `Planfence` serves one run at a time (a new
-run, seen in the instructions' run context, starts a new plan chain).
+the lease its policy declares until it returns. One `PlanfenceGuardrail` serves one run at a time (a
+new run, seen in the instructions' run context, starts a new plan chain).
 
 A store that cannot be reached while the records are shown or the plan is stamped does not end
 the run with an error: the instructions say the records cannot be read, and a gated call is
@@ -58,7 +58,7 @@ with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
 _JUDGED: ContextVar[Judgement | None] = ContextVar("planfence_openai_agents", default=None)
 
 
-class Planfence(Adapter):
+class PlanfenceGuardrail(Adapter):
     """Shows the records, stamps plans from them, and gates every fenced tool.
 
     Args:

@@ -1,4 +1,4 @@
-"""`Planfence`: PlanFence as a PydanticAI capability.
+"""`PlanfenceCapability`: PlanFence as a PydanticAI capability.
 
 Read side: the capability's instructions show the model the current public records on every
 request; when the model answers with tool calls, a plan is stamped whose parents are exactly the
@@ -49,7 +49,7 @@ with extra_imports("pydantic-ai", "planfence.adapters.pydantic_ai"):
     from pydantic_ai.tools import ToolDefinition
 
 
-class Planfence(Adapter, AbstractCapability[Any]):
+class PlanfenceCapability(Adapter, AbstractCapability[Any]):
     """Shows the records, stamps plans from them, and gates every tool call.
 
     Args:
@@ -83,7 +83,7 @@ class Planfence(Adapter, AbstractCapability[Any]):
         self.shown: list[Record] | PlanUnavailable = []
         self.plan: str | PlanUnavailable | None = None
 
-    async def for_run(self, ctx: RunContext[Any]) -> Planfence:
+    async def for_run(self, ctx: RunContext[Any]) -> PlanfenceCapability:
         """A run of its own: its own plan chain and records shown, the same gate."""
         run = object.__new__(type(self))
         run.__dict__.update(self.__dict__)

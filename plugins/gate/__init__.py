@@ -10,7 +10,7 @@ Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
 
 The gate's errors, under the store's (`planfence.shared_memory.errors`):
 
-PlanFenceError
+PlanfenceError
 ├── ConfigError
 │   └── PolicyError              a policy file or declaration that cannot load
 ├── ScopeError                   a call's arguments do not fill its declared keys

@@ -37,7 +37,7 @@ from planfence.shared_memory import (
     HeadConflictError,
     KeyState,
     Lease,
-    PlanFenceError,
+    PlanfenceError,
     Store,
     UnknownKeyError,
     WriteBatch,
@@ -50,7 +50,7 @@ FENCE_TYPE = "planfence-fence/1"
 """The JWS `typ` of a signed token (so no other signed message passes as one)."""
 
 
-class FenceError(PlanFenceError):
+class FenceError(PlanfenceError):
     """A fencing token that does not hold at commit time."""
 
 

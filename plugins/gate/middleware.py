@@ -55,7 +55,7 @@ from planfence.shared_memory import (
     AsyncStore,
     ConfigError,
     Lease,
-    PlanFenceError,
+    PlanfenceError,
     Store,
     StoreBridge,
 )
@@ -337,7 +337,7 @@ class GateMiddleware(Middleware):
         if isinstance(judged, Allowed) and judged.lease is not None:
             try:
                 await self.bridge.acall(release_lease, judged.lease)
-            except PlanFenceError:
+            except PlanfenceError:
                 logger.warning("could not release the lease of %s", judged.verdict.tool)
 
     @asynccontextmanager
@@ -377,7 +377,7 @@ class GateMiddleware(Middleware):
         )
         try:
             verdict = replace(verdict, decision_id=await self.bridge.acall(_log, decision))
-        except PlanFenceError:
+        except PlanfenceError:
             logger.warning("could not record the refusal of %s", call.tool, exc_info=True)
         return Refused(verdict)
 

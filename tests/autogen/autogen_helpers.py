@@ -15,8 +15,8 @@ from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from planfence.adapters.autogen import (
     FencedAgent,
-    FencedWorkbench,
     PlanfenceTermination,
+    PlanfenceWorkbench,
     PlanningAgent,
     SharedMemory,
 )
@@ -120,7 +120,7 @@ class Trip:
             ],
             {i: self.revise(d) for i, d in revisions.items()},
         )
-        tools = FencedWorkbench(
+        tools = PlanfenceWorkbench(
             StaticWorkbench([FunctionTool(book_flight, description="Book a flight.")]),
             store=self.store,
             policy=POLICY,

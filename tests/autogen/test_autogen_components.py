@@ -19,8 +19,8 @@ from autogen_helpers import MODEL_INFO, POLICY, REQ, Trip
 
 from planfence.adapters.autogen import (
     FencedAgent,
-    FencedWorkbench,
     PlanfenceTermination,
+    PlanfenceWorkbench,
     PlanningAgent,
     SharedMemory,
     add_replan_route,
@@ -112,7 +112,7 @@ async def test_a_store_that_fails_is_a_refusal_not_an_exception(tmp_path: Path) 
         ran.append(destination)
         return "booked"
 
-    fence = FencedWorkbench(
+    fence = PlanfenceWorkbench(
         StaticWorkbench([FunctionTool(book_flight, description="Book.")]),
         store=store,
         policy=POLICY,
@@ -121,7 +121,7 @@ async def test_a_store_that_fails_is_a_refusal_not_an_exception(tmp_path: Path) 
     fence.bind("0" * 64)
     result = await fence.call_tool("book_flight", {"destination": "Lisbon"})
     assert result.is_error and "planfence blocked book_flight" in result.to_text()
-    no_plan = FencedWorkbench(StaticWorkbench([]), store="memory://", policy=POLICY)
+    no_plan = PlanfenceWorkbench(StaticWorkbench([]), store="memory://", policy=POLICY)
     missing = await no_plan.call_tool("book_flight", {"destination": "Lisbon"})
     assert missing.is_error and "missing_plan" in missing.to_text()
     undeclared = await no_plan.call_tool("cancel_trip", {})
@@ -153,7 +153,7 @@ async def test_team_round_trips_through_dump_and_load(
         ReplayChatCompletionClient(["Plan: Lisbon.", "Plan: Porto."], model_info=MODEL_INFO),
         memory=[SharedMemory(url, keys=[REQ])],
     )
-    tools = FencedWorkbench(
+    tools = PlanfenceWorkbench(
         StaticWorkbench([FunctionTool(book_flight, description="Book.", global_imports=["os"])]),
         store=url,
         policy=POLICY,
@@ -244,7 +244,7 @@ async def test_workbench_calls_pass_through_user_middleware() -> None:
         return "booked"
 
     seen = SeenTools()
-    fence = FencedWorkbench(
+    fence = PlanfenceWorkbench(
         StaticWorkbench([FunctionTool(book_flight, description="Book.")]),
         store=store,
         policy=POLICY,

@@ -180,7 +180,7 @@ import anyio
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from planfence.adapters.mcp import PlanFenceGate
+from planfence.adapters.mcp import PlanfenceServerMiddleware
 from planfence.plugins.gate import create_plan
 from planfence.shared_memory import open_async_store
 
@@ -195,7 +195,7 @@ async def setup():
 
 plan = anyio.run(setup)
 mcp = MCPServer("git")
-mcp.middleware.append(PlanFenceGate("sqlite:///team.db", "policy.toml"))
+mcp.middleware.append(PlanfenceServerMiddleware("sqlite:///team.db", "policy.toml"))
 
 
 @mcp.tool()

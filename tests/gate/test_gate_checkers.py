@@ -28,17 +28,17 @@ POLICY = Policy.from_toml('[tools.book]\ndepends_on = ["trip/42"]\n')
 
 # Every public adapter class, by import path: none takes a checker, each takes a gate.
 ADAPTERS = [
-    "planfence.adapters.pydantic_ai:Planfence",
-    "planfence.adapters.openai_agents:Planfence",
+    "planfence.adapters.pydantic_ai:PlanfenceCapability",
+    "planfence.adapters.openai_agents:PlanfenceGuardrail",
     "planfence.adapters.adk:PlanfencePlugin",
-    "planfence.adapters.crewai:Planfence",
-    "planfence.adapters.maf:PlanfenceMiddleware",
-    "planfence.adapters.langgraph:PlanfenceMiddleware",
-    "planfence.adapters.langgraph:GraphFence",
-    "planfence.adapters.autogen:FencedWorkbench",
-    "planfence.adapters.a2a:FencedExecutor",
-    "planfence.adapters.mcp:ToolJudge",  # PlanFenceGate's constructor
-    "planfence.adapters.mcp:FastMCPGate",
+    "planfence.adapters.crewai:PlanfenceHooks",
+    "planfence.adapters.maf:PlanfenceFunctionMiddleware",
+    "planfence.adapters.langgraph:PlanfenceAgentMiddleware",
+    "planfence.adapters.langgraph:PlanfenceToolNode",
+    "planfence.adapters.autogen:PlanfenceWorkbench",
+    "planfence.adapters.a2a:PlanfenceAgentExecutor",
+    "planfence.adapters.mcp:ToolJudge",  # PlanfenceServerMiddleware's constructor
+    "planfence.adapters.mcp:PlanfenceFastMCPMiddleware",
 ]
 
 

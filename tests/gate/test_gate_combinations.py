@@ -228,42 +228,44 @@ Given = Gate | None
 
 
 def _pydantic_ai(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
-    from planfence.adapters.pydantic_ai import Planfence
+    from planfence.adapters.pydantic_ai import PlanfenceCapability
 
-    return Planfence(store, policy, agent="executor", gate=gate, audit=o.audit).gate
+    return PlanfenceCapability(store, policy, agent="executor", gate=gate, audit=o.audit).gate
 
 
 def _openai_agents(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
-    from planfence.adapters.openai_agents import Planfence
+    from planfence.adapters.openai_agents import PlanfenceGuardrail
 
-    return Planfence(store, policy, agent="executor", gate=gate, audit=o.audit).gate
+    return PlanfenceGuardrail(store, policy, agent="executor", gate=gate, audit=o.audit).gate
 
 
 def _maf(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
-    from planfence.adapters.maf import PlanfenceMiddleware
+    from planfence.adapters.maf import PlanfenceFunctionMiddleware
 
-    return PlanfenceMiddleware(store, policy, agent="executor", gate=gate, audit=o.audit).gate
+    return PlanfenceFunctionMiddleware(
+        store, policy, agent="executor", gate=gate, audit=o.audit
+    ).gate
 
 
 def _langgraph(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
-    from planfence.adapters.langgraph import PlanfenceMiddleware
+    from planfence.adapters.langgraph import PlanfenceAgentMiddleware
 
-    return PlanfenceMiddleware(store, policy, agent="executor", gate=gate, audit=o.audit).gate
+    return PlanfenceAgentMiddleware(store, policy, agent="executor", gate=gate, audit=o.audit).gate
 
 
 def _langgraph_graph(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
-    from planfence.adapters.langgraph import GraphFence
+    from planfence.adapters.langgraph import PlanfenceToolNode
 
-    fence = GraphFence(store, policy, planner="planner", gate=gate, audit=o.audit)
+    fence = PlanfenceToolNode(store, policy, planner="planner", gate=gate, audit=o.audit)
     return fence.gate
 
 
 def _autogen(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
     from autogen_core.tools import StaticWorkbench
 
-    from planfence.adapters.autogen import FencedWorkbench
+    from planfence.adapters.autogen import PlanfenceWorkbench
 
-    bench = FencedWorkbench(
+    bench = PlanfenceWorkbench(
         StaticWorkbench([]), store=store, policy=policy, gate=gate, audit=o.audit
     )
     return bench.gate
@@ -272,7 +274,7 @@ def _autogen(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
 def _a2a(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
     from a2a.server.agent_execution import AgentExecutor
 
-    from planfence.adapters.a2a import FencedExecutor
+    from planfence.adapters.a2a import PlanfenceAgentExecutor
 
     class Booking(AgentExecutor):  # type: ignore[misc]
         async def execute(self, context: Any, event_queue: Any) -> None:
@@ -281,15 +283,17 @@ def _a2a(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
         async def cancel(self, context: Any, event_queue: Any) -> None:
             return None
 
-    fenced = FencedExecutor(Booking(), store, policy, agent="executor", gate=gate, audit=o.audit)
+    fenced = PlanfenceAgentExecutor(
+        Booking(), store, policy, agent="executor", gate=gate, audit=o.audit
+    )
     return fenced.gate
 
 
 def _mcp_in_server(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
-    from planfence.adapters.mcp import PlanFenceGate
+    from planfence.adapters.mcp import PlanfenceServerMiddleware
 
     key = SigningKey.generate("gate-1", role="gate") if o.signed_tokens else None
-    return PlanFenceGate(
+    return PlanfenceServerMiddleware(
         store, policy, agent="executor", gate=gate, audit=o.audit, signing_key=key
     ).gate
 

@@ -14,7 +14,7 @@ from langgraph.constants import END, START
 from langgraph.graph import MessagesState, StateGraph
 from langgraph_helpers import POLICY, Trip, book
 
-from planfence.adapters.langgraph import GraphFence, PlanfenceState, PlanfenceStore
+from planfence.adapters.langgraph import PlanfenceState, PlanfenceStore, PlanfenceToolNode
 from planfence.demos.baselines import freshness_checker
 from planfence.demos.executors import on_baseline
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
@@ -34,7 +34,7 @@ def build(
     model = trip.model(answers, revisions)
     reader = PlanfenceStore(store)
     baseline = kw.pop("checker", None)
-    fence = GraphFence(store, POLICY, planner="planner", proceed="report", **kw)
+    fence = PlanfenceToolNode(store, POLICY, planner="planner", proceed="report", **kw)
     if baseline is not None:  # the control: a baseline judges instead of the gate
         on_baseline(fence.gate, baseline)
 
@@ -153,7 +153,7 @@ def parallel_graph(
     """A planner whose model books the flight and the hotel in one message (two tool calls that
     run in one step); the flight depends on the requirements, the hotel on the hotel record."""
     policy = POLICY.declare("book_hotel", depends_on=[HOTEL])
-    fence = GraphFence(store, policy, planner="planner", proceed="report")
+    fence = PlanfenceToolNode(store, policy, planner="planner", proceed="report")
     reader = PlanfenceStore(store)
     hotels: list[str] = []
     model = trip.model(answers, revisions)

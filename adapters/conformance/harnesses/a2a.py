@@ -1,6 +1,6 @@
 """A2A harness: a real A2A server (the JSON-RPC routes, the default request handler, an in-memory
-task store) whose receiving agent runs the world's tools behind `FencedExecutor`, and a real A2A
-client in the same process (over httpx's ASGI transport) with `PlanfenceInterceptor`. The
+task store) whose receiving agent runs the world's tools behind `PlanfenceAgentExecutor`, and a real
+A2A client in the same process (over httpx's ASGI transport) with `PlanfenceInterceptor`. The
 sender is the scripted model: shown the records, it plans (`PlanStamper`) and calls the skill
 the script names; the receiving agent checks the sender's plan against the shared store."""
 
@@ -36,7 +36,7 @@ with extra_imports("a2a", "the A2A conformance harness"):
     from starlette.applications import Starlette
 
     from planfence.adapters.a2a import (
-        FencedExecutor,
+        PlanfenceAgentExecutor,
         PlanfenceInterceptor,
         SenderPlans,
         skill_call,
@@ -116,7 +116,9 @@ class A2AHarness:
         close: bool = True,
     ) -> Run:
         agent_card = card(world)
-        executor = FencedExecutor(ToolsAgent(world), world.store, world.policy, agent=RECEIVER)
+        executor = PlanfenceAgentExecutor(
+            ToolsAgent(world), world.store, world.policy, agent=RECEIVER
+        )
         controlled(executor.gate, checker)
         handler = DefaultRequestHandlerV2(executor, InMemoryTaskStore(), agent_card)
         app = Starlette(

@@ -1,5 +1,5 @@
 """AutoGen AgentChat harness: a `PlanningAgent` shown the records by `SharedMemory`, a
-`FencedAgent` whose `FencedWorkbench` gates the tools, in a round-robin team."""
+`FencedAgent` whose `PlanfenceWorkbench` gates the tools, in a round-robin team."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ with extra_imports("autogen", "the AutoGen conformance harness"):
 
     from planfence.adapters.autogen import (
         FencedAgent,
-        FencedWorkbench,
         PlanfenceTermination,
+        PlanfenceWorkbench,
         PlanningAgent,
         SharedMemory,
     )
@@ -126,7 +126,7 @@ class AutoGenHarness:
             FunctionTool(fn, description=fn.__doc__ or name, name=name)
             for name, fn in world.tools().items()
         ]
-        workbench = FencedWorkbench(
+        workbench = PlanfenceWorkbench(
             StaticWorkbench(tools),
             store=world.store,
             policy=world.policy,

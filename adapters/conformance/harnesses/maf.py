@@ -1,6 +1,6 @@
 """Microsoft Agent Framework harness: an `Agent` over a scripted chat client (the framework's
 own client layers: function invocation, chat middleware, telemetry), the world's tools as its
-functions, and one `PlanfenceMiddleware` as the agent's context provider and function
+functions, and one `PlanfenceFunctionMiddleware` as the agent's context provider and function
 middleware."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ with extra_imports("maf", "the Microsoft Agent Framework conformance harness"):
     )
     from agent_framework.observability import ChatTelemetryLayer
 
-    from planfence.adapters.maf import PlanfenceMiddleware
+    from planfence.adapters.maf import PlanfenceFunctionMiddleware
 
 
 def _text(value: Any) -> str:
@@ -97,7 +97,7 @@ class MAFHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = PlanfenceMiddleware(
+        fence = PlanfenceFunctionMiddleware(
             world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
         )
         controlled(fence.gate, checker)

@@ -29,7 +29,7 @@ with extra_imports("mcp", "the MCP conformance harness"):
     from mcp import Client
     from mcp.server.mcpserver import MCPServer
 
-    from planfence.adapters.mcp.in_server import PlanFenceGate
+    from planfence.adapters.mcp.in_server import PlanfenceServerMiddleware
     from planfence.adapters.mcp.meta import META_PLAN
     from planfence.adapters.mcp.proxy import open_proxy
     from planfence.adapters.mcp.sessions import READ
@@ -114,9 +114,9 @@ class ProxyHarness:
 
 
 class InServerHarness:
-    """`MCPServer(..., middleware=[PlanFenceGate(store, policy)])`; the client plans. The client
-    is another process with its own connection to the shared store (`world.others`): it reads
-    and stamps there, and each of its runs starts its own plan chain."""
+    """`MCPServer(..., middleware=[PlanfenceServerMiddleware(store, policy)])`; the client plans.
+    The client is another process with its own connection to the shared store (`world.others`): it
+    reads and stamps there, and each of its runs starts its own plan chain."""
 
     name: ClassVar[str] = "mcp.in_server"
     extra: ClassVar[str] = "mcp"
@@ -133,7 +133,7 @@ class InServerHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        gate = PlanFenceGate(world.store, world.policy, agent=AGENT)
+        gate = PlanfenceServerMiddleware(world.store, world.policy, agent=AGENT)
         controlled(gate.gate, checker)
         server = MCPServer("trips", middleware=[gate])
         for name, fn in world.tools().items():

@@ -1,5 +1,6 @@
-"""OpenAI Agents SDK harness: an `Agent` whose instructions and tools come from `Planfence`,
-run by `Runner` on the SDK's own `ScriptedModel` whose every step asks the script."""
+"""OpenAI Agents SDK harness: an `Agent` whose instructions and tools come from
+`PlanfenceGuardrail`, run by `Runner` on the SDK's own `ScriptedModel` whose every step asks the
+script."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ with extra_imports("openai-agents", "the OpenAI Agents SDK conformance harness")
         ResponseOutputText,
     )
 
-    from planfence.adapters.openai_agents import Planfence
+    from planfence.adapters.openai_agents import PlanfenceGuardrail
 
 
 def _texts(call: ModelCall) -> tuple[list[str], str | None]:
@@ -80,7 +81,9 @@ class OpenAIAgentsHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = Planfence(world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT)
+        fence = PlanfenceGuardrail(
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
+        )
         controlled(fence.gate, checker)
         told: list[str] = []
         agent = Agent(

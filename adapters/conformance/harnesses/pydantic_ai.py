@@ -1,5 +1,5 @@
-"""PydanticAI harness: an `Agent` with the `Planfence` capability and a `FunctionModel` that asks
-the script what to do on every request."""
+"""PydanticAI harness: an `Agent` with the `PlanfenceCapability` capability and a `FunctionModel`
+that asks the script what to do on every request."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ with extra_imports("pydantic-ai", "the PydanticAI conformance harness"):
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    from planfence.adapters.pydantic_ai import Planfence
+    from planfence.adapters.pydantic_ai import PlanfenceCapability
 
 
 def _result(part: Any) -> str | None:
@@ -78,7 +78,9 @@ class PydanticAIHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = Planfence(world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT)
+        fence = PlanfenceCapability(
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
+        )
         controlled(fence.gate, checker)
         tools = [Tool(fn, name=name) for name, fn in world.tools().items()]
         told: list[str] = []

@@ -19,7 +19,7 @@ from planfence.adapters.owner_service import KeyringError, PublicKeyring, load_k
 from planfence.demos.baselines import EagerReplica
 from planfence.demos.pushes import RECORD_MISMATCH, PushCheck, PushedHead, PushRefused
 from planfence.plugins.gate.decision import HEAD_ROLLBACK
-from planfence.shared_memory import HeadVerifier, PlanFenceError, canonical_json
+from planfence.shared_memory import HeadVerifier, PlanfenceError, canonical_json
 from planfence.shared_memory.extras import extra_imports
 
 from ..harness import together
@@ -55,7 +55,7 @@ def create_replica_app(name: str, keyring: HeadVerifier) -> Starlette:
             data = json.loads(await request.body())
             pushed = PushedHead.from_dict(data)
             replica = data["replica"]
-        except (ValueError, KeyError, TypeError, AttributeError, PlanFenceError):
+        except (ValueError, KeyError, TypeError, AttributeError, PlanfenceError):
             return JSONResponse({"error": "malformed"}, status_code=400)
         if replica != name:
             return JSONResponse({"error": "wrong_replica"}, status_code=403)
