@@ -6,8 +6,11 @@ builds its framework's agent with a scripted model over the case's `World` (`wor
     python -m planfence.adapters.conformance            # every adapter whose framework is installed
     python -m planfence.adapters.conformance --json     # the same, as JSON
 
-To check an adapter of your own, register its harness (`runner.HARNESSES`) or run it directly:
-`await run_case(MyHarness(), case, tmp_path)` for each of `CASES`.
+To check an adapter of your own, register its harness as an entry point in the
+`planfence.adapters` group (`name = "package.module:HarnessClass"` in your pyproject.toml) and run
+`python -m planfence.adapters.conformance --adapter name`, or run it directly:
+`await run_case(MyHarness(), case, tmp_path)` for each of `CASES`. `seam.py` is the reference
+harness, with no framework.
 """
 
 from .cases import CASES, Case, CaseFailure

@@ -25,7 +25,7 @@ PlanfenceError
 from .audit import AUDIT_SOURCE, Decision
 from .audit_writer import AUDIT_MODES, DEFAULT_AUDIT, audit_mode
 from .call import Checker, ToolCall
-from .checkers import CheckerFactory, gate_checker, judge_with
+from .checkers import CheckerFactory, gate_checker
 from .decision import (
     ALLOW,
     BLOCK,
@@ -58,6 +58,7 @@ from .middleware import (
     Judgement,
     Middleware,
     Refused,
+    judge_with,
     run_middleware,
 )
 from .plans import CHAIN, PlanStamper, create_plan, create_plan_sync, plan_key, refreshed_parents

@@ -49,7 +49,7 @@ from collections.abc import (
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 from planfence.shared_memory import (
     AsyncStore,
@@ -414,6 +414,20 @@ def _check_gate_fits(
         )
 
 
+def judge_with(middleware: GateMiddleware, checker: Checker | CheckerFactory) -> GateMiddleware:
+    """For experiments only: make `middleware` judge with `checker` (a ready checker, or a
+    factory `(store, policy, agent) -> checker` built once per store) instead of its gate.
+
+    Everything around the checker stays: the middleware stack, fail-closed refusals, fencing
+    tokens and leases. Returns `middleware`."""
+    middleware._by_store = {}
+    if callable(getattr(checker, "check", None)):
+        middleware.fixed, middleware.factory = cast(Checker, checker), gate_checker
+    else:
+        middleware.fixed, middleware.factory = None, cast(CheckerFactory, checker)
+    return middleware
+
+
 async def _log(store: AsyncStore, decision: Decision) -> int:
     return await store.log(decision)
 
@@ -426,5 +440,6 @@ __all__ = [
     "Middleware",
     "Refused",
     "ToolCall",
+    "judge_with",
     "run_middleware",
 ]

@@ -19,9 +19,9 @@ from crewai.hooks import InterceptionPoint, get_hooks
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
 
-from planfence.adapters.conformance.harnesses.crewai import private_home
 from planfence.adapters.conformance.world import Outage
 from planfence.adapters.crewai import PlanfenceHooks
+from planfence.adapters.crewai.conformance import private_home
 from planfence.fence import current
 from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import Store, open_async_store, open_store

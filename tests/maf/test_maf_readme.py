@@ -13,8 +13,8 @@ from typing import Any
 
 from agent_framework import Agent, ChatResponse, Content, Message
 
-from planfence.adapters.conformance.harnesses.maf import ScriptedClient
 from planfence.adapters.maf import PlanfenceFunctionMiddleware
+from planfence.adapters.maf.conformance import ScriptedClient
 from planfence.plugins.gate import Policy, find_decisions_sync, parse_payload
 from planfence.shared_memory import open_async_store, open_store
 

@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run, controlled
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # no reports to CrewAI's collector
 _HOME: dict[str, str] = {}

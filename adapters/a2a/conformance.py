@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run, controlled
-from ..world import AGENT, KEY, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, Script, World
 
 with extra_imports("a2a", "the A2A conformance harness"):
     import httpx

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 from planfence.plugins.gate import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run, controlled
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("maf", "the Microsoft Agent Framework conformance harness"):
     from agent_framework import (

@@ -22,8 +22,8 @@ from planfence.plugins.gate import (
 )
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run, controlled
-from ..world import AGENT, KEY, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, Script, World
 
 with extra_imports("mcp", "the MCP conformance harness"):
     from mcp import Client
@@ -86,7 +86,12 @@ class ProxyHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        command = [sys.executable, "-m", f"{__package__}.mcp_upstream", str(world.effects.path)]
+        command = [
+            sys.executable,
+            "-m",
+            f"{__package__}.conformance_upstream",
+            str(world.effects.path),
+        ]
         gate = Gate(world.store, world.policy, agent=AGENT)
         agent = AGENT if plans else None
         seams: list[GateMiddleware] = []

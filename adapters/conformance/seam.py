@@ -15,8 +15,8 @@ from typing import ClassVar
 from planfence.adapters.base import DEFAULT_HEADER, read, reads_or_down, shown_text, stamp
 from planfence.plugins.gate import CheckerFactory, GateMiddleware, PlanStamper, ToolCall, explain
 
-from ..harness import Run, controlled
-from ..world import AGENT, KEY, Script, World
+from .harness import Run, controlled
+from .world import AGENT, KEY, Script, World
 
 
 class SeamHarness:
