@@ -56,12 +56,13 @@ from planfence.plugins.gate import (
     PlanStamper,
     Policy,
     Verdict,
-    explain,
 )
+from planfence.plugins.gate.explain import explain
 from planfence.plugins.gate.fence import TokenSigner
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
 from planfence.plugins.gate.plans import Reads
-from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge, canonical_json
+from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory.records import canonical_json
 
 DEFAULT_HEADER = "Current public records (planfence shared memory); plan from these values:"
 UNREADABLE = (
@@ -182,11 +183,8 @@ __all__ = [
     "DEFAULT_HEADER",
     "Adapter",
     "PlanUnavailable",
-    "for_model",
     "read",
     "reads_or_down",
-    "records_text",
     "shown_text",
     "stamp",
-    "unreadable_text",
 ]

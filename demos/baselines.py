@@ -18,7 +18,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planfence.plugins.gate import Checker, HeadSource, Policy, ToolCall
+from planfence.plugins.gate import HeadSource, Policy, ToolCall
+from planfence.plugins.gate.call import Checker
 from planfence.plugins.gate.decision import (
     ALLOW,
     BLOCK,
@@ -35,18 +36,17 @@ from planfence.plugins.gate.decision import (
 )
 from planfence.shared_memory import (
     JSON,
-    KIND_PLAN,
-    AdvanceHead,
     AsyncStore,
-    HeadSigner,
-    HeadVerifier,
     KeyState,
     Record,
-    Replica,
     UnknownKeyError,
     UnknownRecordError,
     WriteBatch,
 )
+from planfence.shared_memory.batches import AdvanceHead
+from planfence.shared_memory.records import KIND_PLAN
+from planfence.shared_memory.replica import Replica
+from planfence.shared_memory.signing import HeadSigner, HeadVerifier
 
 from .pushes import PushCheck, PushedHead
 

@@ -19,20 +19,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from planfence.plugins.gate import (
-    CallFn,
-    Checker,
-    CheckerFactory,
-    Gate,
-    GateMiddleware,
-    HeadSource,
-    Outcome,
-    Policy,
-    ReplanFn,
-    ToolCall,
-    judge_with,
-)
-from planfence.shared_memory import AsyncStore, Replica
+from planfence.plugins.gate import Gate, GateMiddleware, HeadSource, Policy, ToolCall
+from planfence.plugins.gate.call import Checker
+from planfence.plugins.gate.checkers import CheckerFactory
+from planfence.plugins.gate.executor import CallFn, Outcome, ReplanFn
+from planfence.plugins.gate.middleware import judge_with
+from planfence.shared_memory import AsyncStore
+from planfence.shared_memory.replica import Replica
 
 from .baselines import (
     AllKeysHeads,

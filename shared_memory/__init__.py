@@ -6,52 +6,29 @@ with open_store("sqlite:///team.db") as store:
     r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
 """
 
-from .batches import (
-    AdvanceHead,
-    AssignOwner,
-    ReassignOwner,
-    TransferOwner,
-    WriteBatch,
-    WriteResult,
-)
+from .batches import WriteBatch, WriteResult
 from .bridge import StoreBridge
 from .errors import (
-    AdvancePendingError,
-    AlreadyOwnedError,
-    AmbiguousIdError,
     ConfigError,
-    EpochConflictError,
     HeadConflictError,
     IntegrityError,
     InvalidKeyError,
-    InvalidValueError,
     LeaseHeldError,
-    LeasesUnsupportedError,
     MissingExtraError,
     NotOwnerError,
     OwnershipError,
     PlanfenceError,
     StoreClosedError,
     StoreError,
-    StoreNotFoundError,
     StoreUnavailableError,
     UnknownKeyError,
     UnknownRecordError,
     ValueTooLargeError,
 )
-from .factory import (
-    DEFAULT_STORE_URL,
-    STORE_ENV,
-    create_async_store,
-    default_store_url,
-    open_async_store,
-    open_store,
-    sqlite_on_loop,
-)
-from .journal import Entry, JournalQuery, ToEntry
-from .leases import DropLease, ExpectHead, HoldKey, Lease
-from .lineage import Frontier, frontier_async, frontier_sync, walk_frontier
-from .model import CURRENT, Change, KeyState
+from .factory import create_async_store, open_async_store, open_store
+from .journal import Entry, JournalQuery
+from .leases import Lease
+from .model import Change, KeyState
 from .reads import (
     GetChanges,
     GetKeys,
@@ -61,78 +38,30 @@ from .reads import (
     Lineage,
     ListKeys,
     QueryJournal,
-    ReadFlow,
     ReadOp,
-    frontier_flow,
 )
-from .records import (
-    JSON,
-    KIND_FACT,
-    KIND_PLAN,
-    Record,
-    StoreLimits,
-    canonical_json,
-    is_record_id,
-    valid_keys,
-    validate_agent,
-    validate_key,
-)
-from .replica import Replica
-from .signing import (
-    HEAD_TYPE,
-    OWNER_TYPE,
-    HeadSigner,
-    HeadVerifier,
-    head_claim,
-    head_signed_by,
-    owner_claim,
-    owner_signed_by,
-    sign_head,
-    sign_owner,
-)
+from .records import JSON, Record, StoreLimits
 from .store import AsyncStore
 from .sync import Portal, Store
-from .urls import redact_url
 
 __all__ = [
-    "CURRENT",
-    "DEFAULT_STORE_URL",
-    "HEAD_TYPE",
     "JSON",
-    "KIND_FACT",
-    "KIND_PLAN",
-    "OWNER_TYPE",
-    "STORE_ENV",
-    "AdvanceHead",
-    "AdvancePendingError",
-    "AlreadyOwnedError",
-    "AmbiguousIdError",
-    "AssignOwner",
     "AsyncStore",
     "Change",
     "ConfigError",
-    "DropLease",
     "Entry",
-    "EpochConflictError",
-    "ExpectHead",
-    "Frontier",
     "GetChanges",
     "GetKeys",
     "GetOwnerChanges",
     "GetRecords",
     "HeadConflictError",
-    "HeadSigner",
-    "HeadVerifier",
-    "HoldKey",
     "IdsWithPrefix",
     "IntegrityError",
     "InvalidKeyError",
-    "InvalidValueError",
     "JournalQuery",
     "KeyState",
     "Lease",
     "LeaseHeldError",
-    "LeasesUnsupportedError",
     "Lineage",
     "ListKeys",
     "MissingExtraError",
@@ -141,44 +70,20 @@ __all__ = [
     "PlanfenceError",
     "Portal",
     "QueryJournal",
-    "ReadFlow",
     "ReadOp",
-    "ReassignOwner",
     "Record",
-    "Replica",
     "Store",
     "StoreBridge",
     "StoreClosedError",
     "StoreError",
     "StoreLimits",
-    "StoreNotFoundError",
     "StoreUnavailableError",
-    "ToEntry",
-    "TransferOwner",
     "UnknownKeyError",
     "UnknownRecordError",
     "ValueTooLargeError",
     "WriteBatch",
     "WriteResult",
-    "canonical_json",
     "create_async_store",
-    "default_store_url",
-    "frontier_async",
-    "frontier_flow",
-    "frontier_sync",
-    "head_claim",
-    "head_signed_by",
-    "is_record_id",
     "open_async_store",
     "open_store",
-    "owner_claim",
-    "owner_signed_by",
-    "redact_url",
-    "sign_head",
-    "sign_owner",
-    "sqlite_on_loop",
-    "valid_keys",
-    "validate_agent",
-    "validate_key",
-    "walk_frontier",
 ]

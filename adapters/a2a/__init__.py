@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         PlanfenceAgentExecutor,
         PlanfenceInterceptor,
         SenderPlans,
-        refusal_task,
         skill_call,
         skill_message,
     )
@@ -33,7 +32,6 @@ _EXPORTS = {
     "PlanfenceInterceptor": "fence",
     "SKILL": "fence",
     "SenderPlans": "fence",
-    "refusal_task": "fence",
     "skill_call": "fence",
     "skill_message": "fence",
 }
@@ -44,7 +42,6 @@ __all__ = [
     "PlanfenceAgentExecutor",
     "PlanfenceInterceptor",
     "SenderPlans",
-    "refusal_task",
     "skill_call",
     "skill_message",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
 from ..conformance.harness import Run, controlled

@@ -17,34 +17,24 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .agents import FencedAgent, PlanningAgent, plan_of, refused_plan
-    from .memory import SharedMemory, SharedMemoryConfig
+    from .agents import FencedAgent, PlanningAgent
+    from .memory import SharedMemory
     from .routing import (
         PlanfenceTermination,
-        RunOutcome,
         add_replan_route,
-        is_blocked,
-        is_replan,
         proceeds,
         replan_selector,
         run_outcome,
     )
-    from .workbench import PlanfenceWorkbench, PlanfenceWorkbenchConfig
+    from .workbench import PlanfenceWorkbench
 
 _EXPORTS = {
     "SharedMemory": "memory",
-    "SharedMemoryConfig": "memory",
     "PlanfenceWorkbench": "workbench",
-    "PlanfenceWorkbenchConfig": "workbench",
     "PlanningAgent": "agents",
     "FencedAgent": "agents",
-    "plan_of": "agents",
-    "refused_plan": "agents",
     "PlanfenceTermination": "routing",
-    "RunOutcome": "routing",
     "add_replan_route": "routing",
-    "is_blocked": "routing",
-    "is_replan": "routing",
     "proceeds": "routing",
     "replan_selector": "routing",
     "run_outcome": "routing",
@@ -54,17 +44,10 @@ __all__ = [
     "FencedAgent",
     "PlanfenceTermination",
     "PlanfenceWorkbench",
-    "PlanfenceWorkbenchConfig",
     "PlanningAgent",
-    "RunOutcome",
     "SharedMemory",
-    "SharedMemoryConfig",
     "add_replan_route",
-    "is_blocked",
-    "is_replan",
-    "plan_of",
     "proceeds",
-    "refused_plan",
     "replan_selector",
     "run_outcome",
 ]

@@ -29,8 +29,9 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.plugins.gate import PlanStamper, Verdict, fold_step, payload_of
+from planfence.plugins.gate import PlanStamper, Verdict, fold_step
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
+from planfence.plugins.gate.wire import payload_of
 from planfence.shared_memory import ConfigError, Record
 from planfence.shared_memory.extras import extra_imports
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
 from ..conformance.harness import Run, controlled

@@ -39,8 +39,8 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from planfence.plugins.gate import read_heads
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
+from planfence.plugins.gate.reads import read_heads
 
 from ..base import DEFAULT_HEADER, UNREADABLE, records_text, unreadable_text
 from ._store import store_bridge

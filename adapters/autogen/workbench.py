@@ -40,9 +40,9 @@ from planfence.plugins.gate import (
     Refused,
     ToolCall,
     Verdict,
-    audit_mode,
-    fail_closed,
 )
+from planfence.plugins.gate.audit_writer import audit_mode
+from planfence.plugins.gate.decision import fail_closed
 from planfence.plugins.gate.fence import bound
 from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, ConfigError, PlanfenceError, Store

@@ -14,14 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import (
-    InvalidValueError,
-    PlanfenceError,
-    Store,
-    StoreNotFoundError,
-    default_store_url,
-    open_store,
-)
+from planfence.shared_memory import PlanfenceError, Store, open_store
+from planfence.shared_memory.errors import InvalidValueError, StoreNotFoundError
+from planfence.shared_memory.factory import default_store_url
 
 Handler = Callable[[argparse.Namespace], int]
 

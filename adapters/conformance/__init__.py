@@ -13,28 +13,20 @@ To check an adapter of your own, register its harness as an entry point in the
 harness, with no framework.
 """
 
-from .cases import CASES, Case, CaseFailure
-from .harness import Harness, Run
-from .runner import HARNESSES, Result, run_case, run_suite, table
-from .world import BOOK, KEY, WEATHER, Call, Script, World, freshness_only, unavailable
+from .cases import CASES
+from .harness import Harness, Run, controlled
+from .runner import run_case, run_suite, table
+from .world import KEY, Script, World
 
 __all__ = [
-    "BOOK",
     "CASES",
-    "HARNESSES",
     "KEY",
-    "WEATHER",
-    "Call",
-    "Case",
-    "CaseFailure",
     "Harness",
-    "Result",
     "Run",
     "Script",
     "World",
-    "freshness_only",
+    "controlled",
     "run_case",
     "run_suite",
     "table",
-    "unavailable",
 ]

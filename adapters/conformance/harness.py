@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
-from planfence.plugins.gate import CheckerFactory, GateMiddleware, judge_with
+from planfence.plugins.gate import GateMiddleware
+from planfence.plugins.gate.checkers import CheckerFactory
+from planfence.plugins.gate.middleware import judge_with
 
 from .world import Script, World
 

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from planfence.adapters.base import DEFAULT_HEADER, read, reads_or_down, shown_text, stamp
-from planfence.plugins.gate import CheckerFactory, GateMiddleware, PlanStamper, ToolCall, explain
+from planfence.plugins.gate import GateMiddleware, PlanStamper, ToolCall
+from planfence.plugins.gate.checkers import CheckerFactory
+from planfence.plugins.gate.explain import explain
 
 from .harness import Run, controlled
 from .world import AGENT, KEY, Script, World

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._gating import refusal_message
     from .graph import PlanfenceToolNode
     from .janus_store import JanusStore
-    from .middleware import PlanfenceAgentMiddleware, PlanfenceAgentState
+    from .middleware import PlanfenceAgentMiddleware
     from .state import PlanfenceState
     from .store import ImmutableRecordError, PlanfenceStore, track_reads
 
@@ -30,11 +29,9 @@ _EXPORTS = {
     "PlanfenceToolNode": "graph",
     "ImmutableRecordError": "store",
     "JanusStore": "janus_store",
-    "PlanfenceAgentState": "middleware",
     "PlanfenceAgentMiddleware": "middleware",
     "PlanfenceState": "state",
     "PlanfenceStore": "store",
-    "refusal_message": "_gating",
     "track_reads": "store",
 }
 
@@ -42,11 +39,9 @@ __all__ = [
     "ImmutableRecordError",
     "JanusStore",
     "PlanfenceAgentMiddleware",
-    "PlanfenceAgentState",
     "PlanfenceState",
     "PlanfenceStore",
     "PlanfenceToolNode",
-    "refusal_message",
     "track_reads",
 ]
 

@@ -10,21 +10,20 @@ from typing import Any
 
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
-    REPLANNING,
     AuditMode,
     Gate,
     Judgement,
     Middleware,
     PlanStamper,
     Policy,
-    ReadSet,
     Refused,
     StepOutcome,
     ToolCall,
     fold_step,
-    merge_reads,
 )
 from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.reads import ReadSet, merge_reads
+from planfence.plugins.gate.steps import REPLANNING
 from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 

@@ -28,20 +28,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import (
-    DEFAULT_AUDIT,
-    DONE,
-    REPLANNING,
-    AuditMode,
-    Gate,
-    Middleware,
-    Policy,
-    ReadSet,
-    action_done,
-    merge_reads,
-    refreshed,
-)
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate, Middleware, Policy
 from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.reads import ReadSet, merge_reads, refreshed
+from planfence.plugins.gate.steps import DONE, REPLANNING, action_done
 from planfence.shared_memory import JSON, AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 

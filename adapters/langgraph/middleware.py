@@ -29,21 +29,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from planfence.plugins.gate import (
-    BLOCKED,
-    DEFAULT_AUDIT,
-    REPLANNING,
-    AuditMode,
-    Gate,
-    Middleware,
-    Policy,
-    ReadSet,
-    action_done,
-    merge_reads,
-    reads_of,
-    refreshed,
-)
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate, Middleware, Policy
 from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.reads import ReadSet, merge_reads, reads_of, refreshed
+from planfence.plugins.gate.steps import BLOCKED, REPLANNING, action_done
 from planfence.shared_memory import AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 

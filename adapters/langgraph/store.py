@@ -57,7 +57,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
         SearchOp,
     )
 
-from planfence.plugins.gate import ReadSet, add_reads
+from planfence.plugins.gate.reads import ReadSet, add_reads
 from planfence.shared_memory import StoreBridge
 
 RECORD_ID = "_record_id"

@@ -35,10 +35,9 @@ from planfence.plugins.gate import (
     Policy,
     Refused,
     ToolCall,
-    reads_of,
-    refreshed,
 )
 from planfence.plugins.gate.outage import PlanUnavailable, failure
+from planfence.plugins.gate.reads import reads_of, refreshed
 from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 

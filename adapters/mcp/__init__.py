@@ -19,27 +19,19 @@ from typing import TYPE_CHECKING
 
 from planfence.adapters._lazy import lazy_exports
 
-from .meta import (
-    META_AGENT,
-    META_DECISION,
-    META_FENCE,
-    META_PLAN,
-    META_REFUSAL,
-    forwardable_meta,
-)
+from .meta import META_FENCE
 
 if TYPE_CHECKING:
     from .fastmcp_gate import PlanfenceFastMCPMiddleware
     from .in_server import PlanfenceServerMiddleware
     from .proxy import PlanfenceProxy, open_proxy
-    from .upstream import Upstream, UpstreamFailure, stdio_upstream
+    from .upstream import UpstreamFailure, stdio_upstream
 
 _EXPORTS = {
     "PlanfenceFastMCPMiddleware": "fastmcp_gate",
     "PlanfenceServerMiddleware": "in_server",
     "PlanfenceProxy": "proxy",
     "open_proxy": "proxy",
-    "Upstream": "upstream",
     "UpstreamFailure": "upstream",
     "stdio_upstream": "upstream",
 }
@@ -47,17 +39,11 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = [
-    "META_AGENT",
-    "META_DECISION",
     "META_FENCE",
-    "META_PLAN",
-    "META_REFUSAL",
     "PlanfenceFastMCPMiddleware",
     "PlanfenceProxy",
     "PlanfenceServerMiddleware",
-    "Upstream",
     "UpstreamFailure",
-    "forwardable_meta",
     "open_proxy",
     "stdio_upstream",
 ]

@@ -14,12 +14,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, cast
 
-from planfence.plugins.gate import (
-    CheckerFactory,
-    Gate,
-    GateMiddleware,
-    PlanStamper,
-)
+from planfence.plugins.gate import Gate, GateMiddleware, PlanStamper
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
 from ..conformance.harness import Run, controlled

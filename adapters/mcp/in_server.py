@@ -31,8 +31,9 @@ from planfence.plugins.gate import (
     Refused,
 )
 from planfence.plugins.gate.fence import TokenSigner
-from planfence.shared_memory import AsyncStore, Store, StoreBridge, sqlite_on_loop
+from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
+from planfence.shared_memory.factory import sqlite_on_loop
 
 with extra_imports("mcp", "the MCP server middleware"):
     import mcp  # noqa: F401  (the `mcp` extra)

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from planfence.plugins.gate import GateMiddleware, Refused, ToolCall
-from planfence.shared_memory import PlanfenceError, validate_agent
+from planfence.shared_memory import PlanfenceError
+from planfence.shared_memory.records import validate_agent
 
 META_PLAN = "dev.planfence/plan"
 META_AGENT = "dev.planfence/agent"

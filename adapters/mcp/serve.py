@@ -19,7 +19,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from planfence.adapters.cli.serving import listen_socket, run_uvicorn, socket_url
 from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate, Policy
 from planfence.plugins.gate.fence import TokenSigner
-from planfence.shared_memory import open_async_store, sqlite_on_loop
+from planfence.shared_memory import open_async_store
+from planfence.shared_memory.factory import sqlite_on_loop
 
 from .http_guard import TOKEN_ENV, HttpGuard, is_loopback
 from .oauth import JwtVerifier, ResourceServer

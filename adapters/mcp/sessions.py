@@ -25,19 +25,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import (
-    BLOCK,
-    REPLAN,
-    PlanStamper,
-    Policy,
-    ReadSet,
-    Reason,
-    Verdict,
-    add_reads,
-    explain,
-    refreshed,
-)
+from planfence.plugins.gate import BLOCK, REPLAN, PlanStamper, Policy, Verdict
+from planfence.plugins.gate.decision import Reason
+from planfence.plugins.gate.explain import explain
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
+from planfence.plugins.gate.reads import ReadSet, add_reads, refreshed
 from planfence.shared_memory import AsyncStore, NotOwnerError, PlanfenceError, UnknownKeyError
 
 from ..base import stamp

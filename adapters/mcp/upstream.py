@@ -27,7 +27,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
-from planfence.shared_memory import PlanfenceError, redact_url
+from planfence.shared_memory import PlanfenceError
+from planfence.shared_memory.urls import redact_url
 
 from .meta import clean_result_meta
 from .peers import is_modern, no_origin

@@ -27,21 +27,18 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from planfence.adapters.cli.common import add_output
-
-from .harness import (
-    Progress,
+from planfence.demos.bench.harness.options import (
     add_bench_store,
     add_quick,
     add_repeat,
     add_warmup,
-    bench_store,
-    check_store,
-    new_results,
-    percentile,
     pick,
-    print_context,
-    run_bench,
 )
+from planfence.demos.bench.harness.output import new_results, print_context, run_bench
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.bench.harness.stores import bench_store, check_store
+from planfence.demos.support import Progress
+
 from .harness.scratch import scratch_folder
 
 HELP = "latency of a tool call directly vs through the MCP proxy (gate on / ungated)"

@@ -15,13 +15,9 @@ keyring whose keys are marked as gate keys, `planfence keys generate --gate`), o
 """
 
 from planfence.plugins.gate.fence import (
-    FENCE_TYPE,
-    FencedHead,
-    FencedLease,
     FenceError,
     FenceSignatureError,
     FenceToken,
-    MalformedFenceError,
     StaleFenceError,
     TokenSigner,
     TokenVerifier,
@@ -35,13 +31,9 @@ from planfence.plugins.gate.fence import (
 )
 
 __all__ = [
-    "FENCE_TYPE",
     "FenceError",
     "FenceSignatureError",
     "FenceToken",
-    "FencedHead",
-    "FencedLease",
-    "MalformedFenceError",
     "StaleFenceError",
     "TokenSigner",
     "TokenVerifier",

@@ -33,7 +33,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planfence.shared_memory import (
     AsyncStore,
-    ExpectHead,
     HeadConflictError,
     KeyState,
     Lease,
@@ -42,6 +41,7 @@ from planfence.shared_memory import (
     UnknownKeyError,
     WriteBatch,
 )
+from planfence.shared_memory.leases import ExpectHead
 
 from .call import args_digest
 from .verdicts import Verdict

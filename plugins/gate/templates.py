@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from planfence.shared_memory import InvalidKeyError, PlanfenceError, validate_key
-from planfence.shared_memory.records import DEFAULT_LIMITS
+from planfence.shared_memory import InvalidKeyError, PlanfenceError
+from planfence.shared_memory.records import DEFAULT_LIMITS, validate_key
 
 
 class ScopeError(PlanfenceError, ValueError):

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planfence.shared_memory import (
-    AdvanceHead,
     AsyncStore,
     Entry,
     HeadConflictError,
@@ -23,6 +22,7 @@ from planfence.shared_memory import (
     Record,
     WriteBatch,
 )
+from planfence.shared_memory.batches import AdvanceHead
 
 from .controller import JanusController
 from .decision import Verdict

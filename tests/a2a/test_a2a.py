@@ -43,8 +43,8 @@ from planfence.plugins.gate import (
     Policy,
     find_decisions_sync,
     parse_payload,
-    reads_of,
 )
+from planfence.plugins.gate.reads import reads_of
 from planfence.shared_memory import Store, open_async_store, open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"

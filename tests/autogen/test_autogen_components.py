@@ -28,14 +28,8 @@ from planfence.adapters.autogen import (
     replan_selector,
     run_outcome,
 )
-from planfence.plugins.gate import (
-    CallNext,
-    Judgement,
-    Middleware,
-    ToolCall,
-    create_plan,
-    gate_checker,
-)
+from planfence.plugins.gate import CallNext, Judgement, Middleware, ToolCall, create_plan
+from planfence.plugins.gate.checkers import gate_checker
 from planfence.shared_memory import create_async_store, open_async_store
 
 TASK = "Book the flight for trip 42."

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from planfence.plugins.gate import DEFAULT_AUDIT, Gate, GateMiddleware, Policy, SyncGate, audit_mode
+from planfence.plugins.gate import DEFAULT_AUDIT, Gate, GateMiddleware, Policy, SyncGate
+from planfence.plugins.gate.audit_writer import audit_mode
 from planfence.shared_memory import AsyncStore, Store
 
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/7"]\n')

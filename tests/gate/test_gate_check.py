@@ -11,10 +11,8 @@ import pytest
 from audit_modes import AUDIT_MODES, check_until_recorded
 
 from planfence.plugins.gate import (
-    BLOCK_REASONS,
     Gate,
     GateMiddleware,
-    HeadAnswer,
     Policy,
     Replanned,
     ToolCall,
@@ -24,6 +22,7 @@ from planfence.plugins.gate import (
     refreshed_parents,
 )
 from planfence.plugins.gate.audit_writer import AuditBacklogError
+from planfence.plugins.gate.decision import BLOCK_REASONS, HeadAnswer
 from planfence.shared_memory import AsyncStore, InvalidKeyError, Record, StoreUnavailableError
 
 POLICY = Policy.from_toml(

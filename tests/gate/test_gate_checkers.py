@@ -13,15 +13,9 @@ import pytest
 
 from planfence.demos.baselines import FreshnessOnly, freshness_checker
 from planfence.demos.executors import on_baseline
-from planfence.plugins.gate import (
-    Gate,
-    GateMiddleware,
-    PlanStamper,
-    Policy,
-    ToolCall,
-    gate_checker,
-    judge_with,
-)
+from planfence.plugins.gate import Gate, GateMiddleware, PlanStamper, Policy, ToolCall
+from planfence.plugins.gate.checkers import gate_checker
+from planfence.plugins.gate.middleware import judge_with
 from planfence.shared_memory import AsyncStore, ConfigError, create_async_store
 
 POLICY = Policy.from_toml('[tools.book]\ndepends_on = ["trip/42"]\n')

@@ -28,17 +28,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planfence.adapters.owner_service import HttpOwnerHeads, PublicKeyring, SigningKey, create_app
+from planfence.adapters.owner_service import HttpOwnerHeads, PublicKeyring, SigningKey
+from planfence.adapters.owner_service.server import create_app
 from planfence.plugins.gate import Gate, GateMiddleware, Policy, ToolCall, create_plan
 from planfence.plugins.gate.store_heads import StoreHeads
-from planfence.shared_memory import (
-    AsyncStore,
-    ConfigError,
-    ReassignOwner,
-    Record,
-    WriteBatch,
-    create_async_store,
-)
+from planfence.shared_memory import AsyncStore, ConfigError, Record, WriteBatch, create_async_store
+from planfence.shared_memory.batches import ReassignOwner
 
 KEY = "order/7"
 ARGS = {"id": "7"}

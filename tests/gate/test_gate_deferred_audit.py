@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, ToolCall, create_plan
+from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan
+from planfence.plugins.gate.audit import AUDIT_SOURCE
 from planfence.plugins.gate.audit_writer import AuditBacklogError
 from planfence.shared_memory import AsyncStore, Record, StoreUnavailableError, create_async_store
 

@@ -11,12 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.plugins.gate import (
-    BLOCKED,
-    DONE,
-    REPLANNING,
     Allowed,
     CallNext,
-    Checker,
     Gate,
     GateMiddleware,
     Judgement,
@@ -28,11 +24,12 @@ from planfence.plugins.gate import (
     Verdict,
     find_decisions,
     fold_step,
-    judge_with,
-    payload_of,
-    reads_of,
-    run_middleware,
 )
+from planfence.plugins.gate.call import Checker
+from planfence.plugins.gate.middleware import judge_with, run_middleware
+from planfence.plugins.gate.reads import reads_of
+from planfence.plugins.gate.steps import BLOCKED, DONE, REPLANNING
+from planfence.plugins.gate.wire import payload_of
 from planfence.shared_memory import AsyncStore, Record, Store
 
 REQ = "trip/7/requirements"

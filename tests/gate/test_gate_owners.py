@@ -23,14 +23,12 @@ from planfence.shared_memory import (
     ReadOp,
     Record,
     StoreUnavailableError,
-    TransferOwner,
     WriteBatch,
-    head_claim,
-    sign_head,
-    sign_owner,
 )
 from planfence.shared_memory.backends.memory import MemoryStore
+from planfence.shared_memory.batches import TransferOwner
 from planfence.shared_memory.conformance.checks_epochs import DigestSigner
+from planfence.shared_memory.signing import head_claim, sign_head, sign_owner
 
 KEY = "order/7"
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n')

@@ -10,15 +10,8 @@ from typing import Any
 import pytest
 
 from planfence import fence
-from planfence.plugins.gate import (
-    Gate,
-    GateMiddleware,
-    Policy,
-    SyncGate,
-    ToolCall,
-    create_plan,
-    create_plan_sync,
-)
+from planfence.plugins.gate import Gate, GateMiddleware, Policy, SyncGate, ToolCall, create_plan
+from planfence.plugins.gate.plans import create_plan_sync
 from planfence.shared_memory import AsyncStore, LeaseHeldError, Store
 
 ORDER = "order/7"

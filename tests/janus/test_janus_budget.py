@@ -11,11 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planfence.plugins.janus import JanusConfig, JanusState, Task, finish_step, plan_step
+from planfence.plugins.janus import JanusConfig, Task
 from planfence.plugins.janus.aim import aim, row_dots
 from planfence.plugins.janus.budget import decide_budget
 from planfence.plugins.janus.calibration import PRIOR, fit, probability
+from planfence.plugins.janus.decision import finish_step, plan_step
 from planfence.plugins.janus.signals import SIGNALS, Edit, measure
+from planfence.plugins.janus.state import JanusState
 
 BUDGET = JanusConfig(support_size=4, coverage_size=2, fresh_size=2, seed=3, aim_size=0)
 VECS = {f"t{i}": [float(i % 2), float(i // 2)] for i in range(12)}

@@ -11,17 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planfence.plugins.janus import (
-    FunctionEvaluator,
-    JanusConfig,
-    JanusController,
-    JanusStateError,
-    JanusUpdater,
-    Task,
-    Verdict,
-    read_state_file,
-    write_state_file,
-)
+from planfence.plugins.janus import FunctionEvaluator, JanusConfig, JanusController, Task, Verdict
+from planfence.plugins.janus.controller import JanusUpdater
+from planfence.plugins.janus.errors import JanusStateError
+from planfence.plugins.janus.state import read_state_file, write_state_file
 from planfence.plugins.janus.tasks import Feedback
 
 TOPICS = ["algebra", "geometry", "probability", "chemistry", "history", "poetry"]

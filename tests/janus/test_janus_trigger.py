@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from planfence.plugins.janus import JanusConfig, JanusConfigError, cosine, decide_trigger
-from planfence.plugins.janus import momentum_update as update
+from planfence.plugins.janus import JanusConfig, JanusConfigError, cosine
+from planfence.plugins.janus.trigger import decide_trigger
+from planfence.plugins.janus.trigger import momentum_update as update
 
 
 def v(*xs: float) -> np.ndarray:

@@ -16,7 +16,8 @@ import pytest
 from fault_owner import EXPECTED_BLOCK
 from owner_helpers import BUDGET, POLICY, REQ, Owners, free_port
 
-from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyring
+from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
+from planfence.adapters.owner_service.keyring import KEYRING_ENV
 from planfence.demos.bench.harness.wire import CountedOwnerHeads
 from planfence.plugins.gate import (
     Gate,

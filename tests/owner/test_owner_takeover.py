@@ -22,15 +22,10 @@ from owner_helpers import HERE, Server, free_port, start_server
 
 from planfence import fence
 from planfence.adapters.owner_service import HttpOwnerHeads, PublicKeyring, SigningKey
-from planfence.plugins.gate import (
-    Gate,
-    GateMiddleware,
-    HeadAnswer,
-    Policy,
-    ToolCall,
-    create_plan,
-)
-from planfence.shared_memory import AdvanceHead, AsyncStore, Record, WriteBatch, open_async_store
+from planfence.plugins.gate import Gate, GateMiddleware, Policy, ToolCall, create_plan
+from planfence.plugins.gate.decision import HeadAnswer
+from planfence.shared_memory import AsyncStore, Record, WriteBatch, open_async_store
+from planfence.shared_memory.batches import AdvanceHead
 
 KEYS = ("fleet/0", "fleet/1")
 POLICY_TEXT = '[tools.ship]\ndepends_on = ["fleet/0", "fleet/1"]\nlease_ms = 60000\n'

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from planfence.adapters.cli.common import UsageError
-from planfence.shared_memory import AsyncStore, PlanfenceError, open_async_store, redact_url
+from planfence.shared_memory import AsyncStore, PlanfenceError, open_async_store
+from planfence.shared_memory.urls import redact_url
 
 from .scratch import Scratch
 

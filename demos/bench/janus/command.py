@@ -19,15 +19,13 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from planfence.adapters.cli.common import UsageError, add_output, positive_int
-from planfence.plugins.janus import (
-    MOMENTUM_SOURCES,
-    Encoder,
-    JanusConfig,
-    MomentumSource,
-    wordllama_available,
-)
+from planfence.demos.bench.harness.options import add_quick, pick
+from planfence.demos.bench.harness.output import new_results, run_bench
+from planfence.demos.support import Progress
+from planfence.plugins.janus import Encoder, JanusConfig
+from planfence.plugins.janus.config import MOMENTUM_SOURCES, MomentumSource
+from planfence.plugins.janus.encoders import wordllama_available
 
-from ..harness import Progress, add_quick, new_results, pick, run_bench
 from .report import BANNER, plot, print_calibration, print_paired, print_tables, verdict_lines
 from .run import STREAMS, Plan, Run, SharedEncoder, run_all
 from .runbook import RunbookConfig

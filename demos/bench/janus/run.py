@@ -18,17 +18,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from planfence.plugins.janus import (
-    CachedEncoder,
     CoverageMemo,
     Encoder,
     HashingEncoder,
     JanusConfig,
     JanusController,
-    MomentumSource,
     Task,
     WordLlamaEncoder,
 )
 from planfence.plugins.janus.calibration import PRIOR
+from planfence.plugins.janus.config import MomentumSource
+from planfence.plugins.janus.encoders import CachedEncoder
 from planfence.shared_memory.extras import extra_imports
 
 from ..harness.lifeline import die_with_parent

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.janus import JanusConfig, MomentumSource
+from planfence.plugins.janus import JanusConfig
+from planfence.plugins.janus.config import MomentumSource
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("janus", "planfence bench janus"):

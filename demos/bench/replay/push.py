@@ -17,12 +17,14 @@ import httpx
 
 from planfence.adapters.owner_service import KeyringError, PublicKeyring, load_keyring
 from planfence.demos.baselines import EagerReplica
+from planfence.demos.bench.harness.tasks import together
 from planfence.demos.pushes import RECORD_MISMATCH, PushCheck, PushedHead, PushRefused
 from planfence.plugins.gate.decision import HEAD_ROLLBACK
-from planfence.shared_memory import HeadVerifier, PlanfenceError, canonical_json
+from planfence.shared_memory import PlanfenceError
 from planfence.shared_memory.extras import extra_imports
+from planfence.shared_memory.records import canonical_json
+from planfence.shared_memory.signing import HeadVerifier
 
-from ..harness import together
 from ..harness.wire import request_size, response_head_size
 
 with extra_imports("bench", "planfence bench replay"):

@@ -2,13 +2,10 @@
 
 from .base import MemoryUpdater
 from .dcrs import DCRSUpdater
-from .expel import ExpeLUpdater, Operation, apply_operations, parse_operations
+from .expel import ExpeLUpdater
 
 __all__ = [
     "DCRSUpdater",
     "ExpeLUpdater",
     "MemoryUpdater",
-    "Operation",
-    "apply_operations",
-    "parse_operations",
 ]
