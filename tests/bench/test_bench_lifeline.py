@@ -32,7 +32,7 @@ with services.running(specs, Path(sys.argv[1])) as urls:
 
 WORKER_PARENT = """
 import multiprocessing, sys, time
-from planfence.demos.bench.harness import ctrl_c_spares_children
+from planfence.demos.bench.harness.children import ctrl_c_spares_children
 from planfence.demos.bench.window.workers import Setup, owner_main
 if __name__ == "__main__":
     ctx = multiprocessing.get_context("spawn")

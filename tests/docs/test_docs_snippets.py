@@ -117,7 +117,8 @@ FENCED_CALL = """
 import asyncio
 
 from planfence.plugins.gate import GateMiddleware, Policy, ToolCall, create_plan
-from planfence.shared_memory import AdvanceHead, Record, WriteBatch, open_async_store
+from planfence.shared_memory import Record, WriteBatch, open_async_store
+from planfence.shared_memory.batches import AdvanceHead
 
 
 async def main():

@@ -23,7 +23,8 @@ PRELUDE = textwrap.dedent(
     """
     import asyncio, sys
     from planfence.plugins.gate import Gate, Policy, SyncGate, ToolCall
-    from planfence.plugins.gate import create_plan, create_plan_sync
+    from planfence.plugins.gate import create_plan
+    from planfence.plugins.gate.plans import create_plan_sync
     from planfence.shared_memory import open_async_store, open_store
 
     POLICY = Policy.from_toml('[tools.ship]\\ndepends_on = ["order/{id}"]\\n')
