@@ -248,13 +248,13 @@ class GateMiddleware(Middleware):
         await self.bridge.acall(each)
 
     async def on_call_tool(self, call: ToolCall, call_next: CallNext) -> Judgement:
-        verdict = await self.verdict(call)
+        verdict = await self._verdict(call)
         if verdict.verdict != ALLOW:
             return Refused(verdict)
         after = await call_next(call)
         return Allowed(verdict) if after.allowed else after
 
-    async def verdict(self, call: ToolCall) -> Verdict:
+    async def _verdict(self, call: ToolCall) -> Verdict:
         """The checker's verdict on `call`; a check that cannot run blocks (fail closed), as
         `store_unavailable` when the store is down (or the plan could not be stamped)."""
         if isinstance(call.plan, PlanUnavailable):
