@@ -92,7 +92,21 @@ class Adapter:
         audit: AuditMode = DEFAULT_AUDIT,
         signing_key: TokenSigner | None = None,
     ) -> None:
-        """Give the adapter its store and gate (`GateMiddleware`'s arguments, which see).
+        """Give the adapter its store and gate.
+
+        Args:
+            store: a sync `Store`, an `AsyncStore`, a store URL, or a `StoreBridge` to one.
+            policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+            agent: who calls, when a call does not say (plans are stored under
+                `plans/<agent>`, decisions audited as it).
+            gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
+                over the same store and policy; default a gate built from these settings.
+            middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
+            audit: how the gate records its decisions: `"deferred"` (the default: refusals
+                before it answers, allows by group commit just after), `"durable"` (every
+                decision before the tool runs) or `"off"` (the replan budget's refusals only).
+                `aclose()` writes what a deferred audit queued.
+            signing_key: signs each allow's fencing token (an Ed25519 `SigningKey`).
 
         Raises:
             ConfigError: the settings do not fit together (a `gate` over another store or

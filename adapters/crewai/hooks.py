@@ -82,18 +82,13 @@ class PlanfenceHooks(Adapter):
     """Shows the records, stamps plans from them, and gates every tool call of the fenced agents.
 
     Args:
-        store: a sync `Store`, an `AsyncStore`, a URL, or a `StoreBridge`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown before every model call.
         prefixes: key prefixes shown the same way.
         agent: plans are stored under `plans/<agent>` and audited as it.
         roles: the CrewAI agent roles fenced (default: `agent`), exactly as the agents' `role`;
             while the fence is installed, the tool calls of an agent whose role no installed
             fence lists are refused.
-        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
-            over the same store and policy (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(

@@ -50,17 +50,10 @@ class PlanfenceToolNode(ToolGating):
     """The gate for a hand-written graph's tool node, and plan stamping for its planner node.
 
     Args:
-        store: a sync `Store` (sync and async graphs) or an `AsyncStore`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         planner: the node that receives a refusal for its one replan.
         proceed: where the graph goes after a call ran (default: the end).
         agent: the executor id written to the audit log.
-        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
-            over the same store and policy (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
-            allows written by group commit just after; `"durable"`, every decision before the
-            tool runs; `"off"`. Call `close()` / `aclose()` when done (it writes the queue).
     """
 
     def __init__(

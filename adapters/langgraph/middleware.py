@@ -65,19 +65,12 @@ class PlanfenceAgentMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, 
     """Stamps plans from what the model saw and gates every tool call.
 
     Args:
-        store: a sync `Store` (sync and async agents) or an `AsyncStore`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown to the model on every call.
         prefixes: key prefixes shown the same way.
         reads: a `PlanfenceStore` whose reads by tools (and during model calls) join the plan's
             parents.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
-        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
-            over the same store and policy (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
-            allows written by group commit just after; `"durable"`, every decision before the
-            tool runs; `"off"`. Call `close()` / `aclose()` when done (it writes the queue).
     """
 
     state_schema = PlanfenceAgentState

@@ -66,15 +66,10 @@ class PlanfenceFunctionMiddleware(Adapter, FunctionMiddleware, ContextProvider):
     """Shows the records (context provider) and gates every tool call (function middleware).
 
     Args:
-        store: an `AsyncStore` or a sync `Store`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown to the model at the start of each run.
         prefixes: key prefixes shown the same way.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
-        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`),
-            over the same store and policy (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
         header: the first line of the records in the instructions.
     """
 

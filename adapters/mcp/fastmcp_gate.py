@@ -47,16 +47,10 @@ class PlanfenceFastMCPMiddleware(Middleware):  # type: ignore[misc,unused-ignore
     """The gate as FastMCP middleware: every `tools/call` is judged first.
 
     Args:
-        store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge`.
-        policy: a `Policy`, its dict form, or the TOML file's path.
+        store, policy, gate, middleware, audit, signing_key: the gate's settings, as for
+            `Adapter.attach_gate` (a store URL is opened here, a SQLite one with its calls on the
+            server's event loop: see `sqlite_on_loop`; the policy may be a TOML file's path).
         agent: who calls, when a call's `_meta` does not say.
-        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`), over
-            the same store and policy (see `GateMiddleware`).
-        middleware: planfence middleware around the gate, outermost first.
-        audit: how the gate records decisions (`"deferred"` default, `"durable"`, `"off"`; see
-            `ToolJudge`). Give `lifespan` to the server, or call `aclose()` when it stops (a
-            deferred audit writes what it queued).
-        signing_key: signs the allows' fencing tokens (an Ed25519 `SigningKey`).
     """
 
     def __init__(

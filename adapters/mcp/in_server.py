@@ -72,17 +72,10 @@ class ToolJudge(Adapter):
     the allowed result stamped with the decision.
 
     Args:
-        store: an `AsyncStore`, a sync `Store`, a store URL (a SQLite one is opened with its
-            calls on the server's event loop, see `sqlite_on_loop`), or a `StoreBridge`.
-        policy: a `Policy`, its dict form, or the TOML file's path.
+        store, policy, gate, middleware, audit, signing_key: the gate's settings, as for
+            `Adapter.attach_gate` (a store URL is opened here, a SQLite one with its calls on the
+            server's event loop: see `sqlite_on_loop`; the policy may be a TOML file's path).
         agent: who calls, when a call's `_meta` does not say.
-        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`), over
-            the same store and policy (see `GateMiddleware`).
-        middleware: planfence middleware around the gate, outermost first.
-        audit: how the gate records decisions (see `Gate`): "deferred" (default), allows
-            written by group commit just after; "durable", every decision before it answers;
-            "off", only the replan budget's refusals. Call `aclose()` when the server stops.
-        signing_key: signs the allows' fencing tokens (an Ed25519 `SigningKey`).
     """
 
     def __init__(
