@@ -60,7 +60,7 @@ def _signature(fn: griffe.Function) -> str:
             text = f"**{p.name}"
         if p.annotation is not None:
             text += f": {p.annotation}"
-        if p.default is not None:
+        if p.default is not None and not kind.startswith("variadic"):
             text += f" = {p.default}"
         params.append(text)
         if kind == "positional-only" and (i + 1 == len(given) or given[i + 1].kind != p.kind):
