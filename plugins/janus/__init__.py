@@ -39,15 +39,17 @@ if TYPE_CHECKING:
     from .store_hook import JanusStoreHook
     from .tasks import Task
     from .trigger import cosine
-    from .updaters import DCRSUpdater, ExpeLUpdater, MemoryUpdater
+    from .updaters.base import MemoryUpdater
+    from .updaters.dcrs import DCRSUpdater
+    from .updaters.expel import ExpeLUpdater
 
 _EXPORTS = {
     "ChunkPooledEncoder": "encoders",
     "CoverageMemo": "evalset",
-    "DCRSUpdater": "updaters",
+    "DCRSUpdater": "updaters.dcrs",
     "Encoder": "encoders",
     "Evaluator": "evaluators",
-    "ExpeLUpdater": "updaters",
+    "ExpeLUpdater": "updaters.expel",
     "FunctionEvaluator": "evaluators",
     "HashingEncoder": "encoders",
     "JanusConfig": "config",
@@ -56,7 +58,7 @@ _EXPORTS = {
     "JanusError": "errors",
     "JanusStoreHook": "store_hook",
     "LLMEvaluator": "evaluators",
-    "MemoryUpdater": "updaters",
+    "MemoryUpdater": "updaters.base",
     "SentenceEncoder": "encoders",
     "Task": "tasks",
     "Verdict": "decision",

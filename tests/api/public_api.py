@@ -24,7 +24,6 @@ PUBLIC = (
     "planfence.shared_memory.conformance",
     "planfence.plugins.gate",
     "planfence.plugins.janus",
-    "planfence.plugins.janus.updaters",
     "planfence.fence",
     "planfence.adapters.base",
     "planfence.adapters.conformance",
