@@ -15,9 +15,11 @@ keyring whose keys are marked as gate keys, `planfence keys generate --gate`), o
 """
 
 from planfence.plugins.gate.fence import (
+    FENCE_TYPE,
     FenceError,
     FenceSignatureError,
     FenceToken,
+    MalformedFenceError,
     StaleFenceError,
     TokenSigner,
     TokenVerifier,
@@ -31,9 +33,11 @@ from planfence.plugins.gate.fence import (
 )
 
 __all__ = [
+    "FENCE_TYPE",
     "FenceError",
     "FenceSignatureError",
     "FenceToken",
+    "MalformedFenceError",
     "StaleFenceError",
     "TokenSigner",
     "TokenVerifier",

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from janus_scripted_llm import ScriptedLLM
 
-from planfence.demos.bench import janus as bench
+from planfence.demos.bench.janus import command as bench
 from planfence.demos.bench.janus.llm import run_tasks
 from planfence.demos.bench.janus.run import (
     STRATEGIES,

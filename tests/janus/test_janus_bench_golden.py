@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from planfence.demos.bench import janus as bench
+from planfence.demos.bench.janus import command as bench
 from planfence.plugins.janus.encoders import wordllama_available
 
 GOLDEN = json.loads((Path(__file__).parent / "janus_bench_golden.json").read_text())
