@@ -28,7 +28,6 @@ from .call import ToolCall
 from .decision import ALLOW, BLOCK, REPLAN, Verdict
 from .decision_log import find_decisions, find_decisions_sync
 from .executor import Replanned
-from .fence import FenceSignatureError, StaleFenceError, fenced_write
 from .gate import AuditMode, Gate
 from .heads import HeadSource
 from .middleware import Allowed, CallNext, GateMiddleware, Judgement, Middleware, Refused
@@ -51,7 +50,6 @@ __all__ = [
     "AuditMode",
     "CallNext",
     "Decision",
-    "FenceSignatureError",
     "Gate",
     "GateMiddleware",
     "HeadSource",
@@ -64,7 +62,6 @@ __all__ = [
     "Refused",
     "Replanned",
     "ScopeError",
-    "StaleFenceError",
     "StepOutcome",
     "StoreHeads",
     "SyncGate",
@@ -73,7 +70,6 @@ __all__ = [
     "Verdict",
     "create_plan",
     "decode_segment",
-    "fenced_write",
     "find_decisions",
     "find_decisions_sync",
     "fold_step",

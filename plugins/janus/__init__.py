@@ -25,7 +25,7 @@ from planfence.shared_memory.extras import lazy_exports
 if TYPE_CHECKING:
     from .config import JanusConfig
     from .controller import JanusController
-    from .decision import Verdict, accept
+    from .decision import JanusVerdict, accept
     from .encoders import (
         ChunkPooledEncoder,
         Encoder,
@@ -61,7 +61,7 @@ _EXPORTS = {
     "MemoryUpdater": "updaters.base",
     "SentenceEncoder": "encoders",
     "Task": "tasks",
-    "Verdict": "decision",
+    "JanusVerdict": "decision",
     "WordLlamaEncoder": "encoders",
     "accept": "decision",
     "cosine": "trigger",
@@ -81,11 +81,11 @@ __all__ = [
     "JanusController",
     "JanusError",
     "JanusStoreHook",
+    "JanusVerdict",
     "LLMEvaluator",
     "MemoryUpdater",
     "SentenceEncoder",
     "Task",
-    "Verdict",
     "WordLlamaEncoder",
     "accept",
     "cosine",

@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planfence.plugins.janus import FunctionEvaluator, JanusConfig, JanusController, Task, Verdict
+from planfence.plugins.janus import (
+    FunctionEvaluator,
+    JanusConfig,
+    JanusController,
+    JanusVerdict,
+    Task,
+)
 from planfence.plugins.janus.controller import JanusUpdater
 from planfence.plugins.janus.errors import JanusStateError
 from planfence.plugins.janus.state import read_state_file, write_state_file
@@ -44,7 +50,7 @@ def propose(memory: list[str], task: Task, step: int) -> list[str]:
     return new
 
 
-def summary(v: Verdict) -> tuple[Any, ...]:
+def summary(v: JanusVerdict) -> tuple[Any, ...]:
     return (v.deploy, v.compared, v.coverage, v.boundary, v.fresh, v.acc_old, v.acc_new)
 
 
