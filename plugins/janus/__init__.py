@@ -8,8 +8,9 @@
 Janus wraps any memory updater; `JanusStoreHook` puts it on the write path of a shared-memory
 key. By default a budgeted trigger compares the candidates most likely to harm (a harm
 probability from cheap signals, calibrated online from the controller's own comparisons) on
-coverage, boundary and fresh tasks plus tasks aimed at the lines the edit changed;
-`JanusConfig.paper()` is the authors' method (momentum trigger, ties deploy).
+coverage, boundary and fresh tasks plus tasks aimed at the lines the edit changed, and a tie
+keeps the current memory; `JanusConfig.paper()` is the authors' method (momentum trigger, ties
+deploy).
 
 The controller computes with numpy (the `janus` extra): names are imported on first use, so
 `planfence.plugins.janus.memory` and the errors load without it, and using the controller

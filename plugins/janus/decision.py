@@ -8,8 +8,8 @@ Where this differs from the authors' code, on purpose (`JanusConfig.paper()` res
 first three):
 - The trigger is budgeted by default (`budget`: a calibrated harm probability from cheap
   signals, the budget spent on the highest); theirs is `trigger="momentum"`.
-- A tie is decided by the calibrated harm probability by default (`on_tie="score"`: kept
-  from one half up); theirs deploys.
+- A tie keeps the current memory by default (`on_tie="keep"`: nothing is deployed without
+  evidence; `"score"` lets the calibrated harm probability decide); theirs deploys.
 - Each evaluation also holds up to `aim_size` tasks aimed at the edit (`aim`).
 - `momentum_source="deployed"` is the default (a rejected candidate only decays the momentum);
   `"all"` is their rule.

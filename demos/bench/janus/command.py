@@ -108,9 +108,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--janus",
         choices=("default", "paper"),
         default="default",
-        help="the Janus under test: planfence's defaults (budgeted trigger, aimed tasks, ties "
-        "by harm probability), with its ablations and the paper's method beside it; or the "
-        "paper's method with the paper's study (default: %(default)s)",
+        help="the Janus under test: planfence's defaults (budgeted trigger, aimed tasks, a tie "
+        "keeps the current memory), with its ablations and the paper's method beside it; or "
+        "the paper's method with the paper's study (default: %(default)s)",
     )
     p.add_argument(
         "--encoder",

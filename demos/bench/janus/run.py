@@ -44,7 +44,7 @@ from .strategies import (
     source_strategy,
     strategy_config,
 )
-from .stream import Stream, StreamConfig
+from .stream import Proposal, Stream, StreamConfig
 
 __all__ = ["REFERENCE", "STRATEGIES", "STREAMS", "LatentEvaluator", "Plan", "Run", "run_all"]
 
@@ -74,7 +74,7 @@ class BenchStream(Protocol):
     def render(self, memory: Any) -> str: ...
     def expected_accuracy(self, memory: Any) -> float: ...
     def attempt(self, memory: Any, step: int) -> bool: ...
-    def propose(self, memory: Any, step: int, solved: bool) -> Any: ...
+    def propose(self, memory: Any, step: int, solved: bool) -> Proposal[Any]: ...
 
 
 @dataclass
