@@ -31,7 +31,8 @@ from planfence.demos.bench.janus.strategies import (
     strategy_config,
 )
 from planfence.demos.bench.janus.stream import Rule, Stream, StreamConfig
-from planfence.plugins.janus import TIE_RULES, HashingEncoder, JanusConfig, Task
+from planfence.plugins.janus import HashingEncoder, JanusConfig, Task
+from planfence.plugins.janus.config import TIE_RULES
 
 
 def parse(*argv: str) -> argparse.Namespace:
