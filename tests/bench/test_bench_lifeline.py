@@ -18,8 +18,8 @@ from test_bench_interrupt import processes_with
 from planfence.demos.bench.harness import scratch
 
 HERE = Path(__file__).parent
-GONE_WAIT_S = 60.0
-NO_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1  # a generous bound for the children to notice; they are usually gone at once
+GONE_WAIT_S = 60.0  # a generous bound for the children to notice; they are usually gone at once
+NO_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
 
 SERVICES_PARENT = """
 import sys, time
