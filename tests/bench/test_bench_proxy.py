@@ -13,9 +13,6 @@ import pytest
 
 from planfence.demos.bench.proxy import _show
 
-# The module's tests share one run of the benchmark: one worker runs them all.
-pytestmark = pytest.mark.xdist_group("bench_proxy")
-
 
 def planfence(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -329,7 +329,7 @@ SHELL_SKIPPED = {
     "export PLANFENCE_LLM_API_KEY=...": "configures an LLM endpoint",
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[all,dev]' && "
     ".venv/bin/planfence demo quickstart": "the set-up command: .ci/run runs it on a fresh clone",
-    ".venv/bin/python -m pytest -n auto --dist loadgroup": "the test command: .ci/run runs it",
+    ".venv/bin/python -m pytest -n auto --dist loadfile": "the test command: .ci/run runs it",
 }
 SHELL_RUN = [
     # Each runs against the temporary store ($PLANFENCE_STORE) of one folder, in this order (the

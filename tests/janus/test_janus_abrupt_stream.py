@@ -25,9 +25,6 @@ from planfence.plugins.janus import (
     MomentumSource,
 )
 
-# The runs are computed once per module and shared by its tests: one worker runs them all.
-pytestmark = pytest.mark.xdist_group("abrupt_stream")
-
 SEEDS = range(6)
 
 

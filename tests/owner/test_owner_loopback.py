@@ -30,9 +30,6 @@ from planfence.plugins.gate import (
 )
 from planfence.shared_memory import AsyncStore, open_async_store
 
-# The `owners` processes are started once per module: one worker runs all its tests.
-pytestmark = pytest.mark.xdist_group("owner_loopback")
-
 
 @pytest.fixture
 async def store(owners: Owners) -> AsyncIterator[AsyncStore]:

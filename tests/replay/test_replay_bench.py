@@ -17,9 +17,6 @@ import pytest
 from planfence.adapters.cli.main import main
 from planfence.demos.bench.replay import EXECUTORS, RATES, SAFE, plot
 
-# One run of the benchmark serves the module: one worker runs all its tests.
-pytestmark = pytest.mark.xdist_group("replay_bench")
-
 ROW_FIELDS = {
     "path",
     "rate",

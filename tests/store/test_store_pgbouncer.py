@@ -47,8 +47,7 @@ from planfence.shared_memory.backends import postgres_pooler
 from planfence.shared_memory.conformance import CHECKS, TAMPER, TAMPER_HEADS, Check, run_check
 from planfence.shared_memory.conformance.checks_leases import a_backend_without_leases_refuses_them
 
-# One PgBouncer serves the module: one worker runs all its tests.
-pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("pgbouncer")]
+pytestmark = pytest.mark.postgres
 
 PG_URL = os.environ.get("PLANFENCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE = os.environ.get("PLANFENCE_REQUIRE_POSTGRES", "") not in ("", "0", "false")
