@@ -5,6 +5,7 @@ what a user would see on stderr is part of what is checked."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import subprocess
 import sys
@@ -96,6 +97,13 @@ def _verdicts(url: str) -> list[str]:
     import asyncio
 
     return asyncio.run(read())
+
+
+@pytest.fixture(autouse=True)
+def _earlier_garbage_collected() -> None:
+    """A gate that an earlier test in this process left unclosed says so when it is garbage
+    collected, which could be in the middle of a test here that checks every line logged."""
+    gc.collect()
 
 
 @pytest.mark.parametrize("case", sorted(SCRIPTS))
