@@ -2,14 +2,15 @@
 judged again before each retry and before an answer to the upstream's question is handed over
 (the plan may go stale while a client answers). An allowed call goes upstream with its fencing
 token in `_meta["dev.planfence/fence"]`; its lease (if its policy declares one) is held until
-the upstream answers."""
+the upstream answers. The result comes back as the upstream sent it, with
+`_meta["dev.planfence/decision"]`; a refusal or a failure is answered by the proxy (`results.py`).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planfence.plugins.gate import (
     AllowPayload,
@@ -19,28 +20,25 @@ from planfence.plugins.gate import (
     ToolCall,
     Verdict,
 )
-from planfence.shared_memory.extras import extra_imports
 
-with extra_imports("mcp", "the MCP proxy"):
-    import mcp  # noqa: F401  (the `mcp` extra)
-
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
-
-from .catalog import ToolCatalog
-from .forwarding import Forwarder, InputRefused, Revoked
-from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN, call_of, with_fence
-from .oauth import AGENT_MISMATCH, token_agent
+from . import jsonrpc as rpc
+from . import tracing
+from .bridge import InputRefused, Revoked, exchange, to_client
+from .meta import AGENT_MISMATCH, META_AGENT, META_DECISION, META_PLAN, call_of, with_fence
+from .peers import Call
 from .results import (
     INPUT_REFUSED,
     PROXY_ERROR,
+    UPSTREAM_ERROR,
     ProxyFailure,
     fit_to_tool,
     for_model,
     to_wire_result,
 )
-from .sessions import SessionPlans
-from .upstream import UpstreamFailure
+from .upstream import UpstreamFailure, error_text
+
+if TYPE_CHECKING:
+    from .proxy import PlanFenceProxy
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -82,131 +80,151 @@ class Judged:
 
 
 class GatedCalls:
-    """The proxy's `tools/call` handler."""
+    """The proxy's `tools/call`: judged, then forwarded or refused."""
 
-    def __init__(
-        self,
-        gate: GateMiddleware,
-        forwarder: Forwarder,
-        catalog: ToolCatalog,
-        sessions: SessionPlans | None = None,
-    ) -> None:
-        self.gate = gate
-        self.forwarder = forwarder
-        self.catalog = catalog
-        self.sessions = sessions
+    def __init__(self, proxy: PlanFenceProxy) -> None:
+        self.proxy = proxy
+        self.gate = proxy.seam
+        self.sessions = proxy.sessions
+        self.catalog = proxy.catalog
 
-    async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> dict[str, Any]:
-        tool = params.name
+    async def handle(self, call: Call, message: dict[str, Any]) -> None:
+        params = rpc.params_of(message)
+        tool, args = params.get("name"), params.get("arguments")
+        if not isinstance(tool, str) or (args is not None and not isinstance(args, dict)):
+            call.fail(rpc.INVALID_PARAMS, "tools/call takes a tool name and an arguments object")
+            return
         try:
-            caller = token_agent(ctx.request)
-            if caller is not None and self.sessions is not None and caller != self.sessions.agent:
-                # The proxy reads, writes and stamps plans for its --agent: only that agent's
-                # token may use it.
-                message = f"this proxy acts for {self.sessions.agent!r}; the token is {caller!r}'s"
-                call = ToolCall(tool, params.arguments or {}, None, caller)
-                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
-                return await fit_to_tool(to_wire_result(refused.payload), tool, self.catalog)
-            if self.sessions is not None and self.sessions.serves(tool):
-                return await self.sessions.call(ctx, tool, params.arguments or {})
-            result = await self._gated_call(ctx, tool, params)
-        except Exception as exc:  # a handler exception would become a protocol error
+            with tracing.served(tool, rpc.meta_of(params)):
+                result = await self._call(call, message, tool, args or {})
+        except Exception as exc:  # an exception here must not become a silent hang
             logger.exception("proxy failure on %s", tool)
             result = to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
-        return await fit_to_tool(result, tool, self.catalog)
+        result = await fit_to_tool(result, tool, self.catalog)
+        call.reply(to_client(result, "tools/call", call.modern, self.proxy.upstream))
 
-    async def _gated_call(
-        self, ctx: ServerRequestContext[Any], tool: str, params: types.CallToolRequestParams
+    async def _call(
+        self, call: Call, message: dict[str, Any], tool: str, args: dict[str, Any]
     ) -> dict[str, Any]:
-        raw = dict(ctx.params or {})
-        meta = raw.get("_meta")
-        meta = meta if isinstance(meta, Mapping) else {}
-        call = await call_of(self.gate, tool, params.arguments, meta, by="mcp-proxy")
-        if isinstance(call, Refused):
-            return to_wire_result(call.payload)
-        caller = token_agent(ctx.request)  # the agent an OAuth access token names, if any
-        if caller is not None:
-            if call.agent is not None and call.agent != caller:
-                message = f"{META_AGENT} is {call.agent!r}; the access token is {caller!r}'s"
-                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
+        meta = rpc.meta_of(rpc.params_of(message))
+        caller, sessions = call.agent, self.sessions
+        if caller is not None and sessions is not None and caller != sessions.agent:
+            # The proxy reads, writes and stamps plans for its --agent: only that agent's token
+            # may use it.
+            text = f"this proxy acts for {sessions.agent!r}; the token is {caller!r}'s"
+            refused = await self.gate.refuse(
+                ToolCall(tool, args, None, caller), AGENT_MISMATCH, text, by="mcp-proxy"
+            )
+            return to_wire_result(refused.payload)
+        if sessions is not None and sessions.serves(tool):
+            return await sessions.call(call.peer, tool, args)
+        judged_call = await call_of(self.gate, tool, args, meta, by="mcp-proxy")
+        if isinstance(judged_call, Refused):
+            return to_wire_result(judged_call.payload)
+        if caller is not None:  # the agent an OAuth access token names
+            if judged_call.agent is not None and judged_call.agent != caller:
+                text = f"{META_AGENT} is {judged_call.agent!r}; the access token is {caller!r}'s"
+                refused = await self.gate.refuse(judged_call, AGENT_MISMATCH, text, by="mcp-proxy")
                 return to_wire_result(refused.payload)
-            call = replace(call, agent=caller)
-
-        if self.sessions is not None and call.agent is None:
+            judged_call = replace(judged_call, agent=caller)
+        if sessions is not None and judged_call.agent is None:
             # The proxy acts for its --agent: every decision on this call is that agent's, the
             # refusals that come before any plan (undeclared, missing plan) and ungated allows too.
-            call = replace(call, agent=self.sessions.agent)
+            judged_call = replace(judged_call, agent=sessions.agent)
         stamped = False
-        if self.sessions is not None and call.plan is None and META_PLAN not in meta:
-            plan = await self.sessions.plan_for(ctx, tool)
+        if sessions is not None and judged_call.plan is None and META_PLAN not in meta:
+            plan = await sessions.plan_for(call.peer, tool)
             if plan is not None:
-                call = replace(call, plan=plan)
-                stamped = True
-
-        judged = Judged(self.gate, call)
+                judged_call, stamped = replace(judged_call, plan=plan), True
+        judged = Judged(self.gate, judged_call)
         try:
-            return await self._forward_judged(ctx, judged, raw, meta, stamped)
+            return await self._forward(call, message, judged, meta, stamped)
         finally:
             await judged.release()
 
-    async def _forward_judged(
+    async def _forward(
         self,
-        ctx: ServerRequestContext[Any],
+        call: Call,
+        message: dict[str, Any],
         judged: Judged,
-        raw: dict[str, Any],
-        meta: Mapping[str, Any],
+        meta: dict[str, Any],
         stamped: bool,
     ) -> dict[str, Any]:
-        tool, call = judged.call.tool, judged.call
+        tool = judged.call.tool
 
         def refused() -> dict[str, Any]:
             """The refusal as the model reads it: what changed, and the current values."""
             if self.sessions is not None:
-                return to_wire_result(self.sessions.explain(ctx, judged.verdict, stamped))
+                return to_wire_result(self.sessions.explain(call.peer, judged.verdict, stamped))
             return to_wire_result(for_model(judged.verdict))
 
         if not await judged.recheck():
             return refused()
-        # Forward exactly the call that was judged, whatever else the raw request carried, and
-        # the fencing token of its allow (never one the client sent).
-        raw["name"] = tool
-        raw["arguments"] = dict(call.args)
-        sent_meta = with_fence(meta, judged.fence_wire())
-        if sent_meta or "_meta" in raw:
-            raw["_meta"] = sent_meta
-
-        on_progress = None
-        if meta.get(PROGRESS_TOKEN) is not None:
-
-            async def on_progress(
-                progress: float, total: float | None, message: str | None
-            ) -> None:
-                await ctx.session.report_progress(progress, total, message)
-
-        upstream = self.forwarder.upstream
-        with self.forwarder.relay.forwarding(ctx, judged.recheck, judged.fence_wire) as origin:
-            try:
-                result = await self.forwarder.forward(
-                    origin, "tools/call", raw, upstream.call_timeout, on_progress
-                )
-            except Revoked:
+        upstream = self.proxy.upstream
+        # Forward exactly the call that was judged, whatever else the request carried, and the
+        # fencing token of its allow (never one the client sent).
+        params = {**rpc.params_of(message), "name": tool, "arguments": dict(judged.call.args)}
+        sent = with_fence(meta, judged.fence_wire())
+        if call.modern and upstream.modern:
+            sent = upstream.envelope(sent)  # the proxy's identity, the client's log level
+        elif call.modern:
+            sent = {k: v for k, v in sent.items() if not k.startswith(rpc.ENVELOPE_PREFIX)}
+        else:
+            sent = _handshake_meta(sent, call, upstream)
+        if sent or "_meta" in params:
+            params["_meta"] = sent
+        out = rpc.request(call.id, "tools/call", params)
+        call.recheck = judged.recheck
+        try:
+            with tracing.sending(tool, sent):
+                got = await self._exchange(call, out, judged)
+        except Revoked:
+            return refused()
+        except UpstreamFailure as exc:
+            if not judged.allowed:
                 return refused()
-            except UpstreamFailure as exc:
-                if not judged.allowed:
-                    return refused()
-                return to_wire_result(ProxyFailure(exc.code, tool, str(exc), judged.decision()))
-            except InputRefused as exc:
-                if not judged.allowed:
-                    return refused()
-                message = f"the client did not answer the upstream's question: {exc.error.message}"
-                return to_wire_result(ProxyFailure(INPUT_REFUSED, tool, message, judged.decision()))
-        if not judged.allowed:
+            return to_wire_result(ProxyFailure(exc.code, tool, str(exc), judged.decision()))
+        except InputRefused as exc:
+            if not judged.allowed:
+                return refused()
+            text = f"the client did not answer the upstream's question: {exc.error.get('message')}"
+            return to_wire_result(ProxyFailure(INPUT_REFUSED, tool, text, judged.decision()))
+        finally:
+            call.recheck = None
+        if not judged.allowed or call.revoked:
             # Judged again mid-call (a handshake-era upstream's question) and refused: the
             # upstream got an error instead of the answer; its result is not the client's.
             return refused()
+        result = got.get("result")
+        if not isinstance(result, dict):
+            failure = ProxyFailure(UPSTREAM_ERROR, tool, error_text(got.get("error")))
+            return to_wire_result(replace(failure, decision=judged.decision()))
         out_meta = dict(result.get("_meta") or {})
         out_meta[META_DECISION] = judged.decision().wire()
-        result["_meta"] = out_meta
-        return result
+        return {**result, "_meta": out_meta}
+
+    async def _exchange(self, call: Call, out: dict[str, Any], judged: Judged) -> dict[str, Any]:
+        timeout = self.proxy.upstream.call_timeout
+        got = await exchange(
+            self.proxy, call, out, timeout, recheck=judged.recheck, fence=judged.fence_wire
+        )
+        failure = got.get("error")
+        if isinstance(failure, dict) and failure.get("code") == rpc.HEADER_MISMATCH:
+            # The upstream's tools changed since they were listed (a 2026-era HTTP upstream
+            # checks the headers their schemas declare): list them again and resend once.
+            await self.catalog.refresh()
+            got = await exchange(
+                self.proxy, call, out, timeout, recheck=judged.recheck, fence=judged.fence_wire
+            )
+        return got
+
+
+def _handshake_meta(sent: dict[str, Any], call: Call, upstream: Any) -> dict[str, Any]:
+    """A handshake-era client's `_meta`, for the upstream's era."""
+    if not upstream.modern:
+        return sent
+    from .relay import DEFAULT_LEGACY_LOG_LEVEL
+
+    out = upstream.envelope(sent)
+    out[rpc.LOG_LEVEL] = call.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL
+    return dict(out)

@@ -1,10 +1,12 @@
-"""The `_meta` keys planfence reads and writes, and what of a request's `_meta` is forwarded.
+"""The `_meta` keys planfence reads and writes.
 
-Keys under `io.modelcontextprotocol/` belong to one connection (protocol version, client info,
-the progress token's connection) and are never forwarded; every other key is, the planfence keys
-included, so an upstream can log which plan authorised its call. On a `tools/call`,
-`dev.planfence/fence` is written by the gate only (the fencing token of the allow): a client's
-own value is replaced, or dropped.
+The proxy forwards a request's `_meta` as it came, the planfence keys included, so an upstream
+can log which plan authorised its call. On a `tools/call` the 2026-era envelope (keys under
+`io.modelcontextprotocol/`) names the proxy, not the client (the client's own log-level opt-in
+stays), and `dev.planfence/fence` is written by the gate only (the fencing token of the allow):
+a client's own value is replaced, or dropped. `forwardable_meta` is what an application that
+makes its own upstream connection should forward of a client's `_meta`: everything but the
+connection's envelope and progress token.
 
 `call_of` is the one translation of a `tools/call` into the gate's `ToolCall`, for the proxy and
 the in-server gates alike.
@@ -25,8 +27,10 @@ META_REFUSAL = "dev.planfence/refusal"
 META_FENCE = "dev.planfence/fence"
 RESERVED_PREFIX = "io.modelcontextprotocol/"
 PROGRESS_TOKEN = "progressToken"
-# The one reason code the MCP adapters add to the gate's: `_meta` planfence keys of the wrong type.
+# The reason codes the MCP adapters add to the gate's: `_meta` planfence keys of the wrong type,
+# and an agent that is not the one the caller's OAuth access token names.
 MALFORMED_META = "malformed_meta"
+AGENT_MISMATCH = "agent_mismatch"
 
 
 async def call_of(
@@ -68,14 +72,3 @@ def forwardable_meta(meta: Any) -> dict[str, Any] | None:
         if isinstance(k, str) and not k.startswith(RESERVED_PREFIX) and k != PROGRESS_TOKEN
     }
     return out or None
-
-
-def clean_result_meta(result: dict[str, Any]) -> dict[str, Any]:
-    meta = result.get("_meta")
-    if isinstance(meta, Mapping):
-        kept = {k: v for k, v in meta.items() if not str(k).startswith(RESERVED_PREFIX)}
-        if kept:
-            result["_meta"] = kept
-        else:
-            result.pop("_meta", None)
-    return result

@@ -30,14 +30,13 @@ from planfence.plugins.gate import AllowPayload, RefusalPayload, Verdict
 
 from .._records import for_model
 from .meta import MALFORMED_META, META_REFUSAL
+from .upstream import UPSTREAM_ERROR, UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE
 
 if TYPE_CHECKING:
     from .catalog import ToolCatalog
 
-# Failure codes for calls the gate allowed but the upstream did not complete.
-UPSTREAM_TIMEOUT = "upstream_timeout"
-UPSTREAM_UNAVAILABLE = "upstream_unavailable"
-UPSTREAM_ERROR = "upstream_error"
+# Failure codes for calls the gate allowed but the upstream did not complete (the upstream's own
+# are in `upstream.py`).
 PROXY_ERROR = "proxy_error"
 # The upstream asked the client a question (sampling, elicitation, roots) the client could not or
 # would not answer.
