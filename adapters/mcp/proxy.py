@@ -200,6 +200,8 @@ class PlanFenceProxy:
             self.relay.first_client.set()
         call = Call(peer, msg_id, method, modern)
         call.exchange, call.agent = exchange, agent
+        if modern:  # the client's log-level opt-in, for this request alone
+            call.log_level = message["params"]["_meta"].get(rpc.LOG_LEVEL)
         if batch is not None:
             call.batch = batch
             batch.expect()

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from planfence.shared_memory.extras import extra_imports
 
@@ -94,19 +93,38 @@ async def serve(
 
                     await serve_stdio(proxy)
             finally:
-                # Shielded: a proxy stopped by Ctrl-C still writes the allows its audit queued.
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await gate.aclose()
-                    finally:
-                        await store.aclose()
+                # A proxy stopped by Ctrl-C still writes the allows its audit queued.
+                await _to_the_end(_close_both(gate.aclose, store.aclose))
         finally:
             starting.cancel()
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
+            await _to_the_end(upstream.aclose())
     finally:
         if sock is not None:
             sock.close()
+
+
+async def _close_both(
+    first: Callable[[], Awaitable[None]], then: Callable[[], Awaitable[None]]
+) -> None:
+    try:
+        await first()
+    finally:
+        await then()
+
+
+async def _to_the_end(work: Awaitable[None]) -> None:
+    """Run `work` to its end even when this task is cancelled meanwhile (Ctrl-C), then let the
+    cancellation go on."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
 
 
 async def _serve_http(
