@@ -95,7 +95,7 @@ class GatedCalls:
             call.fail(rpc.INVALID_PARAMS, "tools/call takes a tool name and an arguments object")
             return
         try:
-            with tracing.served(tool, rpc.meta_of(params)):
+            with tracing.served(tool, rpc.meta_of(params), call.peer.traced):
                 result = await self._call(call, message, tool, args or {})
         except Exception as exc:  # an exception here must not become a silent hang
             logger.exception("proxy failure on %s", tool)

@@ -43,6 +43,7 @@ class Peer:
         self.asked: dict[Any, tuple[asyncio.Future[Answer], Any]] = {}
         self.state: dict[str, Any] = {}  # per-session state (the reads of `--agent`)
         self.closed = False
+        self.traced = False  # its requests arrive inside a span of their own (an SDK server's)
         self._ids = 0
 
     def send(self, message: Any, call: Any = None, final: bool = False) -> None:

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import AsyncIterator, Coroutine, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planfence.plugins.gate import Gate, GateMiddleware, Middleware, Policy
 from planfence.plugins.gate.fence import TokenSigner
@@ -43,6 +42,9 @@ from .peers import Batch, Call, Deliver, Loose, Peer
 from .relay import Relay
 from .sessions import SessionPlans
 from .upstream import UPSTREAM_TIMEOUT, Upstream, UpstreamFailure, UpstreamMode, UpstreamTarget
+
+if TYPE_CHECKING:
+    from mcp.server import Server
 
 with extra_imports("mcp", "the MCP proxy"):
     from ._extra import require
@@ -482,55 +484,6 @@ class PlanFenceProxy:
             task.cancel()
 
 
-class MemoryFront:
-    """An in-process client connection to the proxy, for `mcp.Client(front)` (each `async
-    with` is one client)."""
-
-    def __init__(self, proxy: PlanFenceProxy) -> None:
-        self.proxy = proxy
-        self._open: list[tuple[Peer, Any]] = []
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        import anyio
-        from mcp.shared.message import SessionMessage
-        from mcp_types import jsonrpc_message_adapter
-
-        send, receive = anyio.create_memory_object_stream[Any](math.inf)
-
-        def deliver(data: bytes, call: Any, final: bool) -> None:
-            message = jsonrpc_message_adapter.validate_json(data, by_name=False)
-            send.send_nowait(SessionMessage(message))
-
-        peer = self.proxy.connect(deliver)
-        self._open.append((peer, send))
-        return receive, _ToProxy(self.proxy, peer)
-
-    async def __aexit__(self, *exc: object) -> None:
-        peer, send = self._open.pop()
-        self.proxy.disconnect(peer)
-        send.close()
-
-
-class _ToProxy:
-    """The client side's write stream: each message goes straight to the proxy."""
-
-    def __init__(self, proxy: PlanFenceProxy, peer: Peer) -> None:
-        self.proxy, self.peer = proxy, peer
-
-    async def send(self, item: Any) -> None:
-        message = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
-        self.proxy.receive_message(self.peer, message)
-
-    async def aclose(self) -> None:
-        self.proxy.disconnect(self.peer)
-
-    async def __aenter__(self) -> _ToProxy:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
 @asynccontextmanager
 async def open_proxy(
     gate: Gate,
@@ -543,7 +496,7 @@ async def open_proxy(
     agent: str | None = None,
     signing_key: TokenSigner | None = None,
     single_client: bool = False,
-) -> AsyncIterator[tuple[PlanFenceProxy, MemoryFront]]:
+) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy; the upstream closes on exit.
 
     Args:
@@ -558,9 +511,11 @@ async def open_proxy(
         single_client: the proxy serves exactly one client (see `PlanFenceProxy`).
 
     Yields:
-        The proxy, and an in-process front for `mcp.Client(front)`; serve it on a transport
-        with `serve.py`'s fronts.
+        The proxy, and the proxy as an in-process MCP server, for `mcp.Client(server)`
+        (`serve.py` serves the proxy on stdio or HTTP instead).
     """
+    from .in_process import InProcessServer
+
     upstream = Upstream(
         target, mode=mode, call_timeout=call_timeout, request_timeout=request_timeout
     )
@@ -574,6 +529,6 @@ async def open_proxy(
     )
     async with upstream:
         try:
-            yield proxy, MemoryFront(proxy)
+            yield proxy, InProcessServer(proxy)
         finally:
             await proxy.aclose()
