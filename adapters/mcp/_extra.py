@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 
+from planfence.shared_memory.extras import EXTRA_MODULES
 
-def require(module: str = "mcp") -> None:
-    """Raise `ModuleNotFoundError` for `module` when it is not installed (inside
-    `extra_imports`, that is `MissingExtraError` with the pip hint), without importing it."""
-    if importlib.util.find_spec(module) is None:
-        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+def require(extra: str = "mcp") -> None:
+    """Raise `ModuleNotFoundError` for the first module of `extra` that is not installed
+    (inside `extra_imports`, that is `MissingExtraError` with the pip hint), importing none."""
+    for module in EXTRA_MODULES[extra]:
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)

@@ -7,6 +7,7 @@ is mostly its own imports, and the proxy's overlap them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -96,8 +97,7 @@ async def serve(
                 # A proxy stopped by Ctrl-C still writes the allows its audit queued.
                 await _to_the_end(_close_both(gate.aclose, store.aclose))
         finally:
-            starting.cancel()
-            await _to_the_end(upstream.aclose())
+            await _to_the_end(_stop(starting, upstream))
     finally:
         if sock is not None:
             sock.close()
@@ -110,6 +110,14 @@ async def _close_both(
         await first()
     finally:
         await then()
+
+
+async def _stop(starting: asyncio.Task[None], upstream: Upstream) -> None:
+    """Stop the upstream, also one still starting."""
+    starting.cancel()
+    with contextlib.suppress(BaseException):  # its failure was told already, or never matters
+        await starting
+    await upstream.aclose()
 
 
 async def _to_the_end(work: Awaitable[None]) -> None:
