@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from planfence.plugins.gate import (
@@ -24,7 +25,15 @@ from planfence.plugins.gate import (
 from . import jsonrpc as rpc
 from . import tracing
 from .bridge import InputRefused, Revoked, exchange, to_client
-from .meta import AGENT_MISMATCH, META_AGENT, META_DECISION, META_PLAN, call_of, with_fence
+from .meta import (
+    AGENT_MISMATCH,
+    META_AGENT,
+    META_DECISION,
+    META_PLAN,
+    META_REFUSAL,
+    call_of,
+    with_fence,
+)
 from .peers import Call
 from .results import (
     INPUT_REFUSED,
@@ -100,12 +109,12 @@ class GatedCalls:
         except Exception as exc:  # an exception here must not become a silent hang
             logger.exception("proxy failure on %s", tool)
             result = to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
-        result = await fit_to_tool(result, tool, self.catalog)
-        call.reply(to_client(result, "tools/call", call.modern, self.proxy.upstream))
+        if result is not None:  # else forwarded: answered when the upstream answers
+            await self._reply(call, result, tool)
 
     async def _call(
         self, call: Call, message: dict[str, Any], tool: str, args: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | None:
         meta = rpc.meta_of(rpc.params_of(message))
         caller, sessions = call.agent, self.sessions
         if caller is not None and sessions is not None and caller != sessions.agent:
@@ -149,21 +158,47 @@ class GatedCalls:
         judged: Judged,
         meta: dict[str, Any],
         stamped: bool,
-    ) -> dict[str, Any]:
-        tool = judged.call.tool
-
-        def refused() -> dict[str, Any]:
-            """The refusal as the model reads it: what changed, and the current values."""
-            if self.sessions is not None:
-                return to_wire_result(self.sessions.explain(call.peer, judged.verdict, stamped))
-            return to_wire_result(for_model(judged.verdict))
-
+    ) -> dict[str, Any] | None:
+        """The call judged and, when allowed, forwarded: its result, or None when the result
+        is written as soon as the upstream answers (`_finished`)."""
         if not await judged.recheck():
-            return refused()
+            return self._outcome(call, judged, stamped, None)
         upstream = self.proxy.upstream
-        # Forward exactly the call that was judged, whatever else the request carried, and the
-        # fencing token of its allow (never one the client sent).
-        params = {**rpc.params_of(message), "name": tool, "arguments": dict(judged.call.args)}
+        out = self._outgoing(call, message, judged, meta)
+        call.recheck = judged.recheck
+        if self._direct(call, judged):
+            call.finish = partial(self._finished, call, judged, stamped, out)
+            try:
+                if not upstream.alive:
+                    await upstream.ensure()  # a crashed upstream is restarted for the call
+                self.proxy.send(call, out, None, upstream.call_timeout)
+            except UpstreamFailure as exc:
+                call.finish = call.recheck = None
+                return self._outcome(call, judged, stamped, None, exc)
+            call.note = (judged.latest, judged.decision().wire())  # while the upstream works
+            return None
+        try:
+            with tracing.sending(judged.call.tool, out["params"]):
+                got = await self._exchange(call, out, judged)
+        except Revoked:
+            return self._outcome(call, judged, stamped, None)
+        except UpstreamFailure as exc:
+            return self._outcome(call, judged, stamped, None, exc)
+        except InputRefused as exc:
+            text = f"the client did not answer the upstream's question: {exc.error.get('message')}"
+            return self._outcome(call, judged, stamped, None, ProxyFailure(INPUT_REFUSED, "", text))
+        finally:
+            call.recheck = None
+        return self._outcome(call, judged, stamped, got)
+
+    def _outgoing(
+        self, call: Call, message: dict[str, Any], judged: Judged, meta: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Exactly the call that was judged, whatever else the request carried, with the
+        fencing token of its allow (never one the client sent), in the upstream's era."""
+        upstream = self.proxy.upstream
+        params = {**rpc.params_of(message), "name": judged.call.tool}
+        params["arguments"] = dict(judged.call.args)
         sent = with_fence(meta, judged.fence_wire())
         if call.modern and upstream.modern:
             sent = upstream.envelope(sent)  # the proxy's identity, the client's log level
@@ -173,35 +208,87 @@ class GatedCalls:
             sent = _handshake_meta(sent, call, upstream)
         if sent or "_meta" in params:
             params["_meta"] = sent
-        out = rpc.request(call.id, "tools/call", params)
+        return rpc.request(call.id, "tools/call", params)
+
+    def _direct(self, call: Call, judged: Judged) -> bool:
+        """Whether the answer can be written the moment it comes: the client speaks the
+        upstream's era (no questions to bridge), no lease to release, no span to close."""
+        upstream = self.proxy.upstream
+        lease = getattr(judged.latest, "lease", None)
+        return call.modern == upstream.modern and lease is None and tracing.quiet()
+
+    def _outcome(
+        self,
+        call: Call,
+        judged: Judged,
+        stamped: bool,
+        got: dict[str, Any] | None,
+        failure: UpstreamFailure | ProxyFailure | None = None,
+    ) -> dict[str, Any]:
+        """The result the client gets for a judged call."""
+        tool = judged.call.tool
+        if not judged.allowed or call.revoked:
+            # Refused, maybe judged again mid-call (a handshake-era upstream's question): the
+            # upstream got an error instead of the answer; its result is not the client's.
+            if self.sessions is not None:
+                return to_wire_result(self.sessions.explain(call.peer, judged.verdict, stamped))
+            return to_wire_result(for_model(judged.verdict))
+        if isinstance(failure, ProxyFailure):
+            return to_wire_result(replace(failure, tool=tool, decision=judged.decision()))
+        if failure is not None:
+            return to_wire_result(ProxyFailure(failure.code, tool, str(failure), judged.decision()))
+        result = got.get("result") if got is not None else None
+        if not isinstance(result, dict):
+            text = error_text(got.get("error") if got is not None else None)
+            return to_wire_result(ProxyFailure(UPSTREAM_ERROR, tool, text, judged.decision()))
+        made = call.note
+        fresh = isinstance(made, tuple) and made[0] is judged.latest  # not judged again since
+        decision = made[1] if fresh else judged.decision().wire()
+        meta = result.get("_meta")
+        return {
+            **result,
+            "_meta": {**(meta if isinstance(meta, dict) else {}), META_DECISION: decision},
+        }
+
+    def _finished(
+        self,
+        call: Call,
+        judged: Judged,
+        stamped: bool,
+        out: dict[str, Any],
+        got: dict[str, Any] | None,
+        failure: UpstreamFailure | None = None,
+    ) -> None:
+        """The upstream's answer to a call forwarded directly, written at once."""
+        call.finish = call.recheck = None
+        error = got.get("error") if got is not None else None
+        if isinstance(error, dict) and error.get("code") == rpc.HEADER_MISMATCH:
+            call.task = self.proxy.spawn(self._again(call, judged, stamped, out))
+            return
+        result = self._outcome(call, judged, stamped, got, failure)
+        if META_REFUSAL in result["_meta"]:  # a refusal or failure, fitted to the tool first
+            call.task = self.proxy.spawn(self._reply(call, result, judged.call.tool))
+        else:
+            call.reply(result)
+
+    async def _again(self, call: Call, judged: Judged, stamped: bool, out: dict[str, Any]) -> None:
+        """The upstream's tools changed since they were listed (a 2026-era HTTP upstream checks
+        the headers their schemas declare): list them again and resend once."""
+        await self.catalog.refresh()
         call.recheck = judged.recheck
         try:
-            with tracing.sending(tool, sent):
-                got = await self._exchange(call, out, judged)
-        except Revoked:
-            return refused()
+            got = await self._exchange(call, out, judged)
         except UpstreamFailure as exc:
-            if not judged.allowed:
-                return refused()
-            return to_wire_result(ProxyFailure(exc.code, tool, str(exc), judged.decision()))
-        except InputRefused as exc:
-            if not judged.allowed:
-                return refused()
-            text = f"the client did not answer the upstream's question: {exc.error.get('message')}"
-            return to_wire_result(ProxyFailure(INPUT_REFUSED, tool, text, judged.decision()))
+            result = self._outcome(call, judged, stamped, None, exc)
+        else:
+            result = self._outcome(call, judged, stamped, got)
         finally:
             call.recheck = None
-        if not judged.allowed or call.revoked:
-            # Judged again mid-call (a handshake-era upstream's question) and refused: the
-            # upstream got an error instead of the answer; its result is not the client's.
-            return refused()
-        result = got.get("result")
-        if not isinstance(result, dict):
-            failure = ProxyFailure(UPSTREAM_ERROR, tool, error_text(got.get("error")))
-            return to_wire_result(replace(failure, decision=judged.decision()))
-        out_meta = dict(result.get("_meta") or {})
-        out_meta[META_DECISION] = judged.decision().wire()
-        return {**result, "_meta": out_meta}
+        await self._reply(call, result, judged.call.tool)
+
+    async def _reply(self, call: Call, result: dict[str, Any], tool: str) -> None:
+        result = await fit_to_tool(result, tool, self.catalog)
+        call.reply(to_client(result, "tools/call", call.modern, self.proxy.upstream))
 
     async def _exchange(self, call: Call, out: dict[str, Any], judged: Judged) -> dict[str, Any]:
         timeout = self.proxy.upstream.call_timeout
@@ -210,9 +297,7 @@ class GatedCalls:
         )
         failure = got.get("error")
         if isinstance(failure, dict) and failure.get("code") == rpc.HEADER_MISMATCH:
-            # The upstream's tools changed since they were listed (a 2026-era HTTP upstream
-            # checks the headers their schemas declare): list them again and resend once.
-            await self.catalog.refresh()
+            await self.catalog.refresh()  # see `_again`
             got = await exchange(
                 self.proxy, call, out, timeout, recheck=judged.recheck, fence=judged.fence_wire
             )

@@ -82,6 +82,7 @@ class Call:
         "agent",
         "batch",
         "exchange",
+        "finish",
         "id",
         "log_level",
         "method",
@@ -116,6 +117,9 @@ class Call:
         self.recheck: Callable[[], Any] | None = None
         self.revoked = False
         self.note: Any = None  # what a method's answer needs to know of its request
+        # Writes the answer of a gated call when the upstream answers (or fails):
+        # `finish(message, failure)`.
+        self.finish: Callable[[dict[str, Any] | None, Any], None] | None = None
 
     def answer(self, message: dict[str, Any] | None, raw: bytes | None = None) -> None:
         """Send the client this request's answer (once), and forget the request."""

@@ -270,14 +270,14 @@ class PlanFenceProxy:
             call.task = self.spawn(self._reconnected(call, message))
             return
         try:
-            self._send(call, message, raw, upstream.request_timeout)
+            self.send(call, message, raw, upstream.request_timeout)
         except UpstreamFailure as exc:
             self._lost(call, exc)
 
     async def _reconnected(self, call: Call, message: dict[str, Any]) -> None:
         try:
             await self.upstream.ensure()
-            self._send(call, message, None, self.upstream.request_timeout)
+            self.send(call, message, None, self.upstream.request_timeout)
         except UpstreamFailure as exc:
             self._lost(call, exc)
 
@@ -293,7 +293,7 @@ class PlanFenceProxy:
             return
         self._respond(call, got, None)
 
-    def _send(
+    def send(
         self, call: Call, message: dict[str, Any], raw: bytes | None, timeout: float | None
     ) -> None:
         """Put a client's request in flight upstream, under an id (and progress token) no
@@ -353,7 +353,7 @@ class PlanFenceProxy:
         await upstream.ensure()
         waiter = call.waiter = asyncio.get_running_loop().create_future()
         try:
-            self._send(call, message, None, None)
+            self.send(call, message, None, None)
             return await asyncio.wait_for(waiter, timeout)
         except TimeoutError:
             text = f"the upstream server did not answer {call.method} in {timeout} s"
@@ -371,8 +371,10 @@ class PlanFenceProxy:
         if waiter is not None:
             if not waiter.done():
                 waiter.set_result(message)
-            return
-        self._respond(call, message, raw)
+        elif call.finish is not None:
+            call.finish(message, None)
+        else:
+            self._respond(call, message, raw)
 
     def _respond(self, call: Call, message: dict[str, Any], raw: bytes | None) -> None:
         result = message.get("result")
@@ -397,7 +399,10 @@ class PlanFenceProxy:
             self.upstream.cancel(call.upstream_id, "timed out")
         self._settle(call)
         text = f"the upstream server did not answer {call.method} in {timeout} s"
-        call.fail(rpc.REQUEST_TIMEOUT, text)
+        if call.finish is not None:
+            call.finish(None, UpstreamFailure(UPSTREAM_TIMEOUT, text))
+        else:
+            call.fail(rpc.REQUEST_TIMEOUT, text)
 
     def _lost(self, call: Call, failure: UpstreamFailure) -> None:
         self._settle(call)
@@ -405,8 +410,10 @@ class PlanFenceProxy:
         if waiter is not None:
             if not waiter.done():
                 waiter.set_exception(failure)
-            return
-        call.fail(rpc.INTERNAL_ERROR, str(failure))
+        elif call.finish is not None:
+            call.finish(None, failure)
+        else:
+            call.fail(rpc.INTERNAL_ERROR, str(failure))
 
     def _abandon(self, call: Call, reason: str) -> None:
         """The client cancelled its request (or went away): nothing more is sent for it."""

@@ -19,6 +19,11 @@ from typing import Any
 from planfence.plugins import telemetry
 
 
+def quiet() -> bool:
+    """Nothing to report to (the common case): no span is made or continued."""
+    return bool(telemetry._quiet())
+
+
 def _global() -> bool:
     """A global tracer provider is set: the spans of MCP servers and clients go there."""
     try:
@@ -71,8 +76,9 @@ def served(tool: str, meta: dict[str, Any], traced: bool = False) -> Iterator[No
 
 
 @contextmanager
-def sending(tool: str, meta: dict[str, Any]) -> Iterator[None]:
-    """Around forwarding a judged call: its span's context replaces the client's in `meta`."""
+def sending(tool: str, params: dict[str, Any]) -> Iterator[None]:
+    """Around forwarding a judged call: its span's context replaces the client's in its
+    `params._meta`."""
     if telemetry._quiet() or not _global():
         yield
         return
@@ -81,5 +87,7 @@ def sending(tool: str, meta: dict[str, Any]) -> Iterator[None]:
 
     attributes = {"mcp.method.name": "tools/call"}
     with otel_span(f"MCP send tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes):
+        meta = params.get("_meta")
+        params["_meta"] = meta = dict(meta) if isinstance(meta, dict) else {}
         inject_trace_context(meta)
         yield

@@ -17,6 +17,7 @@ request in flight when the connection dies. Failures surface as `UpstreamFailure
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -500,6 +501,7 @@ def proxy_info() -> dict[str, Any]:
     return {"name": "planfence-proxy", "version": _version()}
 
 
+@functools.cache
 def _version() -> str:
     try:
         from importlib.metadata import version
