@@ -163,7 +163,8 @@ class PlanFenceProxy:
         if not isinstance(value, list):
             return self._dispatch(peer, value, raw, exchange, agent, None)
         if not value:
-            peer.send(rpc.error(None, rpc.INVALID_REQUEST, "Invalid Request: empty batch"))
+            reply = rpc.error(None, rpc.INVALID_REQUEST, "Invalid Request: empty batch")
+            peer.send(reply, Loose(exchange), final=True)
             return True
         batch = Batch(peer, exchange)
         answered = [self._dispatch(peer, m, None, exchange, agent, batch) for m in value]
@@ -235,7 +236,8 @@ class PlanFenceProxy:
             request_id = params.get("requestId")
             call = peer.calls.pop(request_id, None) if rpc.valid_id(request_id) else None
             if call is not None:
-                self._abandon(call, str(params.get("reason") or "cancelled by the client"))
+                reason = str(params.get("reason") or "cancelled by the client")
+                self._abandon(call, reason, message, raw)
         elif method in rpc.CLIENT_NOTIFICATIONS:
             upstream = self.upstream
             if upstream.modern and method == "notifications/roots/list_changed":
@@ -415,14 +417,22 @@ class PlanFenceProxy:
         else:
             call.fail(rpc.INTERNAL_ERROR, str(failure))
 
-    def _abandon(self, call: Call, reason: str) -> None:
-        """The client cancelled its request (or went away): nothing more is sent for it."""
+    def _abandon(
+        self,
+        call: Call,
+        reason: str,
+        notice: dict[str, Any] | None = None,
+        raw: bytes | None = None,
+    ) -> None:
+        """The client cancelled its request (or went away): nothing more is sent for it. The
+        client's cancellation (`notice`) goes upstream as it came when the ids match."""
         self._settle(call)
         self.relay.unlisten(call)
         if call.task is not None and not call.task.done():
             call.task.cancel()
         elif self.upstream.pending.get(call.upstream_id) is call:
-            self.upstream.cancel(call.upstream_id, reason)
+            same = call.upstream_id == call.id and call.modern == self.upstream.modern
+            self.upstream.cancel(call.upstream_id, reason, notice if same else None, raw)
         if call.batch is not None:
             call.batch.waiting -= 1
             call.batch.flush()

@@ -302,14 +302,23 @@ class Upstream:
             raise UpstreamFailure(UPSTREAM_UNAVAILABLE, "the upstream server went away")
         link.send(message, raw, related)
 
-    def cancel(self, upstream_id: Any, reason: str = "cancelled by the client") -> None:
-        """Give up a request in flight: cancelled upstream, and its answer, if any, dropped."""
+    def cancel(
+        self,
+        upstream_id: Any,
+        reason: str = "cancelled by the client",
+        notice: dict[str, Any] | None = None,
+        raw: bytes | None = None,
+    ) -> None:
+        """Give up a request in flight: cancelled upstream (with the client's own `notice`
+        when it names the request as the upstream knows it), its answer, if any, dropped."""
         self.pending.pop(upstream_id, None)
         link = self.link
         if link is None or not self.alive or link.abort(upstream_id):
             return
-        params = {"requestId": upstream_id, "reason": reason}
-        link.send(rpc.notification("notifications/cancelled", params), None, None)
+        if notice is None:
+            params = {"requestId": upstream_id, "reason": reason}
+            notice, raw = rpc.notification("notifications/cancelled", params), None
+        link.send(notice, raw, None)
 
     async def request(
         self, method: str, params: Mapping[str, Any] | None, *, read_timeout: float | None = None
