@@ -32,6 +32,7 @@ from .meta import (
     META_PLAN,
     META_REFUSAL,
     call_of,
+    decision_wire,
     with_fence,
 )
 from .peers import Call
@@ -59,6 +60,7 @@ class Judged:
         self.gate = gate
         self.call = call
         self.latest: Judgement | None = None
+        self.handed = False  # its lease is released by the task that waits for the upstream
 
     @property
     def verdict(self) -> Verdict:
@@ -97,15 +99,21 @@ class GatedCalls:
         self.sessions = proxy.sessions
         self.catalog = proxy.catalog
 
-    async def handle(self, call: Call, message: dict[str, Any]) -> None:
+    async def handle(self, call: Call, message: dict[str, Any], inline: bool = False) -> None:
+        """Judge and forward one `tools/call`. `inline`: the caller reads the client's next
+        message only when this returns, so nothing here waits for the upstream (a call whose
+        answer needs more than writing it is finished by a task of its own)."""
         params = rpc.params_of(message)
         tool, args = params.get("name"), params.get("arguments")
         if not isinstance(tool, str) or (args is not None and not isinstance(args, dict)):
             call.fail(rpc.INVALID_PARAMS, "tools/call takes a tool name and an arguments object")
             return
         try:
-            with tracing.served(tool, rpc.meta_of(params), call.peer.traced):
-                result = await self._call(call, message, tool, args or {})
+            if call.peer.traced or tracing.quiet():
+                result = await self._call(call, message, tool, args or {}, inline)
+            else:
+                with tracing.served(tool, rpc.meta_of(params)):
+                    result = await self._call(call, message, tool, args or {}, inline)
         except Exception as exc:  # an exception here must not become a silent hang
             logger.exception("proxy failure on %s", tool)
             result = to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
@@ -113,7 +121,7 @@ class GatedCalls:
             await self._reply(call, result, tool)
 
     async def _call(
-        self, call: Call, message: dict[str, Any], tool: str, args: dict[str, Any]
+        self, call: Call, message: dict[str, Any], tool: str, args: dict[str, Any], inline: bool
     ) -> dict[str, Any] | None:
         meta = rpc.meta_of(rpc.params_of(message))
         caller, sessions = call.agent, self.sessions
@@ -147,9 +155,10 @@ class GatedCalls:
                 judged_call, stamped = replace(judged_call, plan=plan), True
         judged = Judged(self.gate, judged_call)
         try:
-            return await self._forward(call, message, judged, meta, stamped)
+            return await self._forward(call, message, judged, meta, stamped, inline)
         finally:
-            await judged.release()
+            if not judged.handed:
+                await judged.release()
 
     async def _forward(
         self,
@@ -158,9 +167,10 @@ class GatedCalls:
         judged: Judged,
         meta: dict[str, Any],
         stamped: bool,
+        inline: bool,
     ) -> dict[str, Any] | None:
         """The call judged and, when allowed, forwarded: its result, or None when the result
-        is written as soon as the upstream answers (`_finished`)."""
+        is written as soon as the upstream answers (`_finished`), or by a task (`_awaited`)."""
         if not await judged.recheck():
             return self._outcome(call, judged, stamped, None)
         upstream = self.proxy.upstream
@@ -175,8 +185,27 @@ class GatedCalls:
             except UpstreamFailure as exc:
                 call.finish = call.recheck = None
                 return self._outcome(call, judged, stamped, None, exc)
-            call.note = (judged.latest, judged.decision().wire())  # while the upstream works
+            call.note = (judged.latest, decision_wire(judged.verdict))  # as the upstream works
             return None
+        if inline:
+            judged.handed = True  # the task releases the lease
+            call.task = self.proxy.spawn(self._awaited(call, judged, stamped, out))
+            return None
+        return await self._answer_of(call, judged, stamped, out)
+
+    async def _awaited(
+        self, call: Call, judged: Judged, stamped: bool, out: dict[str, Any]
+    ) -> None:
+        try:
+            result = await self._answer_of(call, judged, stamped, out)
+        finally:
+            await judged.release()
+        await self._reply(call, result, judged.call.tool)
+
+    async def _answer_of(
+        self, call: Call, judged: Judged, stamped: bool, out: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Forward the call and wait for the upstream's answer (bridged and rechecked)."""
         try:
             with tracing.sending(judged.call.tool, out["params"]):
                 got = await self._exchange(call, out, judged)
@@ -243,7 +272,7 @@ class GatedCalls:
             return to_wire_result(ProxyFailure(UPSTREAM_ERROR, tool, text, judged.decision()))
         made = call.note
         fresh = isinstance(made, tuple) and made[0] is judged.latest  # not judged again since
-        decision = made[1] if fresh else judged.decision().wire()
+        decision = made[1] if fresh else decision_wire(judged.verdict)
         meta = result.get("_meta")
         return {
             **result,

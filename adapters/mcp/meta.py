@@ -14,10 +14,18 @@ the in-server gates alike.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from planfence.plugins.gate import GateMiddleware, Refused, ToolCall
+from planfence.plugins.gate import (
+    ALLOW,
+    AllowPayload,
+    GateMiddleware,
+    Refused,
+    ToolCall,
+    Verdict,
+)
 from planfence.shared_memory import PlanFenceError, validate_agent
 
 META_PLAN = "dev.planfence/plan"
@@ -51,6 +59,22 @@ async def call_of(
         except PlanFenceError as exc:
             return await gate.refuse(call, MALFORMED_META, f"{META_AGENT}: {exc}", by=by)
     return call
+
+
+def decision_wire(verdict: Verdict) -> dict[str, Any]:
+    """An allow's `_meta["dev.planfence/decision"]`, the gate's `AllowPayload` in wire form
+    (the same decision, as a call repeats, is built once)."""
+    return dict(
+        _decision_wire(str(verdict.reason), verdict.tool, verdict.plan, verdict.decision_id)
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _decision_wire(
+    reason: str, tool: str, plan: str | None, decision_id: int | None
+) -> dict[str, Any]:
+    verdict = Verdict(ALLOW, reason, tool, plan, decision_id=decision_id)
+    return AllowPayload.of(verdict).wire()
 
 
 def with_fence(meta: Mapping[str, Any], token: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from planfence.plugins.gate.fence import TokenSigner
 from planfence.shared_memory import AsyncStore
 from planfence.shared_memory.extras import extra_imports
 
-from . import bridge
+from . import bridge, tracing
 from . import jsonrpc as rpc
 from .catalog import ToolCatalog
 from .gating import GatedCalls
@@ -150,6 +150,22 @@ class PlanFenceProxy:
             return True
         return self.receive_message(peer, value, data, exchange=exchange, agent=agent)
 
+    def take(self, peer: Peer, data: bytes) -> Coroutine[Any, Any, None] | None:
+        """`receive`, for a front that reads its client's messages one after the other: the
+        judging of a single `tools/call` is returned for the front to await before it reads
+        the next message (no task, no wait for the upstream in it)."""
+        try:
+            value = rpc.decode(data)
+        except rpc.Malformed as exc:
+            peer.send(exc.reply(), Loose(None), final=True)
+            return None
+        if isinstance(value, list):
+            self.receive_message(peer, value, data)
+            return None
+        work: list[Coroutine[Any, Any, None]] = []
+        self._dispatch(peer, value, data, None, None, None, work)
+        return work[0] if work else None
+
     def receive_message(
         self,
         peer: Peer,
@@ -180,6 +196,7 @@ class PlanFenceProxy:
         exchange: Any,
         agent: str | None,
         batch: Batch | None,
+        inline: list[Coroutine[Any, Any, None]] | None = None,
     ) -> bool:
         try:
             kind = rpc.check(message)
@@ -210,7 +227,9 @@ class PlanFenceProxy:
             batch.expect()
         peer.calls[msg_id] = call
         route = rpc.CLIENT.get(method)
-        if route == rpc.GATED:
+        if route == rpc.GATED and inline is not None and tracing.quiet():
+            inline.append(self.calls.handle(call, message, inline=True))
+        elif route == rpc.GATED:
             call.task = self.spawn(self.calls.handle(call, message))
         elif route == rpc.FORWARD:
             self._forward(call, message, raw)

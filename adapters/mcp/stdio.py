@@ -56,7 +56,9 @@ async def serve_stdio(proxy: PlanFenceProxy) -> None:
                     break
                 line = line.rstrip(b"\r\n")
                 if line.strip():
-                    proxy.receive(peer, line)
+                    work = proxy.take(peer, line)
+                    if work is not None:  # a tools/call being judged: then the next line
+                        await work
         finally:
             proxy.disconnect(peer)
 

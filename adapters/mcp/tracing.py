@@ -38,10 +38,9 @@ def _global() -> bool:
 
 
 @contextmanager
-def served(tool: str, meta: dict[str, Any], traced: bool = False) -> Iterator[None]:
-    """Around the whole handling of one `tools/call` (the gate's check included); `traced`:
-    the request arrived inside a span of its own already (an in-process SDK server's)."""
-    if traced or telemetry._quiet():  # the common case: nothing to report to
+def served(tool: str, meta: dict[str, Any]) -> Iterator[None]:
+    """Around the whole handling of one `tools/call` (the gate's check included)."""
+    if telemetry._quiet():
         yield
         return
     from opentelemetry import context, propagate
