@@ -153,7 +153,7 @@ async def exchange(
         InputRefused: the client could not or would not answer the upstream's question.
         Revoked: the gate no longer allows the call; nothing more was sent upstream.
     """
-    got = await proxy.roundtrip(call, message, timeout)
+    got = await proxy.flight.roundtrip(call, message, timeout)
     rounds, delay = 0, 0.05
     while not call.modern and proxy.upstream.modern:
         result = got.get("result")
@@ -185,5 +185,5 @@ async def exchange(
         if fence is not None:  # the retry carries the token of the new judgement
             params["_meta"] = with_fence(rpc.meta_of(params), fence())
         message = {**message, "params": params}
-        got = await proxy.roundtrip(call, message, timeout)
+        got = await proxy.flight.roundtrip(call, message, timeout)
     return got

@@ -31,8 +31,6 @@ from .meta import (
     META_DECISION,
     META_PLAN,
     META_REFUSAL,
-    call_of,
-    decision_wire,
     with_fence,
 )
 from .peers import Call
@@ -41,6 +39,8 @@ from .results import (
     PROXY_ERROR,
     UPSTREAM_ERROR,
     ProxyFailure,
+    call_of,
+    decision_wire,
     fit_to_tool,
     for_model,
     to_wire_result,
@@ -181,7 +181,7 @@ class GatedCalls:
             try:
                 if not upstream.alive:
                     await upstream.ensure()  # a crashed upstream is restarted for the call
-                self.proxy.send(call, out, None, upstream.call_timeout)
+                self.proxy.flight.send(call, out, None, upstream.call_timeout)
             except UpstreamFailure as exc:
                 call.finish = call.recheck = None
                 return self._outcome(call, judged, stamped, None, exc)

@@ -43,8 +43,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.methods import serialize_server_result
 
 from .catalog import ToolCatalog
-from .meta import META_DECISION, call_of, decision_wire
-from .results import fit_to_tool, for_model, to_wire_result
+from .meta import META_DECISION
+from .results import call_of, decision_wire, fit_to_tool, for_model, to_wire_result
 
 PolicySource = Policy | Mapping[str, Any] | str | os.PathLike[str]
 

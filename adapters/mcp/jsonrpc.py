@@ -123,9 +123,12 @@ def decode(data: bytes | str) -> Any:
         raise Malformed(PARSE_ERROR, "Parse error") from None
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode(message: Any) -> bytes:
     """One message, compact, on one line (no newline inside)."""
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    text = _COMPACT.encode(message)
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate (from a `\\ud800` escape): keep it escaped

@@ -7,26 +7,12 @@ stays), and `dev.planfence/fence` is written by the gate only (the fencing token
 a client's own value is replaced, or dropped. `forwardable_meta` is what an application that
 makes its own upstream connection should forward of a client's `_meta`: everything but the
 connection's envelope and progress token.
-
-`call_of` is the one translation of a `tools/call` into the gate's `ToolCall`, for the proxy and
-the in-server gates alike.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
-
-from planfence.plugins.gate import (
-    ALLOW,
-    AllowPayload,
-    GateMiddleware,
-    Refused,
-    ToolCall,
-    Verdict,
-)
-from planfence.shared_memory import PlanFenceError, validate_agent
 
 META_PLAN = "dev.planfence/plan"
 META_AGENT = "dev.planfence/agent"
@@ -39,42 +25,6 @@ PROGRESS_TOKEN = "progressToken"
 # and an agent that is not the one the caller's OAuth access token names.
 MALFORMED_META = "malformed_meta"
 AGENT_MISMATCH = "agent_mismatch"
-
-
-async def call_of(
-    gate: GateMiddleware,
-    tool: str,
-    args: Mapping[str, Any] | None,
-    meta: Mapping[str, Any] | None,
-    *,
-    by: str,
-) -> ToolCall | Refused:
-    """The gate's view of a `tools/call`: the plan and agent from its `_meta`. An agent id that
-    is not one is refused with `malformed_meta`, on the record (`by` names who refused)."""
-    meta = meta if isinstance(meta, Mapping) else {}
-    call = ToolCall(tool, dict(args or {}), meta.get(META_PLAN), meta.get(META_AGENT))
-    if call.agent is not None:
-        try:
-            validate_agent(call.agent)
-        except PlanFenceError as exc:
-            return await gate.refuse(call, MALFORMED_META, f"{META_AGENT}: {exc}", by=by)
-    return call
-
-
-def decision_wire(verdict: Verdict) -> dict[str, Any]:
-    """An allow's `_meta["dev.planfence/decision"]`, the gate's `AllowPayload` in wire form
-    (the same decision, as a call repeats, is built once)."""
-    return dict(
-        _decision_wire(str(verdict.reason), verdict.tool, verdict.plan, verdict.decision_id)
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _decision_wire(
-    reason: str, tool: str, plan: str | None, decision_id: int | None
-) -> dict[str, Any]:
-    verdict = Verdict(ALLOW, reason, tool, plan, decision_id=decision_id)
-    return AllowPayload.of(verdict).wire()
 
 
 def with_fence(meta: Mapping[str, Any], token: Mapping[str, Any] | None) -> dict[str, Any]:

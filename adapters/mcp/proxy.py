@@ -38,10 +38,11 @@ from . import bridge, tracing
 from . import jsonrpc as rpc
 from .catalog import ToolCatalog
 from .gating import GatedCalls
+from .inflight import InFlight
 from .peers import Batch, Call, Deliver, Loose, Peer
 from .relay import Relay
 from .sessions import SessionPlans
-from .upstream import UPSTREAM_TIMEOUT, Upstream, UpstreamFailure, UpstreamMode, UpstreamTarget
+from .upstream import Upstream, UpstreamFailure, UpstreamMode, UpstreamTarget
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -93,12 +94,11 @@ class PlanFenceProxy:
         self.relay = Relay(self, single_client=single_client, ask_timeout=upstream.call_timeout)
         self.calls = GatedCalls(self)
         self.peers: list[Peer] = []
-        self.tokens: dict[Any, Call] = {}  # progress tokens upstream -> their request
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._token_ids = 0
-        upstream.on_response = self._answered
+        self.flight = InFlight(self)
+        upstream.on_response = self.flight.answered
         upstream.on_message = self.relay.on_message
-        upstream.on_lost = self._lost
+        upstream.on_lost = self.flight.lost
         upstream.on_connect = self._connected
         upstream.tool_schema = self.catalog.input_schema
 
@@ -232,7 +232,7 @@ class PlanFenceProxy:
         elif route == rpc.GATED:
             call.task = self.spawn(self.calls.handle(call, message))
         elif route == rpc.FORWARD:
-            self._forward(call, message, raw)
+            self.flight.forward(call, message, raw)
         elif route == rpc.LOCAL:
             self._local(call, rpc.params_of(message))
         else:
@@ -273,169 +273,6 @@ class PlanFenceProxy:
         else:
             logger.debug("dropped a client notification the proxy does not know: %s", method)
 
-    # -- forwarding ---------------------------------------------------------------------------
-
-    def _forward(self, call: Call, message: dict[str, Any], raw: bytes | None) -> None:
-        upstream = self.upstream
-        if call.method == "ping" and (upstream.modern or call.modern):
-            call.reply({})  # the 2026 protocol has no ping: nothing to ask the upstream
-            return
-        if call.method == "tools/list":
-            call.note = "cursor" not in rpc.params_of(message)  # the first page
-        if call.modern != upstream.modern:
-            message, raw = bridge.to_upstream(message, call.modern, call.peer, upstream), None
-            if not call.modern and call.method in rpc.INPUT_REQUIRED:
-                call.task = self.spawn(self._bridged(call, message))
-                return
-        if not upstream.alive:
-            call.task = self.spawn(self._reconnected(call, message))
-            return
-        try:
-            self.send(call, message, raw, upstream.request_timeout)
-        except UpstreamFailure as exc:
-            self._lost(call, exc)
-
-    async def _reconnected(self, call: Call, message: dict[str, Any]) -> None:
-        try:
-            await self.upstream.ensure()
-            self.send(call, message, None, self.upstream.request_timeout)
-        except UpstreamFailure as exc:
-            self._lost(call, exc)
-
-    async def _bridged(self, call: Call, message: dict[str, Any]) -> None:
-        """A handshake-era client's request to a 2026-era upstream that may ask for input."""
-        try:
-            got = await bridge.exchange(self, call, message, self.upstream.request_timeout)
-        except bridge.InputRefused as exc:
-            call.answer(rpc.error(call.id, **exc.error))
-            return
-        except UpstreamFailure as exc:
-            call.fail(rpc.INTERNAL_ERROR, str(exc))
-            return
-        self._respond(call, got, None)
-
-    def send(
-        self, call: Call, message: dict[str, Any], raw: bytes | None, timeout: float | None
-    ) -> None:
-        """Put a client's request in flight upstream, under an id (and progress token) no
-        other request in flight has."""
-        upstream = self.upstream
-        call.upstream_id = upstream_id = upstream.register(call, call.id)
-        token = self._token(call, message)
-        if upstream_id != call.id or token is not None:
-            params = rpc.params_of(message)
-            if token is not None:
-                params = {**params, "_meta": {**rpc.meta_of(params), "progressToken": token}}
-            message, raw = {**message, "id": upstream_id, "params": params}, None
-        if timeout is not None and call.waiter is None:
-            loop = asyncio.get_running_loop()
-            call.timer = loop.call_later(timeout, self._timed_out, call, timeout)
-        try:
-            upstream.send(message, raw, call)
-        except UpstreamFailure:
-            upstream.pending.pop(upstream_id, None)
-            self._settle(call)
-            raise
-
-    def _token(self, call: Call, message: dict[str, Any]) -> Any:
-        """Register the request's progress token; the token it takes upstream when another
-        request in flight has the same one (else None)."""
-        params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if not rpc.valid_id(token):
-            return None
-        call.token = token
-        upstream_token = token
-        while upstream_token in self.tokens:
-            self._token_ids += 1
-            upstream_token = f"planfence-progress-{self._token_ids}"
-        call.upstream_token = upstream_token
-        self.tokens[upstream_token] = call
-        return upstream_token if upstream_token != token else None
-
-    def _settle(self, call: Call) -> None:
-        """The request is no longer in flight upstream."""
-        if call.timer is not None:
-            call.timer.cancel()
-            call.timer = None
-        if call.upstream_token is not None and self.tokens.get(call.upstream_token) is call:
-            del self.tokens[call.upstream_token]
-
-    async def roundtrip(
-        self, call: Call, message: dict[str, Any], timeout: float | None
-    ) -> dict[str, Any]:
-        """Send a request upstream for a handler that waits for the answer.
-
-        Raises:
-            UpstreamFailure: the upstream is gone or did not answer in `timeout` seconds.
-        """
-        upstream = self.upstream
-        await upstream.ensure()
-        waiter = call.waiter = asyncio.get_running_loop().create_future()
-        try:
-            self.send(call, message, None, None)
-            return await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            text = f"the upstream server did not answer {call.method} in {timeout} s"
-            raise UpstreamFailure(UPSTREAM_TIMEOUT, text) from None
-        finally:
-            call.waiter = None
-            if upstream.pending.get(call.upstream_id) is call:
-                upstream.cancel(call.upstream_id, "abandoned")
-            self._settle(call)
-
-    def _answered(self, call: Call, message: dict[str, Any], raw: bytes | None) -> None:
-        """The upstream's answer to a client's request."""
-        self._settle(call)
-        waiter = call.waiter
-        if waiter is not None:
-            if not waiter.done():
-                waiter.set_result(message)
-        elif call.finish is not None:
-            call.finish(message, None)
-        else:
-            self._respond(call, message, raw)
-
-    def _respond(self, call: Call, message: dict[str, Any], raw: bytes | None) -> None:
-        result = message.get("result")
-        if isinstance(result, dict):
-            if call.method == "tools/list":
-                self.catalog.observe(result)
-                if self.sessions is not None and call.note:
-                    tools = [*(result.get("tools") or ()), *self.sessions.tools()]
-                    result, raw = {**result, "tools": tools}, None
-            shaped = bridge.to_client(result, call.method, call.modern, self.upstream)
-            if shaped is not result or raw is None or call.upstream_id != call.id:
-                call.answer(rpc.result(call.id, shaped))
-                return
-        elif raw is None or call.upstream_id != call.id:
-            call.answer({**message, "id": call.id})
-            return
-        call.answer(message, raw)
-
-    def _timed_out(self, call: Call, timeout: float) -> None:
-        call.timer = None
-        if self.upstream.pending.get(call.upstream_id) is call:
-            self.upstream.cancel(call.upstream_id, "timed out")
-        self._settle(call)
-        text = f"the upstream server did not answer {call.method} in {timeout} s"
-        if call.finish is not None:
-            call.finish(None, UpstreamFailure(UPSTREAM_TIMEOUT, text))
-        else:
-            call.fail(rpc.REQUEST_TIMEOUT, text)
-
-    def _lost(self, call: Call, failure: UpstreamFailure) -> None:
-        self._settle(call)
-        waiter = call.waiter
-        if waiter is not None:
-            if not waiter.done():
-                waiter.set_exception(failure)
-        elif call.finish is not None:
-            call.finish(None, failure)
-        else:
-            call.fail(rpc.INTERNAL_ERROR, str(failure))
-
     def _abandon(
         self,
         call: Call,
@@ -445,13 +282,12 @@ class PlanFenceProxy:
     ) -> None:
         """The client cancelled its request (or went away): nothing more is sent for it. The
         client's cancellation (`notice`) goes upstream as it came when the ids match."""
-        self._settle(call)
         self.relay.unlisten(call)
         if call.task is not None and not call.task.done():
+            self.flight.settle(call)
             call.task.cancel()
-        elif self.upstream.pending.get(call.upstream_id) is call:
-            same = call.upstream_id == call.id and call.modern == self.upstream.modern
-            self.upstream.cancel(call.upstream_id, reason, notice if same else None, raw)
+        else:
+            self.flight.abandon(call, reason, notice, raw)
         if call.batch is not None:
             call.batch.waiting -= 1
             call.batch.flush()

@@ -150,7 +150,7 @@ class Relay:
                 only[0].forward(raw or rpc.encode(message))
 
     def _progress(self, params: dict[str, Any], raw: bytes | None) -> None:
-        call = self.proxy.tokens.get(params.get("progressToken"))
+        call = self.proxy.flight.tokens.get(params.get("progressToken"))
         if call is None or call.peer.calls.get(call.id) is not call:
             return
         if call.token != call.upstream_token:

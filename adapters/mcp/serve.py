@@ -66,6 +66,7 @@ async def serve(
             target, mode=upstream_mode, call_timeout=call_timeout, request_timeout=request_timeout
         )
         starting = asyncio.get_running_loop().create_task(upstream.ensure())
+        await asyncio.sleep(0)  # the command starts now, before the gate is loaded
         try:
             from planfence.plugins.gate import Gate, Policy
             from planfence.shared_memory import open_async_store, sqlite_on_loop
@@ -84,14 +85,15 @@ async def serve(
                     gate, upstream, agent=agent, signing_key=signing_key, single_client=sock is None
                 )
                 proxy.start()
-                await warn_about_policy(policy, proxy.catalog)
                 if sock is not None:
+                    await warn_about_policy(policy, proxy.catalog)
                     await _serve_http(
                         proxy, sock, host, auth_token, allowed_origins, resource_server
                     )
-                else:
+                else:  # the client is served while the policy is checked against the tools
                     from .stdio import serve_stdio
 
+                    upstream.spawn(lambda: warn_about_policy(policy, proxy.catalog))
                     await serve_stdio(proxy)
             finally:
                 # A proxy stopped by Ctrl-C still writes the allows its audit queued.

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from . import jsonrpc as rpc
 from .proxy import PlanFenceProxy
-from .upstream import LINE_LIMIT
+from .upstream_stdio import LINE_LIMIT
 
 
 class Lines(Protocol):

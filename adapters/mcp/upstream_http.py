@@ -140,10 +140,11 @@ class HttpLink:
                     self.upstream.deliver(data, related)
                 answered = request_id not in self.upstream.pending
         except httpx.HTTPError as exc:
-            from .upstream import UpstreamFailure, _cannot_connect
+            from .upstream import UpstreamFailure
+            from .upstream_stdio import cannot_connect
 
             if request_id is not None:
-                failure = UpstreamFailure(UPSTREAM_UNAVAILABLE, _cannot_connect(self.url, exc))
+                failure = UpstreamFailure(UPSTREAM_UNAVAILABLE, cannot_connect(self.url, exc))
                 self.upstream.fail(related, failure)
             return
         finally:
