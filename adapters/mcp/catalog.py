@@ -76,6 +76,11 @@ class ToolCatalog:
     def tools(self) -> Mapping[str, Mapping[str, Any]]:
         return dict(self._tools)
 
+    def input_schema(self, name: str) -> Any:
+        """The tool's input schema as last listed (None: not known)."""
+        tool = self._tools.get(name)
+        return tool.get("inputSchema") if tool is not None else None
+
     async def output_schema(self, name: str) -> bool | None:
         """Whether tool `name` declares an `outputSchema`; None when that cannot be told (the
         tools were never listed and the upstream does not answer now)."""

@@ -27,6 +27,7 @@ from planfence.shared_memory.records import validate_agent
 from .oauth_cli import add_auth_arguments, auth_options
 
 HELP = "serve an MCP server through the PlanFence gate (every tools/call checked first)"
+SIGNING_KEY_ENV = "PLANFENCE_SIGNING_KEY"  # the owner service's, read by the proxy too
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -140,11 +141,14 @@ def run(args: argparse.Namespace) -> int:
         from .serve import serve
     if args.agent is not None:
         validate_agent(args.agent)
-    from planfence.adapters.owner_service.cli import SIGNING_KEY_ENV
-    from planfence.adapters.owner_service.keys import SigningKey
-
+    # The owner service's modules are imported only for a key: the proxy starts its upstream
+    # first, and they take longer to import than the upstream takes to start.
     key_file = args.signing_key or os.environ.get(SIGNING_KEY_ENV) or None
-    signing_key = SigningKey.load(key_file) if key_file else None
+    signing_key = None
+    if key_file:
+        from planfence.adapters.owner_service.keys import SigningKey
+
+        signing_key = SigningKey.load(key_file)
     if signing_key is not None and not signing_key.is_gate:
         raise ConfigError(
             f"{signing_key.source}: {signing_key.kid} is not a gate key; the proxy signs fencing "

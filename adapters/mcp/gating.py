@@ -2,14 +2,16 @@
 judged again before each retry and before an answer to the upstream's question is handed over
 (the plan may go stale while a client answers). An allowed call goes upstream with its fencing
 token in `_meta["dev.planfence/fence"]`; its lease (if its policy declares one) is held until
-the upstream answers."""
+the upstream answers. The result comes back as the upstream sent it, with
+`_meta["dev.planfence/decision"]`; a refusal or a failure is answered by the proxy (`results.py`).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from planfence.plugins.gate import (
     AllowPayload,
@@ -19,28 +21,34 @@ from planfence.plugins.gate import (
     ToolCall,
     Verdict,
 )
-from planfence.shared_memory.extras import extra_imports
 
-with extra_imports("mcp", "the MCP proxy"):
-    import mcp  # noqa: F401  (the `mcp` extra)
-
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
-
-from .catalog import ToolCatalog
-from .forwarding import Forwarder, InputRefused, Revoked
-from .meta import META_AGENT, META_DECISION, META_PLAN, PROGRESS_TOKEN, call_of, with_fence
-from .oauth import AGENT_MISMATCH, token_agent
+from . import jsonrpc as rpc
+from . import tracing
+from .bridge import InputRefused, Revoked, exchange, to_client
+from .meta import (
+    AGENT_MISMATCH,
+    META_AGENT,
+    META_DECISION,
+    META_PLAN,
+    META_REFUSAL,
+    with_fence,
+)
+from .peers import Call
 from .results import (
     INPUT_REFUSED,
     PROXY_ERROR,
+    UPSTREAM_ERROR,
     ProxyFailure,
+    call_of,
+    decision_wire,
     fit_to_tool,
     for_model,
     to_wire_result,
 )
-from .sessions import SessionPlans
-from .upstream import UpstreamFailure
+from .upstream import UpstreamFailure, error_text
+
+if TYPE_CHECKING:
+    from .proxy import PlanfenceProxy
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -52,6 +60,7 @@ class Judged:
         self.gate = gate
         self.call = call
         self.latest: Judgement | None = None
+        self.handed = False  # its lease is released by the task that waits for the upstream
 
     @property
     def verdict(self) -> Verdict:
@@ -82,131 +91,254 @@ class Judged:
 
 
 class GatedCalls:
-    """The proxy's `tools/call` handler."""
+    """The proxy's `tools/call`: judged, then forwarded or refused."""
 
-    def __init__(
-        self,
-        gate: GateMiddleware,
-        forwarder: Forwarder,
-        catalog: ToolCatalog,
-        sessions: SessionPlans | None = None,
-    ) -> None:
-        self.gate = gate
-        self.forwarder = forwarder
-        self.catalog = catalog
-        self.sessions = sessions
+    def __init__(self, proxy: PlanfenceProxy) -> None:
+        self.proxy = proxy
+        self.gate = proxy.seam
+        self.sessions = proxy.sessions
+        self.catalog = proxy.catalog
 
-    async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> dict[str, Any]:
-        tool = params.name
+    async def handle(self, call: Call, message: dict[str, Any], inline: bool = False) -> None:
+        """Judge and forward one `tools/call`. `inline`: the caller reads the client's next
+        message only when this returns, so nothing here waits for the upstream (a call whose
+        answer needs more than writing it is finished by a task of its own)."""
+        params = rpc.params_of(message)
+        tool, args = params.get("name"), params.get("arguments")
+        if not isinstance(tool, str) or (args is not None and not isinstance(args, dict)):
+            call.fail(rpc.INVALID_PARAMS, "tools/call takes a tool name and an arguments object")
+            return
         try:
-            caller = token_agent(ctx.request)
-            if caller is not None and self.sessions is not None and caller != self.sessions.agent:
-                # The proxy reads, writes and stamps plans for its --agent: only that agent's
-                # token may use it.
-                message = f"this proxy acts for {self.sessions.agent!r}; the token is {caller!r}'s"
-                call = ToolCall(tool, params.arguments or {}, None, caller)
-                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
-                return await fit_to_tool(to_wire_result(refused.payload), tool, self.catalog)
-            if self.sessions is not None and self.sessions.serves(tool):
-                return await self.sessions.call(ctx, tool, params.arguments or {})
-            result = await self._gated_call(ctx, tool, params)
-        except Exception as exc:  # a handler exception would become a protocol error
+            if call.peer.traced or tracing.quiet():
+                result = await self._call(call, message, tool, args or {}, inline)
+            else:
+                with tracing.served(tool, rpc.meta_of(params)):
+                    result = await self._call(call, message, tool, args or {}, inline)
+        except Exception as exc:  # an exception here must not become a silent hang
             logger.exception("proxy failure on %s", tool)
             result = to_wire_result(ProxyFailure(PROXY_ERROR, tool, f"{type(exc).__name__}: {exc}"))
-        return await fit_to_tool(result, tool, self.catalog)
+        if result is not None:  # else forwarded: answered when the upstream answers
+            await self._reply(call, result, tool)
 
-    async def _gated_call(
-        self, ctx: ServerRequestContext[Any], tool: str, params: types.CallToolRequestParams
-    ) -> dict[str, Any]:
-        raw = dict(ctx.params or {})
-        meta = raw.get("_meta")
-        meta = meta if isinstance(meta, Mapping) else {}
-        call = await call_of(self.gate, tool, params.arguments, meta, by="mcp-proxy")
-        if isinstance(call, Refused):
-            return to_wire_result(call.payload)
-        caller = token_agent(ctx.request)  # the agent an OAuth access token names, if any
-        if caller is not None:
-            if call.agent is not None and call.agent != caller:
-                message = f"{META_AGENT} is {call.agent!r}; the access token is {caller!r}'s"
-                refused = await self.gate.refuse(call, AGENT_MISMATCH, message, by="mcp-proxy")
+    async def _call(
+        self, call: Call, message: dict[str, Any], tool: str, args: dict[str, Any], inline: bool
+    ) -> dict[str, Any] | None:
+        meta = rpc.meta_of(rpc.params_of(message))
+        caller, sessions = call.agent, self.sessions
+        if caller is not None and sessions is not None and caller != sessions.agent:
+            # The proxy reads, writes and stamps plans for its --agent: only that agent's token
+            # may use it.
+            text = f"this proxy acts for {sessions.agent!r}; the token is {caller!r}'s"
+            refused = await self.gate.refuse(
+                ToolCall(tool, args, None, caller), AGENT_MISMATCH, text, by="mcp-proxy"
+            )
+            return to_wire_result(refused.payload)
+        if sessions is not None and sessions.serves(tool):
+            return await sessions.call(call.peer, tool, args)
+        judged_call = await call_of(self.gate, tool, args, meta, by="mcp-proxy")
+        if isinstance(judged_call, Refused):
+            return to_wire_result(judged_call.payload)
+        if caller is not None:  # the agent an OAuth access token names
+            if judged_call.agent is not None and judged_call.agent != caller:
+                text = f"{META_AGENT} is {judged_call.agent!r}; the access token is {caller!r}'s"
+                refused = await self.gate.refuse(judged_call, AGENT_MISMATCH, text, by="mcp-proxy")
                 return to_wire_result(refused.payload)
-            call = replace(call, agent=caller)
-
-        if self.sessions is not None and call.agent is None:
+            judged_call = replace(judged_call, agent=caller)
+        if sessions is not None and judged_call.agent is None:
             # The proxy acts for its --agent: every decision on this call is that agent's, the
             # refusals that come before any plan (undeclared, missing plan) and ungated allows too.
-            call = replace(call, agent=self.sessions.agent)
+            judged_call = replace(judged_call, agent=sessions.agent)
         stamped = False
-        if self.sessions is not None and call.plan is None and META_PLAN not in meta:
-            plan = await self.sessions.plan_for(ctx, tool)
+        if sessions is not None and judged_call.plan is None and META_PLAN not in meta:
+            plan = await sessions.plan_for(call.peer, tool)
             if plan is not None:
-                call = replace(call, plan=plan)
-                stamped = True
-
-        judged = Judged(self.gate, call)
+                judged_call, stamped = replace(judged_call, plan=plan), True
+        judged = Judged(self.gate, judged_call)
         try:
-            return await self._forward_judged(ctx, judged, raw, meta, stamped)
+            return await self._forward(call, message, judged, meta, stamped, inline)
+        finally:
+            if not judged.handed:
+                await judged.release()
+
+    async def _forward(
+        self,
+        call: Call,
+        message: dict[str, Any],
+        judged: Judged,
+        meta: dict[str, Any],
+        stamped: bool,
+        inline: bool,
+    ) -> dict[str, Any] | None:
+        """The call judged and, when allowed, forwarded: its result, or None when the result
+        is written as soon as the upstream answers (`_finished`), or by a task (`_awaited`)."""
+        if not await judged.recheck():
+            return self._outcome(call, judged, stamped, None)
+        upstream = self.proxy.upstream
+        out = self._outgoing(call, message, judged, meta)
+        call.recheck = judged.recheck
+        if self._direct(call, judged):
+            call.finish = partial(self._finished, call, judged, stamped, out)
+            try:
+                if not upstream.alive:
+                    await upstream.ensure()  # a crashed upstream is restarted for the call
+                self.proxy.flight.send(call, out, None, upstream.call_timeout)
+            except UpstreamFailure as exc:
+                call.finish = call.recheck = None
+                return self._outcome(call, judged, stamped, None, exc)
+            call.note = (judged.latest, decision_wire(judged.verdict))  # as the upstream works
+            return None
+        if inline:
+            judged.handed = True  # the task releases the lease
+            call.task = self.proxy.spawn(self._awaited(call, judged, stamped, out))
+            return None
+        return await self._answer_of(call, judged, stamped, out)
+
+    async def _awaited(
+        self, call: Call, judged: Judged, stamped: bool, out: dict[str, Any]
+    ) -> None:
+        try:
+            result = await self._answer_of(call, judged, stamped, out)
         finally:
             await judged.release()
+        await self._reply(call, result, judged.call.tool)
 
-    async def _forward_judged(
-        self,
-        ctx: ServerRequestContext[Any],
-        judged: Judged,
-        raw: dict[str, Any],
-        meta: Mapping[str, Any],
-        stamped: bool,
+    async def _answer_of(
+        self, call: Call, judged: Judged, stamped: bool, out: dict[str, Any]
     ) -> dict[str, Any]:
-        tool, call = judged.call.tool, judged.call
+        """Forward the call and wait for the upstream's answer (bridged and rechecked)."""
+        try:
+            with tracing.sending(judged.call.tool, out["params"]):
+                got = await self._exchange(call, out, judged)
+        except Revoked:
+            return self._outcome(call, judged, stamped, None)
+        except UpstreamFailure as exc:
+            return self._outcome(call, judged, stamped, None, exc)
+        except InputRefused as exc:
+            text = f"the client did not answer the upstream's question: {exc.error.get('message')}"
+            return self._outcome(call, judged, stamped, None, ProxyFailure(INPUT_REFUSED, "", text))
+        finally:
+            call.recheck = None
+        return self._outcome(call, judged, stamped, got)
 
-        def refused() -> dict[str, Any]:
-            """The refusal as the model reads it: what changed, and the current values."""
-            if self.sessions is not None:
-                return to_wire_result(self.sessions.explain(ctx, judged.verdict, stamped))
-            return to_wire_result(for_model(judged.verdict))
+    def _outgoing(
+        self, call: Call, message: dict[str, Any], judged: Judged, meta: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Exactly the call that was judged, whatever else the request carried, with the
+        fencing token of its allow (never one the client sent), in the upstream's era."""
+        upstream = self.proxy.upstream
+        params = {**rpc.params_of(message), "name": judged.call.tool}
+        params["arguments"] = dict(judged.call.args)
+        sent = with_fence(meta, judged.fence_wire())
+        if call.modern and upstream.modern:
+            sent = upstream.envelope(sent)  # the proxy's identity, the client's log level
+        elif call.modern:
+            sent = {k: v for k, v in sent.items() if not k.startswith(rpc.ENVELOPE_PREFIX)}
+        else:
+            sent = _handshake_meta(sent, call, upstream)
+        if sent or "_meta" in params:
+            params["_meta"] = sent
+        return rpc.request(call.id, "tools/call", params)
 
-        if not await judged.recheck():
-            return refused()
-        # Forward exactly the call that was judged, whatever else the raw request carried, and
-        # the fencing token of its allow (never one the client sent).
-        raw["name"] = tool
-        raw["arguments"] = dict(call.args)
-        sent_meta = with_fence(meta, judged.fence_wire())
-        if sent_meta or "_meta" in raw:
-            raw["_meta"] = sent_meta
+    def _direct(self, call: Call, judged: Judged) -> bool:
+        """Whether the answer can be written the moment it comes: the client speaks the
+        upstream's era (no questions to bridge), no lease to release, no span to close."""
+        upstream = self.proxy.upstream
+        lease = getattr(judged.latest, "lease", None)
+        return call.modern == upstream.modern and lease is None and tracing.quiet()
 
-        on_progress = None
-        if meta.get(PROGRESS_TOKEN) is not None:
-
-            async def on_progress(
-                progress: float, total: float | None, message: str | None
-            ) -> None:
-                await ctx.session.report_progress(progress, total, message)
-
-        upstream = self.forwarder.upstream
-        with self.forwarder.relay.forwarding(ctx, judged.recheck, judged.fence_wire) as origin:
-            try:
-                result = await self.forwarder.forward(
-                    origin, "tools/call", raw, upstream.call_timeout, on_progress
-                )
-            except Revoked:
-                return refused()
-            except UpstreamFailure as exc:
-                if not judged.allowed:
-                    return refused()
-                return to_wire_result(ProxyFailure(exc.code, tool, str(exc), judged.decision()))
-            except InputRefused as exc:
-                if not judged.allowed:
-                    return refused()
-                message = f"the client did not answer the upstream's question: {exc.error.message}"
-                return to_wire_result(ProxyFailure(INPUT_REFUSED, tool, message, judged.decision()))
-        if not judged.allowed:
-            # Judged again mid-call (a handshake-era upstream's question) and refused: the
+    def _outcome(
+        self,
+        call: Call,
+        judged: Judged,
+        stamped: bool,
+        got: dict[str, Any] | None,
+        failure: UpstreamFailure | ProxyFailure | None = None,
+    ) -> dict[str, Any]:
+        """The result the client gets for a judged call."""
+        tool = judged.call.tool
+        if not judged.allowed or call.revoked:
+            # Refused, maybe judged again mid-call (a handshake-era upstream's question): the
             # upstream got an error instead of the answer; its result is not the client's.
-            return refused()
-        out_meta = dict(result.get("_meta") or {})
-        out_meta[META_DECISION] = judged.decision().wire()
-        result["_meta"] = out_meta
-        return result
+            if self.sessions is not None:
+                return to_wire_result(self.sessions.explain(call.peer, judged.verdict, stamped))
+            return to_wire_result(for_model(judged.verdict))
+        if isinstance(failure, ProxyFailure):
+            return to_wire_result(replace(failure, tool=tool, decision=judged.decision()))
+        if failure is not None:
+            return to_wire_result(ProxyFailure(failure.code, tool, str(failure), judged.decision()))
+        result = got.get("result") if got is not None else None
+        if not isinstance(result, dict):
+            text = error_text(got.get("error") if got is not None else None)
+            return to_wire_result(ProxyFailure(UPSTREAM_ERROR, tool, text, judged.decision()))
+        made = call.note
+        fresh = isinstance(made, tuple) and made[0] is judged.latest  # not judged again since
+        decision = made[1] if fresh else decision_wire(judged.verdict)
+        meta = result.get("_meta")
+        return {
+            **result,
+            "_meta": {**(meta if isinstance(meta, dict) else {}), META_DECISION: decision},
+        }
+
+    def _finished(
+        self,
+        call: Call,
+        judged: Judged,
+        stamped: bool,
+        out: dict[str, Any],
+        got: dict[str, Any] | None,
+        failure: UpstreamFailure | None = None,
+    ) -> None:
+        """The upstream's answer to a call forwarded directly, written at once."""
+        call.finish = call.recheck = None
+        error = got.get("error") if got is not None else None
+        if isinstance(error, dict) and error.get("code") == rpc.HEADER_MISMATCH:
+            call.task = self.proxy.spawn(self._again(call, judged, stamped, out))
+            return
+        result = self._outcome(call, judged, stamped, got, failure)
+        if META_REFUSAL in result["_meta"]:  # a refusal or failure, fitted to the tool first
+            call.task = self.proxy.spawn(self._reply(call, result, judged.call.tool))
+        else:
+            call.reply(result)
+
+    async def _again(self, call: Call, judged: Judged, stamped: bool, out: dict[str, Any]) -> None:
+        """The upstream's tools changed since they were listed (a 2026-era HTTP upstream checks
+        the headers their schemas declare): list them again and resend once."""
+        await self.catalog.refresh()
+        call.recheck = judged.recheck
+        try:
+            got = await self._exchange(call, out, judged)
+        except UpstreamFailure as exc:
+            result = self._outcome(call, judged, stamped, None, exc)
+        else:
+            result = self._outcome(call, judged, stamped, got)
+        finally:
+            call.recheck = None
+        await self._reply(call, result, judged.call.tool)
+
+    async def _reply(self, call: Call, result: dict[str, Any], tool: str) -> None:
+        result = await fit_to_tool(result, tool, self.catalog)
+        call.reply(to_client(result, "tools/call", call.modern, self.proxy.upstream))
+
+    async def _exchange(self, call: Call, out: dict[str, Any], judged: Judged) -> dict[str, Any]:
+        timeout = self.proxy.upstream.call_timeout
+        got = await exchange(
+            self.proxy, call, out, timeout, recheck=judged.recheck, fence=judged.fence_wire
+        )
+        failure = got.get("error")
+        if isinstance(failure, dict) and failure.get("code") == rpc.HEADER_MISMATCH:
+            await self.catalog.refresh()  # see `_again`
+            got = await exchange(
+                self.proxy, call, out, timeout, recheck=judged.recheck, fence=judged.fence_wire
+            )
+        return got
+
+
+def _handshake_meta(sent: dict[str, Any], call: Call, upstream: Any) -> dict[str, Any]:
+    """A handshake-era client's `_meta`, for the upstream's era."""
+    if not upstream.modern:
+        return sent
+    from .relay import DEFAULT_LEGACY_LOG_LEVEL
+
+    out = upstream.envelope(sent)
+    out[rpc.LOG_LEVEL] = call.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL
+    return dict(out)

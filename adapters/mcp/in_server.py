@@ -24,13 +24,15 @@ import anyio
 
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
+    Allowed,
     AuditMode,
     Gate,
+    Judgement,
     Middleware,
     Policy,
     Refused,
 )
-from planfence.plugins.gate.fence import TokenSigner
+from planfence.plugins.gate.fence import TokenSigner, bound
 from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 from planfence.shared_memory.factory import sqlite_on_loop
@@ -43,8 +45,8 @@ from mcp_types.methods import serialize_server_result
 
 from ..base import Adapter
 from .catalog import ToolCatalog
-from .meta import META_DECISION, call_of
-from .results import fit_to_tool, for_model, to_wire_result
+from .meta import META_DECISION
+from .results import call_of, decision_wire, fit_to_tool, for_model, to_wire_result
 
 PolicySource = Policy | Mapping[str, Any] | str | os.PathLike[str]
 
@@ -75,6 +77,7 @@ class ToolJudge(Adapter):
         store, policy, gate, middleware, audit, signing_key: the gate's settings, as for
             `Adapter.attach_gate` (a store URL is opened here, a SQLite one with its calls on the
             server's event loop: see `sqlite_on_loop`; the policy may be a TOML file's path).
+            Call `aclose()` when the server stops.
         agent: who calls, when a call's `_meta` does not say.
     """
 
@@ -120,15 +123,29 @@ class ToolJudge(Adapter):
     ) -> AsyncIterator[tuple[dict[str, Any] | None, dict[str, Any]]]:
         """`judge`, for a tool that runs inside the block: with the allow's fencing token as
         `planfence.fence.current()`, and its lease held until the block ends."""
+        judged = await self.judged(tool, args, meta)
+        if not isinstance(judged, Allowed):
+            yield self.refusal(judged), {}
+            return
+        try:
+            with bound(judged.fence):
+                yield None, decision_wire(judged.verdict)
+        finally:
+            if judged.lease is not None:
+                await self.gate.release(judged)
+
+    async def judged(
+        self, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+    ) -> Judgement:
+        """The gate's judgement of a `tools/call` (an allow may hold a lease: release it)."""
         call = await call_of(self.gate, tool, args, meta, by="mcp-server")
         if isinstance(call, Refused):
-            yield to_wire_result(call.payload), {}
-            return
-        async with self.gate.guard(call) as judged:
-            if isinstance(judged, Refused):
-                yield to_wire_result(for_model(judged.verdict)), {}
-            else:
-                yield None, judged.payload.wire()
+            return call
+        return await self.gate.judge(call)
+
+    def refusal(self, judged: Refused) -> dict[str, Any]:
+        """A refusal as the proxy answers it (a replan's says what changed, and how)."""
+        return to_wire_result(for_model(judged.verdict))
 
     async def fit(self, refusal: dict[str, Any], tool: str) -> dict[str, Any]:
         return await fit_to_tool(refusal, tool, self.catalog)
@@ -150,10 +167,13 @@ class ToolJudge(Adapter):
 
 
 def with_decision(result: Mapping[str, Any], decision: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(result)
-    meta = out.get("_meta")
-    out["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), META_DECISION: dict(decision)}
-    return out
+    meta = result.get("_meta")
+    return {
+        **result,
+        "_meta": {**meta, META_DECISION: decision}
+        if isinstance(meta, Mapping)
+        else {META_DECISION: decision},
+    }
 
 
 class PlanfenceServerMiddleware(ToolJudge):
@@ -176,18 +196,23 @@ class PlanfenceServerMiddleware(ToolJudge):
         tool = params.get("name")
         if not isinstance(tool, str):
             return await call_next(ctx)  # the SDK answers a malformed call itself
-        args = params.get("arguments")
-        meta = params.get("_meta")
-        async with self.guard(
+        args, meta = params.get("arguments"), params.get("_meta")
+        judged = await self.judged(
             tool,
             args if isinstance(args, Mapping) else None,
             meta if isinstance(meta, Mapping) else None,
-        ) as (refusal, decision):
-            if refusal is None:
-                result = await call_next(ctx)
-                if isinstance(result, Mapping):
-                    return with_decision(result, decision)
-                return result
+        )
+        if isinstance(judged, Allowed):  # the tool runs with the fencing token, holding the lease
+            try:
+                with bound(judged.fence):
+                    result = await call_next(ctx)
+            finally:
+                if judged.lease is not None:
+                    await self.gate.release(judged)
+            if isinstance(result, Mapping):
+                return with_decision(result, decision_wire(judged.verdict))
+            return result
+        refusal = self.refusal(judged)
         if not self.catalog.loaded:
             listed = await call_next(_listing(ctx))
             if isinstance(listed, Mapping):

@@ -1,23 +1,18 @@
-"""The `_meta` keys planfence reads and writes, and what of a request's `_meta` is forwarded.
+"""The `_meta` keys planfence reads and writes.
 
-Keys under `io.modelcontextprotocol/` belong to one connection (protocol version, client info,
-the progress token's connection) and are never forwarded; every other key is, the planfence keys
-included, so an upstream can log which plan authorised its call. On a `tools/call`,
-`dev.planfence/fence` is written by the gate only (the fencing token of the allow): a client's
-own value is replaced, or dropped.
-
-`call_of` is the one translation of a `tools/call` into the gate's `ToolCall`, for the proxy and
-the in-server gates alike.
+The proxy forwards a request's `_meta` as it came, the planfence keys included, so an upstream
+can log which plan authorised its call. On a `tools/call` the 2026-era envelope (keys under
+`io.modelcontextprotocol/`) names the proxy, not the client (the client's own log-level opt-in
+stays), and `dev.planfence/fence` is written by the gate only (the fencing token of the allow):
+a client's own value is replaced, or dropped. `forwardable_meta` is what an application that
+makes its own upstream connection should forward of a client's `_meta`: everything but the
+connection's envelope and progress token.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from planfence.plugins.gate import GateMiddleware, Refused, ToolCall
-from planfence.shared_memory import PlanfenceError
-from planfence.shared_memory.records import validate_agent
 
 META_PLAN = "dev.planfence/plan"
 META_AGENT = "dev.planfence/agent"
@@ -26,28 +21,10 @@ META_REFUSAL = "dev.planfence/refusal"
 META_FENCE = "dev.planfence/fence"
 RESERVED_PREFIX = "io.modelcontextprotocol/"
 PROGRESS_TOKEN = "progressToken"
-# The one reason code the MCP adapters add to the gate's: `_meta` planfence keys of the wrong type.
+# The reason codes the MCP adapters add to the gate's: `_meta` planfence keys of the wrong type,
+# and an agent that is not the one the caller's OAuth access token names.
 MALFORMED_META = "malformed_meta"
-
-
-async def call_of(
-    gate: GateMiddleware,
-    tool: str,
-    args: Mapping[str, Any] | None,
-    meta: Mapping[str, Any] | None,
-    *,
-    by: str,
-) -> ToolCall | Refused:
-    """The gate's view of a `tools/call`: the plan and agent from its `_meta`. An agent id that
-    is not one is refused with `malformed_meta`, on the record (`by` names who refused)."""
-    meta = meta if isinstance(meta, Mapping) else {}
-    call = ToolCall(tool, dict(args or {}), meta.get(META_PLAN), meta.get(META_AGENT))
-    if call.agent is not None:
-        try:
-            validate_agent(call.agent)
-        except PlanfenceError as exc:
-            return await gate.refuse(call, MALFORMED_META, f"{META_AGENT}: {exc}", by=by)
-    return call
+AGENT_MISMATCH = "agent_mismatch"
 
 
 def with_fence(meta: Mapping[str, Any], token: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -69,14 +46,3 @@ def forwardable_meta(meta: Any) -> dict[str, Any] | None:
         if isinstance(k, str) and not k.startswith(RESERVED_PREFIX) and k != PROGRESS_TOKEN
     }
     return out or None
-
-
-def clean_result_meta(result: dict[str, Any]) -> dict[str, Any]:
-    meta = result.get("_meta")
-    if isinstance(meta, Mapping):
-        kept = {k: v for k, v in meta.items() if not str(k).startswith(RESERVED_PREFIX)}
-        if kept:
-            result["_meta"] = kept
-        else:
-            result.pop("_meta", None)
-    return result

@@ -49,10 +49,10 @@ from starlette.routing import Route
 from planfence.shared_memory import ConfigError, InvalidKeyError
 from planfence.shared_memory.records import validate_agent
 
+from .meta import AGENT_MISMATCH as AGENT_MISMATCH  # a token naming another agent
+
 logger = logging.getLogger("planfence.mcp")
 
-AGENT_MISMATCH = "agent_mismatch"
-"""The refusal reason of a call whose `_meta` agent is not the one its access token names."""
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 ASYMMETRIC = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
@@ -291,9 +291,41 @@ def _parse_jwks(data: Any) -> tuple[dict[str, jwt.PyJWK], jwt.PyJWK | None]:
     return keys, usable[0] if len(usable) == 1 else None
 
 
+def protect(app: Any, server: ResourceServer, verifier: JwtVerifier) -> Any:
+    """`app` (the proxy's HTTP front) behind the SDK's resource-server pieces: the bearer token
+    checked by `verifier`, 401 with the metadata's URL without one, and the protected resource
+    metadata served at both well-known paths."""
+    from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+    from mcp.server.auth.routes import create_protected_resource_routes
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.authentication import AuthenticationMiddleware
+
+    settings = server.settings()
+    assert settings.resource_server_url is not None
+    scopes, metadata = list(server.scopes), server.metadata_url()
+    routes = [
+        Route("/mcp", endpoint=RequireAuthMiddleware(app, scopes, AnyHttpUrl(metadata))),
+        *create_protected_resource_routes(
+            resource_url=settings.resource_server_url,
+            authorization_servers=[settings.issuer_url],
+            scopes_supported=settings.required_scopes,
+        ),
+        server.root_metadata_route(),
+    ]
+    backend = BearerAuthBackend(verifier)
+    return Starlette(
+        routes=routes, middleware=[Middleware(AuthenticationMiddleware, backend=backend)]
+    )
+
+
 def token_agent(request: object) -> str | None:
     """The agent the request's validated access token names (None: no token auth)."""
-    scope = getattr(request, "scope", None)
+    return scope_agent(getattr(request, "scope", None))
+
+
+def scope_agent(scope: object) -> str | None:
+    """The agent the validated access token of an ASGI request `scope` names."""
     user = scope.get("user") if isinstance(scope, Mapping) else None
     if not isinstance(user, AuthenticatedUser):
         return None

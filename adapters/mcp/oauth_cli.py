@@ -64,6 +64,8 @@ def _seconds(text: str) -> float:
 
 def auth_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `serve` keyword arguments for these options."""
+    if args.auth_issuer is None and args.auth_audience is None and args.auth_jwks is None:
+        return {"resource_server": None}  # (the OAuth pieces take long to import)
     from .oauth import resource_server
 
     host = f"[{args.host}]" if ":" in args.host else args.host

@@ -1,433 +1,432 @@
 """What the upstream sends the proxy's clients besides the answers to their requests.
 
-    upstream --(sampling, elicitation, roots, logs, change notices)--> proxy --> the right client
+    upstream --(sampling, elicitation, roots, progress, logs, change notices)--> the right client
 
 One upstream connection serves every client of the proxy, so each message from the upstream has
-to find its client:
+to find its client, and passes to it as it came:
 
 - A request the upstream makes while serving a forwarded request (sampling, elicitation, roots)
-  is sent to the client whose request it is, as part of that request (`related_request_id`: over
-  streamable HTTP it rides that request's response stream). Over a streamable-HTTP upstream the
-  association is exact; over a stdio upstream the wire carries none, so the proxy uses the one
-  forwarded request in flight, or the latest one if all in-flight requests come from the same
-  client. A request that comes while no forwarded request is in flight (the filesystem server
-  asks for roots as soon as it is initialized, and again when they change) goes to the proxy's
-  client when it has exactly one (a stdio front), outside any request, once that client has
+  goes to the client whose request it is, as part of that request (over streamable HTTP it rides
+  that request's response stream). Over a streamable-HTTP upstream the association is exact; over
+  a stdio upstream the wire carries none, so the proxy uses the one forwarded request in flight,
+  or the latest one if all in-flight requests come from the same client. A request that comes
+  while none is in flight (the filesystem server asks for roots as soon as it is initialized)
+  goes to the proxy's client when it has exactly one (a stdio front), once that client has
   finished its handshake. When requests of several clients are in flight, or the client cannot
-  answer (it did not
-  declare the capability, or it speaks the 2026-07-28 protocol, which has no server-to-client
-  requests), the upstream gets the error the client's SDK would have given it: INVALID_REQUEST,
-  "<capability> not supported".
-- A 2026-era upstream asks through an `input_required` result instead. A 2026-era client gets that
-  result as is and answers it itself (its retry is a new `tools/call`, gated again); for a
-  handshake-era client the proxy asks the client these questions as ordinary requests and retries
-  the upstream call with the answers.
+  answer (it did not declare the capability, or it speaks the 2026-07-28 protocol, which has no
+  server-to-client requests), the upstream gets the error the client's SDK would have given it:
+  INVALID_REQUEST, "<capability> not supported". For a gated call, the client's answer is handed
+  over only if the call is still allowed (`Call.recheck`).
+- Progress goes to the request whose progress token it names.
 - Log messages go to the client whose request produced them, filtered by that client's own
-  log-level choice; a log known to come from a request that has since finished goes to that
-  request's client alone (outside the request) or nowhere, never to whoever is in flight; logs
-  not tied to any request go to every handshake-era client.
+  log-level choice (a 2026-era request's opt-in); a log known to come from a request that has
+  since finished goes to that request's client alone (outside the request) or nowhere; logs tied
+  to no request go to every handshake-era client.
 - A URL-mode elicitation's completion notice goes to the client that elicitation was sent to,
   and nowhere if the proxy did not send it.
 - List-changed and resource-updated notices go to every client: as notifications to
   handshake-era clients (resource updates only to those that subscribed to the resource), and as
-  events on `subscriptions/listen` streams to 2026-era clients.
+  events on `subscriptions/listen` streams to 2026-era clients. A 2026-era upstream sends them
+  only on a listen stream: the proxy keeps one open to it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
-
-import anyio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from planfence.shared_memory.extras import extra_imports
 
+from . import jsonrpc as rpc
+from .peers import Call, Peer
+from .upstream import UpstreamFailure
+
 with extra_imports("mcp", "the MCP proxy"):
-    import mcp  # noqa: F401  (the `mcp` extra)
+    from ._extra import require
 
-import mcp_types as types
-from mcp.client.session import ClientRequestContext
-from mcp.server.connection import allowed_log_levels
-from mcp.server.context import ServerRequestContext
-from mcp.server.subscriptions import (
-    InMemorySubscriptionBus,
-    PromptsListChanged,
-    ResourcesListChanged,
-    ResourceUpdated,
-    ServerEvent,
-    ToolsListChanged,
-)
-from mcp.server.validation import wants_sampling_tools
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import ServerMessageMetadata
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-from pydantic import TypeAdapter, ValidationError
+    require()
 
-from .peers import (
-    DEFAULT_LEGACY_LOG_LEVEL,
-    ORIGIN,
-    Origin,
-    Peer,
-    is_modern,
-    levels_from,
-)
+if TYPE_CHECKING:
+    from .proxy import PlanfenceProxy
 
 logger = logging.getLogger("planfence.mcp")
 
 # The error a handshake-era upstream gets instead of the client's answer when the call that
 # asked is no longer allowed by the gate.
 REVOKED_MESSAGE = "planfence: the call is no longer allowed (its plan went stale); answer withheld"
-
-_CAPABILITY_NAMES = {
+CAPABILITY = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation"}
+CAPABILITY_NAMES = {
     "sampling/createMessage": "Sampling",
     "elicitation/create": "Elicitation",
     "roots/list": "List roots",
 }
-
-
-def _unsupported(method: str) -> types.ErrorData:
-    # The answer the official client SDK gives when the capability is missing.
-    name = _CAPABILITY_NAMES.get(method, method)
-    return types.ErrorData(code=types.INVALID_REQUEST, message=f"{name} not supported")
-
-
-def _required_capability(request: types.InputRequest) -> types.ClientCapabilities:
-    if isinstance(request, types.CreateMessageRequest):
-        p = request.params
-        with_tools = wants_sampling_tools(p.tools, p.tool_choice)
-        tools = types.SamplingToolsCapability() if with_tools else None
-        return types.ClientCapabilities(sampling=types.SamplingCapability(tools=tools))
-    if isinstance(request, types.ElicitRequest):
-        return types.ClientCapabilities(elicitation=types.ElicitationCapability())
-    return types.ClientCapabilities(roots=types.RootsCapability())
-
-
-_RESULT_TYPES: dict[str, Any] = {
-    "elicitation/create": types.ElicitResult,
-    "roots/list": types.ListRootsResult,
+CHANGES = {
+    "notifications/tools/list_changed": "toolsListChanged",
+    "notifications/prompts/list_changed": "promptsListChanged",
+    "notifications/resources/list_changed": "resourcesListChanged",
 }
+UPDATED = "notifications/resources/updated"
+MAX_URL_ELICITATIONS = 1024
+DEFAULT_LEGACY_LOG_LEVEL = "debug"  # a handshake-era client gets every level until it sets one
+
+
+def unsupported(method: str) -> dict[str, Any]:
+    """The answer the official client SDK gives when a capability is missing."""
+    name = CAPABILITY_NAMES.get(method, method)
+    return {"code": rpc.INVALID_REQUEST, "message": f"{name} not supported"}
+
+
+def _capable(peer: Peer, method: str, params: Mapping[str, Any]) -> bool:
+    if peer.modern:
+        return False
+    if method == "roots/list":
+        return peer.can("roots")
+    if method == "sampling/createMessage" and (params.get("tools") or params.get("toolChoice")):
+        sampling = peer.capabilities.get("sampling")
+        return isinstance(sampling, dict) and isinstance(sampling.get("tools"), dict)
+    return peer.can(CAPABILITY.get(method, method))
 
 
 class Relay:
-    """Tracks the proxy's clients and their forwarded requests, and delivers upstream messages."""
+    """Routes the upstream's requests and notifications; serves subscriptions and listen
+    streams. `single_client`: the proxy has exactly one client (a stdio front)."""
 
-    def __init__(self, ask_timeout: float | None = None, *, single_client: bool = False) -> None:
-        # Seconds a client gets to answer one upstream question (None: no limit).
-        self.ask_timeout = ask_timeout
-        # A stdio front has exactly one client: the upstream's requests made outside any
-        # forwarded request go to it.
+    def __init__(self, proxy: PlanfenceProxy, *, single_client: bool, ask_timeout: float | None):
+        self.proxy = proxy
         self.single_client = single_client
-        # Set once the first client's era is known (a handshake-era client: its handshake done).
-        self._first_client = anyio.Event()
-        self._peers: dict[int, tuple[Any, Peer]] = {}
-        self._in_flight: dict[int, Origin] = {}
-        # URL-mode elicitations by id: the client each went to, which alone gets its completion.
-        self._url_elicitations: dict[str, Peer] = {}
-        # 2026-era clients' `subscriptions/listen` streams read change events from here.
-        self.bus = InMemorySubscriptionBus()
-        # Called with a client connection that closed (the proxy releases its subscriptions).
-        self.on_forget: Callable[[Peer], None] | None = None
+        self.ask_timeout = ask_timeout
+        self.first_client = asyncio.Event()  # the first client's era is known
+        self.watchers: dict[str, int] = {}  # resource -> clients subscribed to it
+        self.listeners: dict[int, tuple[Call, dict[str, Any], frozenset[str]]] = {}
+        self.url_elicitations: dict[str, Peer] = {}
 
-    # -- clients and their requests -------------------------------------------------------------
+    # -- which request a message belongs to ---------------------------------------------------
 
-    def peer(self, ctx: ServerRequestContext[Any]) -> Peer:
-        """The client connection a request arrived on (registered for notices if it has a
-        connection-wide channel, i.e. speaks the handshake era)."""
-        session = ctx.session
-        if is_modern(ctx.protocol_version):
-            # Each 2026-era request stands alone: notices reach these clients on listen streams.
-            self._first_client.set()
-            return Peer(session, ctx.protocol_version)
-        connection = getattr(session, "_connection", None) or session
-        key = id(connection)
-        known = self._peers.get(key)
-        if known is not None and known[0] is connection:
-            peer = known[1]
-            peer.session = session
-            peer.protocol_version = ctx.protocol_version
-            return peer
-        peer = Peer(session, ctx.protocol_version)
-        self._peers[key] = (connection, peer)
-        stack = getattr(connection, "exit_stack", None)
-        if stack is not None:
-            stack.callback(self._forget, key, connection)
-        self._first_client.set()
-        return peer
+    def origin(self, related: Any) -> Call | None:
+        """The client request an upstream message belongs to, or None if that cannot be told.
+        A message known to belong to a request that has finished has none."""
+        if isinstance(related, Call):
+            return related if related.peer.calls.get(related.id) is related else None
+        live = self.in_flight()
+        if not live:
+            return None
+        last = live[-1]
+        return last if all(c.peer is last.peer for c in live) else None
 
-    async def client_initialized(self, ctx: ServerRequestContext[Any], params: Any) -> None:
-        """A client finished its handshake (`notifications/initialized`): from now on it can be
-        asked the upstream's questions."""
-        self.peer(ctx)
+    def in_flight(self) -> list[Call]:
+        return [c for c in self.proxy.upstream.pending.values() if isinstance(c, Call)]
+
+    def handshake_peers(self) -> list[Peer]:
+        return [p for p in self.proxy.peers if not p.modern and p.session and not p.closed]
+
+    # -- from the upstream --------------------------------------------------------------------
+
+    def on_message(self, message: dict[str, Any], raw: bytes | None, related: Any) -> None:
+        if "id" in message:
+            self.proxy.spawn(self._asked(message, raw, related))
+            return
+        method = message["method"]
+        params = rpc.params_of(message)
+        if method == "notifications/progress":
+            self._progress(params, raw)
+        elif method == "notifications/message":
+            self._log(params, raw, related)
+        elif method in CHANGES or method == UPDATED:
+            self.publish(method, params.get("uri"), raw)
+        elif method == "notifications/elicitation/complete":
+            peer = self.url_elicitations.pop(str(params.get("elicitationId")), None)
+            if peer is not None and not peer.closed:
+                peer.forward(raw or rpc.encode(message))
+        elif method == "notifications/cancelled":
+            self._cancelled(params)
+        elif method != "notifications/subscriptions/acknowledged":
+            origin = self.origin(related)
+            only = self.handshake_peers()
+            if origin is not None:
+                origin.peer.forward(raw or rpc.encode(message), origin)
+            elif self.single_client and len(only) == 1:
+                only[0].forward(raw or rpc.encode(message))
+
+    def _progress(self, params: dict[str, Any], raw: bytes | None) -> None:
+        call = self.proxy.flight.tokens.get(params.get("progressToken"))
+        if call is None or call.peer.calls.get(call.id) is not call:
+            return
+        if call.token != call.upstream_token:
+            out = {**params, "progressToken": call.token}
+            call.peer.send(rpc.notification("notifications/progress", out), call)
+        else:
+            notice = raw or rpc.encode(rpc.notification("notifications/progress", params))
+            call.peer.forward(notice, call)
+
+    def _log(self, params: dict[str, Any], raw: bytes | None, related: Any) -> None:
+        level = params.get("level")
+        data = raw or rpc.encode(rpc.notification("notifications/message", params))
+        origin = self.origin(related)
+        if origin is not None:
+            if origin.modern or origin.peer.modern:
+                allowed = rpc.levels_from(origin.log_level) if origin.log_level else frozenset()
+            else:
+                allowed = rpc.levels_from(origin.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL)
+            if level in allowed:
+                origin.peer.forward(data, origin)
+            return
+        if isinstance(related, Call):
+            # Its request is over: to the same client, outside the request, or nowhere.
+            peer = related.peer
+            wanted = rpc.levels_from(peer.log_level or DEFAULT_LEGACY_LOG_LEVEL)
+            if not peer.modern and peer.session and not peer.closed and level in wanted:
+                peer.forward(data)
+            return
+        if self.in_flight():
+            logger.debug("log message from the upstream matches no single client; dropped")
+            return
+        for peer in self.handshake_peers():
+            if level in rpc.levels_from(peer.log_level or DEFAULT_LEGACY_LOG_LEVEL):
+                peer.forward(data)
+
+    def _cancelled(self, params: dict[str, Any]) -> None:
+        """The upstream gave up a question it asked a client: so does the proxy."""
+        asked = params.get("requestId")
+        for peer in self.proxy.peers:
+            for client_id, (waiter, upstream_id) in list(peer.asked.items()):
+                if upstream_id == asked and not waiter.done():
+                    waiter.set_result(
+                        (rpc.error(client_id, rpc.REQUEST_TIMEOUT, "cancelled"), None)
+                    )
+                    peer.send(
+                        rpc.notification(
+                            "notifications/cancelled", {**params, "requestId": client_id}
+                        )
+                    )
+
+    async def _asked(self, message: dict[str, Any], raw: bytes | None, related: Any) -> None:
+        """A request from the upstream: answered by the client it belongs to."""
+        upstream_id, method = message["id"], message["method"]
+        params = rpc.params_of(message)
+        if method == "ping":
+            self._answer_upstream(rpc.result(upstream_id, {}))
+            return
+        origin = self.origin(related)
+        peer = origin.peer if origin is not None else await self._only_client()
+        if peer is None:
+            logger.warning("%s from the upstream matches no single client request; refused", method)
+            self._answer_upstream(rpc.error(upstream_id, **unsupported(method)))
+            return
+        answer, answer_raw = await self.ask(peer, origin, method, params, raw, upstream_id)
+        judged = origin.recheck if origin is not None else None
+        if judged is not None and "result" in answer and not await judged():
+            assert origin is not None
+            origin.revoked = True
+            answer = rpc.error(upstream_id, rpc.INVALID_REQUEST, REVOKED_MESSAGE)
+            answer_raw = None
+        if answer.get("id") != upstream_id:
+            answer, answer_raw = {**answer, "id": upstream_id}, None
+        self._answer_upstream(answer, answer_raw)
+
+    def _answer_upstream(self, message: dict[str, Any], raw: bytes | None = None) -> None:
+        try:
+            self.proxy.upstream.send(message, raw)
+        except UpstreamFailure:
+            logger.debug("could not answer the upstream: it went away")
 
     async def _only_client(self) -> Peer | None:
-        """The proxy's one client (a stdio front), waiting for its handshake; None when the
+        """The proxy's one client (a stdio front), once its handshake is done; None when the
         proxy may have several clients, or its client cannot be asked (a 2026-era client)."""
         if not self.single_client:
             return None
         try:
-            with anyio.fail_after(self.ask_timeout):
-                await self._first_client.wait()
+            await asyncio.wait_for(self.first_client.wait(), self.ask_timeout)
         except TimeoutError:
             return None
-        peers = self.peers()
+        peers = self.handshake_peers()
         return peers[0] if len(peers) == 1 else None
 
-    def _forget(self, key: int, connection: Any) -> None:
-        known = self._peers.get(key)
-        if known is not None and known[0] is connection:
-            del self._peers[key]
-            gone = known[1]
-            for elicitation, peer in list(self._url_elicitations.items()):
-                if peer is gone:
-                    del self._url_elicitations[elicitation]
-            if self.on_forget is not None:
-                self.on_forget(gone)
-
-    def peers(self) -> list[Peer]:
-        return [peer for _, peer in self._peers.values()]
-
-    @contextmanager
-    def forwarding(
+    async def ask(
         self,
-        ctx: ServerRequestContext[Any],
-        recheck: Callable[[], Awaitable[bool]] | None = None,
-        fence: Callable[[], Mapping[str, Any] | None] | None = None,
-    ) -> Iterator[Origin]:
-        """Mark a client request as being forwarded upstream, for the duration of the block."""
-        origin = Origin(ctx, self.peer(ctx), recheck, fence)
-        key = id(origin)
-        self._in_flight[key] = origin
-        token = ORIGIN.set(origin)
-        try:
-            yield origin
-        finally:
-            ORIGIN.reset(token)
-            self._in_flight.pop(key, None)
-
-    def current_origin(self) -> Origin | None:
-        """The client request an upstream message belongs to, or None if that cannot be told.
-
-        When the message is known to belong to one request (it arrived in that request's
-        context, as over a streamable-HTTP upstream) and that request has finished, the answer
-        is None: another client's request in flight is never a stand-in for it.
-        """
-        origin = ORIGIN.get()
-        if origin is not None:
-            return origin if self._in_flight.get(id(origin)) is origin else None
-        live = list(self._in_flight.values())
-        if not live:
-            return None
-        last = live[-1]
-        if all(o.peer is last.peer for o in live):
-            return last
-        return None
-
-    # -- requests from the upstream -------------------------------------------------------------
-
-    async def ask(self, origin: Origin | None, request: types.InputRequest) -> Any:
-        """Put one upstream question to the client; its result, or the error to answer with."""
-        related: types.RequestId | None = None
-        if origin is not None:
-            peer, session, related = origin.peer, origin.ctx.session, origin.ctx.request_id
+        peer: Peer,
+        origin: Call | None,
+        method: str,
+        params: dict[str, Any],
+        raw: bytes | None = None,
+        preferred: Any = None,
+    ) -> tuple[dict[str, Any], bytes | None]:
+        """Put one question to a client: its answer (a response message, and its bytes), or
+        the error message to answer with instead."""
+        if not _capable(peer, method, params):
+            return rpc.error(preferred, **unsupported(method)), None
+        client_id = peer.new_id(preferred)
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        peer.asked[client_id] = (waiter, preferred)
+        if method == "elicitation/create" and params.get("mode") == "url":
+            self._remember_url_elicitation(params.get("elicitationId"), peer)
+        if raw is not None and client_id == preferred:
+            peer.forward(raw, origin)
         else:
-            only = await self._only_client()
-            if only is None:
-                logger.warning(
-                    "%s from the upstream matches no single client request; refused",
-                    request.method,
-                )
-                return _unsupported(request.method)
-            peer, session = only, only.session  # outside any request, on the connection
-        if peer.modern or not session.check_client_capability(_required_capability(request)):
-            return _unsupported(request.method)
-        if isinstance(request, types.CreateMessageRequest):
-            p = request.params
-            result_type: Any = (
-                types.CreateMessageResultWithTools
-                if wants_sampling_tools(p.tools, p.tool_choice)
-                else types.CreateMessageResult
-            )
-        else:
-            result_type = _RESULT_TYPES[request.method]
-        if (
-            isinstance(request, types.ElicitRequest)
-            and isinstance(request.params, types.ElicitRequestURLParams)
-            and request.params.elicitation_id is not None
-        ):
-            self._remember_url_elicitation(request.params.elicitation_id, peer)
-        metadata = None if related is None else ServerMessageMetadata(related_request_id=related)
+            peer.send(rpc.request(client_id, method, params), origin)
         try:
-            with anyio.fail_after(self.ask_timeout):
-                return await session.send_request(request, result_type, metadata=metadata)
+            answer, answer_raw = await asyncio.wait_for(waiter, self.ask_timeout)
         except TimeoutError:
-            return types.ErrorData(
-                code=REQUEST_TIMEOUT,
-                message=f"the client did not answer {request.method} in {self.ask_timeout} s",
-            )
-        except MCPError as exc:
-            return exc.error
-        except ValidationError:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message="the client answered with an invalid result"
-            )
-        except Exception as exc:  # the client went away mid-question, or its transport failed
-            logger.debug("could not ask the client %s", request.method, exc_info=True)
-            return types.ErrorData(
-                code=CONNECTION_CLOSED,
-                message=f"could not ask the client {request.method}: {type(exc).__name__}",
-            )
+            message = f"the client did not answer {method} in {self.ask_timeout} s"
+            return rpc.error(preferred, rpc.REQUEST_TIMEOUT, message), None
+        finally:
+            peer.asked.pop(client_id, None)
+        if not isinstance(answer.get("result"), dict) and "error" not in answer:
+            return rpc.error(preferred, rpc.INTERNAL_ERROR, "the client answered oddly"), None
+        return answer, answer_raw
 
-    async def ask_mid_call(self, request: types.InputRequest) -> Any:
-        """A handshake-era upstream's question asked while it serves a forwarded request.
+    def answered(self, peer: Peer, message: dict[str, Any], raw: bytes | None) -> None:
+        """A client's answer to a question the proxy put to it."""
+        found = peer.asked.get(message.get("id")) if rpc.valid_id(message.get("id")) else None
+        if found is not None and not found[0].done():
+            found[0].set_result((message, raw))
 
-        The client may take long to answer (a human reading an elicitation), and the plan that
-        authorised a gated call may go stale meanwhile: the call is judged again once the client
-        has answered, and if it is no longer allowed the upstream gets an error instead of the
-        answer, so the tool does not go on with it. (An error, not an elicitation "cancel": a
-        cancel is an ordinary user choice a tool may carry on past, and sampling and roots have
-        no such answer.) The proxy then returns the refusal, not the upstream's result.
-        """
-        origin = self.current_origin()
-        answer = await self.ask(origin, request)
-        if (
-            origin is not None
-            and origin.recheck is not None
-            and not isinstance(answer, types.ErrorData)
-            and not await origin.recheck()
-        ):
-            return types.ErrorData(code=types.INVALID_REQUEST, message=REVOKED_MESSAGE)
-        return answer
-
-    async def on_sampling(
-        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> Any:
-        return await self.ask_mid_call(types.CreateMessageRequest(params=params))
-
-    async def on_elicitation(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> Any:
-        return await self.ask_mid_call(types.ElicitRequest(params=params))
-
-    async def on_list_roots(self, context: ClientRequestContext) -> Any:
-        return await self.ask_mid_call(types.ListRootsRequest())
-
-    async def answer_input_requests(
-        self, origin: Origin, requests: Mapping[str, Any]
-    ) -> dict[str, Any] | types.ErrorData:
+    async def answer_inputs(self, call: Call, requests: Mapping[str, Any]) -> dict[str, Any]:
         """Answers to a 2026-era upstream's `inputRequests`, asked of a handshake-era client:
-        the `inputResponses` to retry with, or the first refusal."""
-        parsed: dict[str, types.InputRequest] = {}
-        for key, raw in requests.items():
-            try:
-                parsed[key] = _INPUT_REQUEST.validate_python(raw)
-            except ValidationError:
-                return types.ErrorData(
-                    code=types.INVALID_PARAMS, message=f"malformed input request {key!r}"
-                )
+        the `inputResponses` to retry with, or (`"error"`) the first refusal."""
         answers: dict[str, Any] = {}
-        refused: list[types.ErrorData] = []
 
-        async def one(key: str, request: types.InputRequest, scope: anyio.CancelScope) -> None:
-            answer = await self.ask(origin, request)
-            if isinstance(answer, types.ErrorData):
-                refused.append(answer)
-                scope.cancel()
-            else:
-                answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        async def one(key: str, request: Any) -> None:
+            if not isinstance(request, Mapping) or not isinstance(request.get("method"), str):
+                raise _Refusal({"code": rpc.INVALID_PARAMS, "message": f"malformed input {key!r}"})
+            params = request.get("params")
+            got, _ = await self.ask(
+                call.peer, call, request["method"], dict(params) if isinstance(params, dict) else {}
+            )
+            if "error" in got:
+                raise _Refusal(got["error"])
+            answers[key] = got["result"]
 
-        async with anyio.create_task_group() as tg:
-            for key, request in parsed.items():
-                tg.start_soon(one, key, request, tg.cancel_scope)
-        return refused[0] if refused else answers
-
-    # -- notifications from the upstream --------------------------------------------------------
-
-    def _remember_url_elicitation(self, elicitation_id: str, peer: Peer) -> None:
-        if len(self._url_elicitations) >= _MAX_URL_ELICITATIONS:
-            # Completions that never came: forget the oldest rather than grow without bound.
-            del self._url_elicitations[next(iter(self._url_elicitations))]
-        self._url_elicitations[elicitation_id] = peer
-
-    def _connected(self, peer: Peer) -> bool:
-        return any(p is peer for p in self.peers())
-
-    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        origin = self.current_origin()
-        notice = types.LoggingMessageNotification(params=params)
-        if origin is not None:
-            if params.level in self._log_levels(origin):
-                await self._notify(origin.ctx.session, notice, origin.ctx.request_id)
-            return
-        finished = ORIGIN.get()
-        if finished is not None:
-            # Its request is over: to the same client, no longer tied to the request (only a
-            # handshake-era client still connected has a channel for that), or nowhere.
-            peer = finished.peer
-            level = peer.log_level or DEFAULT_LEGACY_LOG_LEVEL
-            if not peer.modern and self._connected(peer) and params.level in levels_from(level):
-                await self._notify(peer.session, notice)
-            return
-        if self._in_flight:
-            logger.debug("log message from the upstream matches no single client; dropped")
-            return
-        for peer in self.peers():
-            if params.level in levels_from(peer.log_level or DEFAULT_LEGACY_LOG_LEVEL):
-                await self._notify(peer.session, notice)
-
-    def _log_levels(self, origin: Origin) -> frozenset[types.LoggingLevel]:
-        if origin.peer.modern:
-            return allowed_log_levels(origin.ctx.protocol_version, origin.ctx.meta)
-        return levels_from(origin.peer.log_level or DEFAULT_LEGACY_LOG_LEVEL)
-
-    async def on_notification(self, message: Any) -> None:
-        """The upstream session's message handler: change notices and elicitation completions."""
-        if isinstance(message, types.ToolListChangedNotification):
-            await self.publish(ToolsListChanged())
-        elif isinstance(message, types.PromptListChangedNotification):
-            await self.publish(PromptsListChanged())
-        elif isinstance(message, types.ResourceListChangedNotification):
-            await self.publish(ResourcesListChanged())
-        elif isinstance(message, types.ResourceUpdatedNotification):
-            await self.publish(ResourceUpdated(uri=message.params.uri))
-        elif isinstance(message, types.ElicitCompleteNotification):
-            # Only the client the URL elicitation went to; an unknown one goes nowhere.
-            peer = self._url_elicitations.pop(message.params.elicitation_id, None)
-            if peer is not None and not peer.modern and self._connected(peer):
-                await self._notify(peer.session, message)
-
-    async def publish(self, event: ServerEvent) -> None:
-        """Deliver a change notice to every client."""
-        notice = _LEGACY_NOTICES.get(type(event))
-        for peer in self.peers():
-            if isinstance(event, ResourceUpdated):
-                if event.uri in peer.subscriptions:
-                    await self._notify(
-                        peer.session,
-                        types.ResourceUpdatedNotification(
-                            params=types.ResourceUpdatedNotificationParams(uri=event.uri)
-                        ),
-                    )
-            elif notice is not None:
-                await self._notify(peer.session, notice)
-        await self.bus.publish(event)
-
-    async def _notify(
-        self, session: Any, notice: Any, related_request_id: types.RequestId | None = None
-    ) -> None:
         try:
-            await session.send_notification(notice, related_request_id)
-        except Exception:  # a client that went away must not stop delivery to the others
-            logger.debug("could not deliver %s to a client", type(notice).__name__, exc_info=True)
+            await asyncio.gather(*(one(k, r) for k, r in requests.items()))
+        except _Refusal as refusal:
+            return {"error": refusal.error}
+        return {"inputResponses": answers}
+
+    def _remember_url_elicitation(self, elicitation: Any, peer: Peer) -> None:
+        if not isinstance(elicitation, str):
+            return
+        if len(self.url_elicitations) >= MAX_URL_ELICITATIONS:
+            del self.url_elicitations[next(iter(self.url_elicitations))]  # the oldest
+        self.url_elicitations[elicitation] = peer
+
+    # -- change notices -----------------------------------------------------------------------
+
+    def publish(self, method: str, uri: Any = None, raw: bytes | None = None) -> None:
+        """Deliver a change notice to every client."""
+        plain = rpc.notification(method, {"uri": uri} if method == UPDATED else None)
+        for peer in self.handshake_peers():
+            if method != UPDATED or uri in peer.subscriptions:
+                peer.forward(raw or rpc.encode(plain))
+        for call, honored, uris in list(self.listeners.values()):
+            wanted = uri in uris if method == UPDATED else honored.get(CHANGES[method]) is True
+            if wanted:
+                params: dict[str, Any] = {"_meta": {rpc.SUBSCRIPTION_ID: call.id}}
+                if method == UPDATED:
+                    params["uri"] = uri
+                call.peer.send(rpc.notification(method, params), call)
+
+    def listen(self, call: Call, params: dict[str, Any]) -> None:
+        """Serve a 2026-era client's `subscriptions/listen`: acknowledge, then stream events
+        until the client cancels."""
+        wanted = params.get("notifications")
+        wanted = wanted if isinstance(wanted, dict) else {}
+        honored: dict[str, Any] = {k: True for k in CHANGES.values() if wanted.get(k) is True}
+        uris = [u for u in wanted.get("resourceSubscriptions") or () if isinstance(u, str)]
+        if uris:
+            honored["resourceSubscriptions"] = uris
+        self.listeners[id(call)] = (call, honored, frozenset(uris))
+        meta = {rpc.SUBSCRIPTION_ID: call.id}
+        ack = {"notifications": honored, "_meta": meta}
+        call.peer.send(rpc.notification("notifications/subscriptions/acknowledged", ack), call)
+
+    def unlisten(self, call: Call) -> None:
+        self.listeners.pop(id(call), None)
+
+    async def own_listen(self) -> None:
+        """Keep a listen stream open to a 2026-era upstream, for its change events."""
+        caps = self.proxy.upstream.capabilities
+        wanted = {
+            key: True
+            for key, cap in zip(CHANGES.values(), ("tools", "prompts", "resources"), strict=True)
+            if isinstance(caps.get(cap), dict) and caps[cap].get("listChanged")
+        }
+        if wanted:
+            params = {"notifications": wanted}
+            await self.proxy.upstream.request("subscriptions/listen", params, read_timeout=None)
+
+    # -- connection-level requests of handshake-era clients ----------------------------------
+
+    async def subscribe(self, call: Call, uri: str) -> None:
+        peer = call.peer
+        if uri not in peer.subscriptions:
+            if self.watchers.get(uri, 0) == 0:
+                await self._upstream("resources/subscribe", {"uri": uri})
+            self.watchers[uri] = self.watchers.get(uri, 0) + 1
+            peer.subscriptions.add(uri)
+
+    async def unsubscribe(self, call: Call, uri: str) -> None:
+        peer = call.peer
+        if uri in peer.subscriptions:
+            peer.subscriptions.discard(uri)
+            left = self.watchers.get(uri, 1) - 1
+            if left <= 0:
+                self.watchers.pop(uri, None)
+                await self._upstream("resources/unsubscribe", {"uri": uri})
+            else:
+                self.watchers[uri] = left
+
+    async def set_level(self, call: Call, level: str) -> None:
+        call.peer.log_level = level
+        upstream = self.proxy.upstream
+        if not upstream.modern and "logging" in upstream.capabilities:
+            # The upstream connection is shared: the lowest level any client asked for, so
+            # each client still gets what it asked for (the proxy filters per client).
+            levels = [p.log_level or DEFAULT_LEGACY_LOG_LEVEL for p in self.handshake_peers()]
+            lowest = min(levels, key=rpc.LEVELS.index, default=level)
+            await self._upstream("logging/setLevel", {"level": lowest})
+
+    async def resubscribe(self) -> None:
+        """The upstream was restarted: subscribe again to what the proxy's clients watch."""
+        for uri in list(self.watchers):
+            try:
+                await self._upstream("resources/subscribe", {"uri": uri})
+            except UpstreamFailure as exc:
+                logger.warning("could not subscribe again to %s: %s", uri, exc)
+
+    def forget(self, peer: Peer) -> None:
+        """A client went away: its questions, listen streams and subscriptions go with it."""
+        for waiter, _ in peer.asked.values():
+            if not waiter.done():
+                gone = rpc.error(None, rpc.CONNECTION_CLOSED, "the client went away")
+                waiter.set_result((gone, None))
+        for key, (call, _, _) in list(self.listeners.items()):
+            if call.peer is peer:
+                del self.listeners[key]
+        for elicitation, owner in list(self.url_elicitations.items()):
+            if owner is peer:
+                del self.url_elicitations[elicitation]
+        for uri in sorted(peer.subscriptions):
+            left = self.watchers.get(uri, 1) - 1
+            if left > 0:
+                self.watchers[uri] = left
+                continue
+            self.watchers.pop(uri, None)
+
+            async def unsubscribe(uri: str = uri) -> None:
+                if self.watchers.get(uri, 0) == 0:  # unless a client subscribed again
+                    await self._upstream("resources/unsubscribe", {"uri": uri})
+
+            self.proxy.upstream.spawn(unsubscribe)
+        peer.subscriptions.clear()
+
+    async def _upstream(self, method: str, params: dict[str, Any]) -> None:
+        upstream = self.proxy.upstream
+        await upstream.request(method, params, read_timeout=upstream.request_timeout)
 
 
-_MAX_URL_ELICITATIONS = 1024
-
-_INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
-
-_LEGACY_NOTICES: dict[type, Any] = {
-    ToolsListChanged: types.ToolListChangedNotification(),
-    PromptsListChanged: types.PromptListChangedNotification(),
-    ResourcesListChanged: types.ResourceListChangedNotification(),
-}
+class _Refusal(Exception):
+    def __init__(self, error: Any) -> None:
+        self.error = error if isinstance(error, dict) else {"code": 0, "message": str(error)}
+        super().__init__(self.error.get("message"))

@@ -17,27 +17,40 @@ A refusal (the gate said replan or block, or the call's `_meta` was malformed) i
 `{"planfence": RefusalPayload}`; a failure after the gate allowed the call (upstream crashed,
 hung, answered with an error, or asked the client a question it could not answer) is
 `{"planfence": ProxyFailure}`, whose `decision` is the allow's `AllowPayload`.
+
+`call_of` is the one translation of a `tools/call` into the gate's `ToolCall`, for the proxy and
+the in-server gates alike, and `decision_wire` the allow's decision as it travels.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from planfence.plugins.gate import AllowPayload, RefusalPayload, Verdict
+from planfence.plugins.gate import (
+    ALLOW,
+    AllowPayload,
+    GateMiddleware,
+    RefusalPayload,
+    Refused,
+    ToolCall,
+    Verdict,
+)
+from planfence.shared_memory import PlanfenceError
+from planfence.shared_memory.records import validate_agent
 
 from ..base import for_model
-from .meta import MALFORMED_META, META_REFUSAL
+from .meta import MALFORMED_META, META_AGENT, META_PLAN, META_REFUSAL
+from .upstream import UPSTREAM_ERROR, UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE
 
 if TYPE_CHECKING:
     from .catalog import ToolCatalog
 
-# Failure codes for calls the gate allowed but the upstream did not complete.
-UPSTREAM_TIMEOUT = "upstream_timeout"
-UPSTREAM_UNAVAILABLE = "upstream_unavailable"
-UPSTREAM_ERROR = "upstream_error"
+# Failure codes for calls the gate allowed but the upstream did not complete (the upstream's own
+# are in `upstream.py`).
 PROXY_ERROR = "proxy_error"
 # The upstream asked the client a question (sampling, elicitation, roots) the client could not or
 # would not answer.
@@ -66,6 +79,42 @@ class ProxyFailure:
             "message": self.message,
             "decision": decision,
         }
+
+
+async def call_of(
+    gate: GateMiddleware,
+    tool: str,
+    args: Mapping[str, Any] | None,
+    meta: Mapping[str, Any] | None,
+    *,
+    by: str,
+) -> ToolCall | Refused:
+    """The gate's view of a `tools/call`: the plan and agent from its `_meta`. An agent id that
+    is not one is refused with `malformed_meta`, on the record (`by` names who refused)."""
+    meta = meta if isinstance(meta, Mapping) else {}
+    call = ToolCall(tool, dict(args or {}), meta.get(META_PLAN), meta.get(META_AGENT))
+    if call.agent is not None:
+        try:
+            validate_agent(call.agent)
+        except PlanfenceError as exc:
+            return await gate.refuse(call, MALFORMED_META, f"{META_AGENT}: {exc}", by=by)
+    return call
+
+
+def decision_wire(verdict: Verdict) -> dict[str, Any]:
+    """An allow's `_meta["dev.planfence/decision"]`, the gate's `AllowPayload` in wire form
+    (the same decision, as a call repeats, is built once)."""
+    return dict(
+        _decision_wire(str(verdict.reason), verdict.tool, verdict.plan, verdict.decision_id)
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _decision_wire(
+    reason: str, tool: str, plan: str | None, decision_id: int | None
+) -> dict[str, Any]:
+    verdict = Verdict(ALLOW, reason, tool, plan, decision_id=decision_id)
+    return AllowPayload.of(verdict).wire()
 
 
 def to_wire_result(problem: Verdict | RefusalPayload | ProxyFailure) -> dict[str, Any]:

@@ -144,7 +144,6 @@ class SessionPlans:
         self.store = store
         self.policy = policy
         self.agent = agent
-        self._pipe: _Session | None = None
 
     def tools(self) -> list[dict[str, Any]]:
         return tool_definitions(self.agent)
@@ -154,18 +153,12 @@ class SessionPlans:
 
     # ---- sessions
 
-    def session(self, ctx: Any) -> _Session | None:
-        """The session's state; None where the transport has no session."""
-        if getattr(ctx, "request", None) is None:
-            # stdio: the pipe is the session, whatever the protocol era (a 2026-era client's
-            # requests each get a connection object of their own).
-            if self._pipe is None:
-                self._pipe = _Session(self.store, self.agent)
-            return self._pipe
-        connection = getattr(ctx.session, "_connection", None)
-        if connection is None or getattr(connection, "session_id", None) is None:
-            return None  # an HTTP request with no session: it stands alone
-        state: dict[str, Any] = connection.state
+    def session(self, peer: Any) -> _Session | None:
+        """The session's state; None where the transport has no session (a 2026-era HTTP
+        request stands alone). A stdio pipe is one session, whatever the protocol era."""
+        if not getattr(peer, "session", False):
+            return None
+        state: dict[str, Any] = peer.state
         found = state.get(_STATE)
         if not isinstance(found, _Session):
             found = state[_STATE] = _Session(self.store, self.agent)
@@ -173,9 +166,9 @@ class SessionPlans:
 
     # ---- the proxy's own tools
 
-    async def call(self, ctx: Any, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def call(self, peer: Any, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a call to one of the proxy's own tools."""
-        session = self.session(ctx)
+        session = self.session(peer)
         try:
             if tool == READ:
                 return await self._read(session, args)
@@ -234,11 +227,11 @@ class SessionPlans:
         spec = self.policy.get(tool)
         return spec is not None and not spec.ungated
 
-    async def plan_for(self, ctx: Any, tool: str) -> str | PlanUnavailable | None:
+    async def plan_for(self, peer: Any, tool: str) -> str | PlanUnavailable | None:
         """A plan for a gated call that came without one: parents = the session's reads; it
         supersedes the session's previous plan. None when there is no session, the session read
         nothing, or the tool is not gated; `PlanUnavailable` when the store was down."""
-        session = self.session(ctx)
+        session = self.session(peer)
         if session is None or not self.gated(tool):
             return None
         if session.down is not None:
@@ -247,10 +240,10 @@ class SessionPlans:
             return None
         return await stamp(session.stamper, session.reads, value={"tool": tool})
 
-    def explain(self, ctx: Any, verdict: Verdict, stamped: bool) -> Verdict:
+    def explain(self, peer: Any, verdict: Verdict, stamped: bool) -> Verdict:
         """The refusal as the model should read it: which keys to read again, or (no session)
         that the plan must come in `_meta`."""
-        session = self.session(ctx)
+        session = self.session(peer)
         if verdict.reason == Reason.MISSING_PLAN:
             hint = NO_SESSION if session is None else read_these(list(verdict.scope))
             return replace(verdict, message=f"{_sentence(verdict.message)} {hint}".strip())

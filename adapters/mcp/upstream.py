@@ -1,81 +1,105 @@
-"""The proxy's connection to its one upstream MCP server: held open, restarted after a crash,
-and shared by every client's requests. Failures surface as `UpstreamFailure` with a code."""
+"""The proxy's one connection to its upstream MCP server: held open, restarted after a crash, and
+shared by every client. It carries JSON-RPC messages as they are; the proxy's own requests
+(the handshake, listings, subscriptions) are the only ones it makes itself.
+
+    Upstream(stdio_upstream(["mcp-server-git"])) | Upstream("http://127.0.0.1:9000/mcp")
+
+The connection is opened in the upstream's newest era: `mode="auto"` asks `server/discover` first
+(the 2026-07-28 protocol) and falls back to the `initialize` handshake; `"legacy"` always uses the
+handshake. Each request in flight has an entry in `pending` under the id it has upstream, which
+the proxy chooses (`register`); what comes back is handed to the proxy through three callbacks:
+`on_response(entry, message, raw)`, `on_message(message, raw, related)` for the upstream's own
+requests and notifications (`related` is the client request they came with, when the transport
+says: over streamable HTTP it does, over stdio never), and `on_lost(entry, failure)` for every
+request in flight when the connection dies. Failures surface as `UpstreamFailure` with a code.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
-
-import anyio
-import anyio.abc
-
-from planfence.shared_memory.extras import extra_imports
-
-with extra_imports("mcp", "the MCP proxy"):
-    import mcp  # noqa: F401  (the `mcp` extra)
-
-import mcp_types as types
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, REQUEST_TIMEOUT
-from pydantic import TypeAdapter
+from typing import Any, Literal, Protocol
 
 from planfence.shared_memory import PlanfenceError
-from planfence.shared_memory.urls import redact_url
 
-from .meta import clean_result_meta
-from .peers import is_modern, no_origin
-from .relay import Relay
-from .results import (
-    UPSTREAM_ERROR,
-    UPSTREAM_TIMEOUT,
-    UPSTREAM_UNAVAILABLE,
-)
+from . import jsonrpc as rpc
+from .upstream_stdio import StdioLink, cannot_connect, named
 
 logger = logging.getLogger("planfence.mcp")
 
 UpstreamMode = Literal["auto", "legacy"]
-UpstreamTarget = StdioServerParameters | str
+# Why a request the gate allowed got no upstream result (`UpstreamFailure.code`).
+UPSTREAM_TIMEOUT = "upstream_timeout"
+UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+UPSTREAM_ERROR = "upstream_error"
+# What the proxy declares to its upstream: it asks its own clients these questions for it.
+CAPABILITIES: dict[str, Any] = {
+    "sampling": {},
+    "elicitation": {"form": {}, "url": {}},
+    "roots": {"listChanged": True},
+}
 
-_RAW = TypeAdapter(dict[str, Any])
-_NO_CACHE = cast(
-    "dict[CacheableMethod, CacheHint]",
-    {m: CacheHint(ttl_ms=0, scope="private") for m in CACHEABLE_METHODS},
-)
-# Parametrised once: building a generic pydantic class per call costs more than the call.
-_RawRequest = types.Request[dict[str, Any], str]
+
+@dataclass(frozen=True)
+class StdioTarget:
+    """A stdio upstream: the command the proxy starts, as an MCP client would."""
+
+    command: str
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+
+
+UpstreamTarget = StdioTarget | str
 
 
 class UpstreamFailure(PlanfenceError):
     """The upstream could not answer: it is gone, it timed out, or it answered with an error."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, error: Mapping[str, Any] | None = None) -> None:
         self.code = code
+        self.error = dict(error) if error is not None else None  # the JSON-RPC error, if any
         super().__init__(message)
 
 
-def stdio_upstream(command: list[str], *, cwd: str | None = None) -> StdioServerParameters:
+def stdio_upstream(command: list[str], *, cwd: str | None = None) -> StdioTarget:
     """Spawn parameters for an upstream command; it inherits the proxy's environment, as it
     would if the MCP client had launched it directly."""
     if not command:
         raise ValueError("an upstream command is required")
-    return StdioServerParameters(
-        command=command[0], args=command[1:], env=dict(os.environ), cwd=cwd
-    )
+    return StdioTarget(command[0], list(command[1:]), dict(os.environ), cwd)
 
 
-@dataclass
-class _Connection:
-    client: Client | None = None
-    closed: anyio.Event = field(default_factory=anyio.Event)
-    dead: bool = False
+class Link(Protocol):
+    """A transport to the upstream (stdio pipes, or streamable HTTP)."""
+
+    alive: bool
+
+    async def start(self) -> None: ...
+
+    def send(self, message: dict[str, Any], raw: bytes | None, related: Any) -> None: ...
+
+    def abort(self, upstream_id: Any) -> bool: ...
+
+    def handshake_done(self, version: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class _Own:
+    """One of the proxy's own requests in flight."""
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+
+def _ignore(*_: Any) -> None:
+    return None
 
 
 class Upstream:
@@ -83,11 +107,11 @@ class Upstream:
     reopened (the command respawned) on the next request after it dies.
 
     Args:
-        target: spawn parameters of a stdio server, or the URL of a streamable-HTTP server.
-        mode: "auto" discovers the upstream's protocol era and falls back to the initialize
-            handshake; "legacy" always uses the handshake.
+        target: a stdio command (`stdio_upstream`), or the URL of a streamable-HTTP server.
+        mode: "auto" opens the upstream's newest era, falling back to the initialize handshake;
+            "legacy" always uses the handshake.
         call_timeout: seconds before a `tools/call` is abandoned (and cancelled upstream).
-        request_timeout: the same for listing, reading and the other pass-through requests.
+        request_timeout: the same for connecting and for the other requests.
     """
 
     def __init__(
@@ -97,28 +121,33 @@ class Upstream:
         mode: UpstreamMode = "auto",
         call_timeout: float | None = 60.0,
         request_timeout: float | None = 30.0,
-        relay: Relay | None = None,
     ) -> None:
         self.target = target
         self.mode: UpstreamMode = mode
         self.call_timeout = call_timeout
         self.request_timeout = request_timeout
-        self.relay = relay
-        self._conn: _Connection | None = None
-        self._modern = False
-        self._lock = anyio.Lock()
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._stack: AsyncExitStack | None = None
+        self.pending: dict[Any, Any] = {}
+        self.modern = False
+        self.version = rpc.LATEST_HANDSHAKE
+        self.info: dict[str, Any] = {}  # the handshake's answer: capabilities, serverInfo, ...
         self.connects = 0
-        # Run (in the background) after the upstream was reconnected: state the old
-        # connection held, such as resource subscriptions, is re-established.
-        self.on_reconnect: Callable[[], Awaitable[None]] | None = None
+        self.link: Link | None = None
+        self.on_response: Callable[[Any, dict[str, Any], bytes | None], None] = _ignore
+        self.on_message: Callable[[dict[str, Any], bytes | None, Any], None] = _ignore
+        self.on_lost: Callable[[Any, UpstreamFailure], None] = _ignore
+        # Run after every connection is made (subscriptions renewed, change events listened to).
+        self.on_connect: Callable[[], Awaitable[None]] | None = None
+        # A tool's input schema, for the headers a 2026-era HTTP upstream wants mirrored.
+        self.tool_schema: Callable[[str], Any] = _ignore
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self._ready = False
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     async def __aenter__(self) -> Upstream:
-        self._stack = AsyncExitStack()
-        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         try:
-            await self._connection()
+            await self.ensure()
         except BaseException:
             await self.aclose()
             raise
@@ -127,105 +156,106 @@ class Upstream:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def aclose(self) -> None:
-        if self._conn is not None:
-            self._conn.closed.set()
-        stack, self._stack = self._stack, None
-        if stack is not None:
-            await stack.aclose()
-        self._tg = None
+    @property
+    def alive(self) -> bool:
+        return self._ready and self.link is not None and self.link.alive
 
     @property
-    def client(self) -> Client:
-        """The current upstream client (for its negotiated era, capabilities and identity)."""
-        if self._conn is None or self._conn.client is None:
-            raise RuntimeError("the upstream is not connected")
-        return self._conn.client
+    def server_info(self) -> dict[str, Any]:
+        found = self.info.get("serverInfo") or rpc.meta_of(self.info).get(rpc.SERVER_INFO)
+        return found if isinstance(found, dict) else {}
 
-    async def _hold(self, conn: _Connection, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        started = False
-        relay = self.relay
-        callbacks: dict[str, Any] = {}
-        if relay is not None:
-            # The proxy answers the upstream's requests by asking its own clients, so it
-            # declares sampling, elicitation and roots; a client without them gets the
-            # upstream's question refused with the usual "not supported" error.
-            callbacks = {
-                "sampling_callback": relay.on_sampling,
-                "elicitation_callback": relay.on_elicitation,
-                "list_roots_callback": relay.on_list_roots,
-                "logging_callback": relay.on_log,
-                "message_handler": relay.on_notification,
-            }
-        try:
-            # No response cache: the proxy forwards, its callers decide what to cache.
-            async with (
-                Client(
-                    self.target,
-                    mode=self.mode,
-                    cache=None,
-                    client_info=types.Implementation(name="planfence-proxy", version=_version()),
-                    **callbacks,
-                ) as client,
-                anyio.create_task_group() as tg,
-            ):
-                conn.client = client
-                self._modern = is_modern(client.protocol_version)
-                if isinstance(self.target, str) and self._modern:
-                    # A 2026-era HTTP upstream checks the `Mcp-Param-*` headers its tools
-                    # declare (`x-mcp-header`); the client mirrors them from its listing.
-                    await self._learn_tool_headers(client)
-                started = True
-                task_status.started()
-                if relay is not None and is_modern(client.protocol_version):
-                    tg.start_soon(self._listen, client, relay)
-                await conn.closed.wait()
-                tg.cancel_scope.cancel()
-        except Exception:
-            if not started:
-                raise
-            # The connection died under us; the next request reconnects.
-            logger.debug("upstream connection closed with an error", exc_info=True)
-        finally:
-            conn.dead = True
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        caps = self.info.get("capabilities")
+        return caps if isinstance(caps, dict) else {}
 
-    async def _connection(self) -> _Connection:
-        conn = self._conn
-        if conn is not None and not conn.dead:
-            return conn
+    # -- the connection ---------------------------------------------------------------------
+
+    async def ensure(self) -> None:
+        """Connect, or reconnect a connection that died.
+
+        Raises:
+            UpstreamFailure: the upstream cannot be reached (or the proxy is closing).
+        """
+        if self.alive:
+            return
         async with self._lock:
-            conn = self._conn
-            if conn is not None and not conn.dead:
-                return conn
-            if conn is not None:
-                conn.closed.set()
-            if self._tg is None:
+            if self.alive:
+                return
+            if self._closed:
                 raise UpstreamFailure(UPSTREAM_UNAVAILABLE, "the proxy is shutting down")
-            fresh = _Connection()
+            old, self.link, self._ready = self.link, None, False
+            if old is not None:
+                await old.close()
+            self.link = link = self._make_link()
             try:
-                # The connection's tasks outlive the request that happens to open it.
-                with anyio.fail_after(self.request_timeout), no_origin():
-                    await self._tg.start(self._hold, fresh)
-            except TimeoutError:
-                fresh.closed.set()
-                raise UpstreamFailure(
-                    UPSTREAM_UNAVAILABLE,
-                    f"the upstream server {_named(self.target)} did not answer in time",
-                ) from None
-            except Exception as exc:
-                fresh.closed.set()
-                raise UpstreamFailure(
-                    UPSTREAM_UNAVAILABLE, _cannot_connect(self.target, exc)
-                ) from exc
-            self._conn = fresh
+                await link.start()  # a command is started at once, with no wait before
+                await asyncio.wait_for(self._open(link), self.request_timeout)
+            except BaseException as exc:
+                self.link = None
+                await link.close()
+                if isinstance(exc, UpstreamFailure):
+                    raise
+                if isinstance(exc, TimeoutError):
+                    raise UpstreamFailure(
+                        UPSTREAM_UNAVAILABLE,
+                        f"the upstream server {named(self.target)} did not answer in time",
+                    ) from None
+                if isinstance(exc, Exception):
+                    raise UpstreamFailure(
+                        UPSTREAM_UNAVAILABLE, cannot_connect(self.target, exc)
+                    ) from exc
+                raise
+            self._ready = True
             self.connects += 1
-            if self.connects > 1 and self.on_reconnect is not None:
-                self.spawn(self.on_reconnect)
-            return fresh
+        if self.on_connect is not None:
+            self.spawn(self.on_connect)
+
+    def _make_link(self) -> Link:
+        if isinstance(self.target, str):
+            from .upstream_http import HttpLink
+
+            return HttpLink(self, self.target)
+        return StdioLink(self, self.target)
+
+    async def _open(self, link: Link) -> None:
+        """The handshake, in the upstream's newest era."""
+        if self.mode == "auto":
+            envelope = {rpc.PROTOCOL_VERSION: rpc.LATEST_MODERN, **self._identity()}
+            try:
+                found = await self._ask(link, "server/discover", {"_meta": envelope})
+            except UpstreamFailure as exc:
+                if exc.code != UPSTREAM_ERROR:
+                    raise
+            else:
+                if any(v in rpc.MODERN_VERSIONS for v in found.get("supportedVersions") or ()):
+                    self.modern, self.version, self.info = True, rpc.LATEST_MODERN, found
+                    link.handshake_done(self.version)
+                    return
+        params = {
+            "protocolVersion": rpc.LATEST_HANDSHAKE,
+            "capabilities": CAPABILITIES,
+            "clientInfo": proxy_info(),
+        }
+        found = await self._ask(link, "initialize", params)
+        version = found.get("protocolVersion")
+        self.modern = False
+        self.version = version if isinstance(version, str) else rpc.LATEST_HANDSHAKE
+        self.info = found
+        link.handshake_done(self.version)
+        link.send(rpc.notification("notifications/initialized"), None, None)
+
+    def _identity(self) -> dict[str, Any]:
+        return {rpc.CLIENT_INFO: proxy_info(), rpc.CLIENT_CAPABILITIES: CAPABILITIES}
+
+    def envelope(self, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """`meta` with the proxy's own 2026-era envelope (its identity and capabilities)."""
+        return {**(meta or {}), rpc.PROTOCOL_VERSION: self.version, **self._identity()}
 
     def spawn(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run `work` in the background, tied to no client request (dropped when closing)."""
-        if self._tg is None:
+        if self._closed:
             return
 
         async def run() -> None:
@@ -234,120 +264,179 @@ class Upstream:
             except Exception:
                 logger.debug("background upstream work failed", exc_info=True)
 
-        with no_origin():
-            self._tg.start_soon(run)
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    async def _learn_tool_headers(self, client: Client) -> None:
-        """List the upstream's tools through the client session, which records the headers
-        each tool's calls must carry."""
-        cursor: str | None = None
-        try:
-            with anyio.fail_after(self.request_timeout):
-                for _ in range(100):
-                    page = await client.session.list_tools(
-                        params=types.PaginatedRequestParams(cursor=cursor)
-                    )
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        return
-        except Exception:
-            logger.debug("could not list the upstream's tools", exc_info=True)
+    async def aclose(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        link, self.link, self._ready = self.link, None, False
+        if link is not None:
+            await link.close()
+        self._lost(UpstreamFailure(UPSTREAM_UNAVAILABLE, "the proxy is shutting down"))
 
-    async def _listen(self, client: Client, relay: Relay) -> None:
-        """Relay a 2026-era upstream's change events (it sends them only on a listen stream)."""
-        caps = client.server_capabilities
-        tools = bool(caps.tools and caps.tools.list_changed)
-        prompts = bool(caps.prompts and caps.prompts.list_changed)
-        resources = bool(caps.resources and caps.resources.list_changed)
-        if not (tools or prompts or resources):
+    # -- requests in flight -----------------------------------------------------------------
+
+    def register(self, entry: Any, preferred: Any) -> Any:
+        """File `entry` as in flight under `preferred` (a client's own id) when that id is free
+        upstream, else under a new one; the id it has upstream."""
+        upstream_id = preferred if preferred not in self.pending else self.new_id()
+        self.pending[upstream_id] = entry
+        return upstream_id
+
+    def new_id(self) -> str:
+        while True:
+            candidate = f"planfence-{next(self._ids)}"
+            if candidate not in self.pending:
+                return candidate
+
+    def send(self, message: dict[str, Any], raw: bytes | None = None, related: Any = None) -> None:
+        """Send a message on the open connection (`alive`).
+
+        Raises:
+            UpstreamFailure: the connection is gone.
+        """
+        link = self.link
+        if link is None or not self._ready or not link.alive:
+            raise UpstreamFailure(UPSTREAM_UNAVAILABLE, "the upstream server went away")
+        link.send(message, raw, related)
+
+    def cancel(
+        self,
+        upstream_id: Any,
+        reason: str = "cancelled by the client",
+        notice: dict[str, Any] | None = None,
+        raw: bytes | None = None,
+    ) -> None:
+        """Give up a request in flight: cancelled upstream (with the client's own `notice`
+        when it names the request as the upstream knows it), its answer, if any, dropped."""
+        self.pending.pop(upstream_id, None)
+        link = self.link
+        if link is None or not self.alive or link.abort(upstream_id):
             return
-        try:
-            async with client.listen(
-                tools_list_changed=tools,
-                prompts_list_changed=prompts,
-                resources_list_changed=resources,
-            ) as subscription:
-                async for event in subscription:
-                    await relay.publish(event)
-        except Exception:
-            logger.debug("the upstream's change-event stream ended", exc_info=True)
+        if notice is None:
+            params = {"requestId": upstream_id, "reason": reason}
+            notice, raw = rpc.notification("notifications/cancelled", params), None
+        link.send(notice, raw, None)
 
     async def request(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        *,
-        read_timeout: float | None = None,
-        on_progress: ProgressFnT | None = None,
+        self, method: str, params: Mapping[str, Any] | None, *, read_timeout: float | None = None
     ) -> dict[str, Any]:
-        """Send one request upstream and return its raw result.
+        """One request of the proxy's own; its result.
 
         Raises:
             UpstreamFailure: the upstream is gone, timed out, or answered with an error.
         """
-        conn = await self._connection()
-        assert conn.client is not None
-        client = conn.client
-        request = _RawRequest(method=method, params=dict(params or {}))
-        try:
-            try:
-                raw = await self._send(client, request, read_timeout, on_progress)
-            except MCPError as exc:
-                if exc.code != HEADER_MISMATCH or method != "tools/call":
-                    raise
-                # The upstream's tools changed since they were listed: the SDK's own recovery
-                # is to list them again and resend once.
-                await self._learn_tool_headers(client)
-                raw = await self._send(client, request, read_timeout, on_progress)
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                conn.dead = True
-                conn.closed.set()
-                raise UpstreamFailure(
-                    UPSTREAM_UNAVAILABLE, f"the upstream server went away during {method}"
-                ) from exc
-            if exc.code == REQUEST_TIMEOUT:
-                raise UpstreamFailure(
-                    UPSTREAM_TIMEOUT,
-                    f"the upstream server did not answer {method} in {read_timeout} s",
-                ) from exc
-            raise UpstreamFailure(UPSTREAM_ERROR, f"{exc.error.message} (code {exc.code})") from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            conn.dead = True
-            conn.closed.set()
-            raise UpstreamFailure(
-                UPSTREAM_UNAVAILABLE, f"the upstream server went away: {exc}"
-            ) from exc
-        result = clean_result_meta(dict(raw))
-        # Results of handshake-era upstreams are complete by definition; 2026-era callers
-        # require the field (handshake-era callers never see it).
-        result.setdefault("resultType", "complete")
-        return result
+        await self.ensure()
+        assert self.link is not None
+        out = dict(params or {})
+        if self.modern:
+            out["_meta"] = self.envelope(out.get("_meta"))
+        return await self._ask(self.link, method, out, read_timeout)
 
-    @staticmethod
-    async def _send(
-        client: Client,
-        request: _RawRequest,
-        read_timeout: float | None,
-        on_progress: ProgressFnT | None,
+    async def _ask(
+        self,
+        link: Link,
+        method: str,
+        params: dict[str, Any],
+        read_timeout: float | None = None,
     ) -> dict[str, Any]:
-        # The raw dict keeps every field the upstream sent and skips the client-side
-        # output-schema check: the proxy returns results, it does not consume them.
-        # (`send_request` takes a TypeAdapter at run time; its annotation only names models.)
-        raw: dict[str, Any] = await client.session.send_request(
-            request,
-            _RAW,  # type: ignore[type-var]
-            request_read_timeout_seconds=read_timeout,
-            progress_callback=on_progress,
-        )
-        return raw
+        own = _Own()
+        upstream_id = self.new_id()
+        self.pending[upstream_id] = own
+        try:
+            link.send(rpc.request(upstream_id, method, params), None, own)
+            got = await asyncio.wait_for(own.future, read_timeout)
+        except TimeoutError:
+            self.cancel(upstream_id, "timed out")
+            raise UpstreamFailure(
+                UPSTREAM_TIMEOUT, f"the upstream server did not answer {method} in {read_timeout} s"
+            ) from None
+        finally:
+            self.pending.pop(upstream_id, None)
+        failure = got.get("error")
+        if failure is not None:
+            raise UpstreamFailure(UPSTREAM_ERROR, error_text(failure), failure)
+        found = got.get("result")
+        return found if isinstance(found, dict) else {}
 
-    @property
-    def modern(self) -> bool:
-        """Whether the upstream speaks the 2026-07-28 protocol (as of its last connection)."""
-        return self._modern
+    # -- what the link delivers ---------------------------------------------------------------
+
+    def deliver(self, raw: bytes, related: Any = None) -> None:
+        """One message (or batch) from the upstream, as it came."""
+        try:
+            value = rpc.decode(raw)
+        except rpc.Malformed:
+            logger.warning("the upstream sent a line that is not JSON; dropped")
+            return
+        if isinstance(value, list):
+            for message in value:
+                self._one(message, None, related)
+        else:
+            self._one(value, raw, related)
+
+    def _one(self, message: Any, raw: bytes | None, related: Any) -> None:
+        try:
+            kind = rpc.check(message)
+        except rpc.Malformed:
+            logger.warning("the upstream sent a message that is not JSON-RPC; dropped")
+            return
+        if kind == "response":
+            upstream_id = message.get("id")
+            entry = self.pending.pop(upstream_id, None) if rpc.valid_id(upstream_id) else None
+            if isinstance(entry, _Own):
+                if not entry.future.done():
+                    entry.future.set_result(message)
+            elif entry is not None:
+                self.on_response(entry, message, raw)
+            return
+        self.on_message(message, raw, None if isinstance(related, _Own) else related)
+
+    def fail(self, entry: Any, failure: UpstreamFailure) -> None:
+        """A request the transport could not deliver, or whose answer cannot come."""
+        for upstream_id, found in list(self.pending.items()):
+            if found is entry:
+                del self.pending[upstream_id]
+                break
+        else:
+            return
+        if isinstance(entry, _Own):
+            if not entry.future.done():
+                entry.future.set_exception(failure)
+        else:
+            self.on_lost(entry, failure)
+
+    def dead(self, link: Link) -> None:
+        """The link's connection died: every request in flight fails."""
+        if link is not self.link:
+            return
+        self._ready = False
+        self._lost(UpstreamFailure(UPSTREAM_UNAVAILABLE, "the upstream server went away"))
+
+    def _lost(self, failure: UpstreamFailure) -> None:
+        pending, self.pending = self.pending, {}
+        for entry in pending.values():
+            if isinstance(entry, _Own):
+                if not entry.future.done():
+                    entry.future.set_exception(failure)
+            else:
+                self.on_lost(entry, failure)
 
 
+def error_text(failure: Any) -> str:
+    """A JSON-RPC error object as a line of text."""
+    if isinstance(failure, Mapping):
+        return f"{failure.get('message')} (code {failure.get('code')})"
+    return str(failure)
+
+
+def proxy_info() -> dict[str, Any]:
+    return {"name": "planfence-proxy", "version": _version()}
+
+
+@functools.cache
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -355,38 +444,3 @@ def _version() -> str:
         return version("planfence")
     except Exception:
         return "0"
-
-
-def _leaf(exc: BaseException) -> str:
-    """The first underlying error of a (possibly nested) exception group, as text."""
-    return str(_first(exc)) or type(_first(exc)).__name__
-
-
-def _first(exc: BaseException) -> BaseException:
-    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
-        exc = inner[0]
-    return exc
-
-
-def _named(target: UpstreamTarget) -> str:
-    """The upstream as its user gave it: the URL (its password hidden) or the command."""
-    if isinstance(target, str):
-        return f"at {redact_url(target)}"
-    return f"({target.command})"
-
-
-def _cannot_connect(target: UpstreamTarget, exc: BaseException) -> str:
-    """Why the upstream could not be reached, naming it; a command that is not found says
-    where it was looked for (a desktop client starts the proxy with a PATH of its own)."""
-    if not isinstance(target, str) and isinstance(_first(exc), FileNotFoundError):
-        command = target.command
-        if os.sep in command:
-            return f"cannot start the upstream server: {command} does not exist"
-        return (
-            f"cannot start the upstream server: {command!r} is not on the PATH the proxy was "
-            "started with (an MCP client that starts the proxy has a PATH of its own): give its "
-            "absolute path"
-        )
-    if isinstance(target, str):
-        return f"cannot connect to the upstream server at {redact_url(target)}: {_leaf(exc)}"
-    return f"cannot start the upstream server ({target.command}): {_leaf(exc)}"

@@ -52,7 +52,7 @@ ungated = true
 """
 REPEAT, QUICK_REPEAT = 300, 20
 WARMUP, QUICK_WARMUP = 30, 3
-PATHS = ("direct", "proxied", "ungated", "inprocess", "inprocess_durable")
+PATHS = ("direct", "relay", "proxied", "ungated", "inprocess", "inprocess_durable")
 PEER = "fastmcp"  # FastMCP's proxy on the same upstream, when fastmcp is installed
 COLD_STARTS, QUICK_COLD_STARTS = 3, 1
 GATED_SERVERS = ("proxy", "in-server", "in-server, durable audit")
@@ -100,24 +100,34 @@ def _show(r: Mapping[str, Any]) -> None:
     print(f"calls per path: {r['calls']}")
     if not r["calls"]:
         return
-    print(f"direct          p50 {r['direct_p50_ms']:.3f} ms   p99 {r['direct_p99_ms']:.3f} ms")
-    print(f"proxied (gate)  p50 {r['proxied_p50_ms']:.3f} ms   p99 {r['proxied_p99_ms']:.3f} ms")
-    print(f"proxied ungated p50 {r['ungated_p50_ms']:.3f} ms")
+    direct = r["direct_p50_ms"]
+    rows = [
+        ("direct", "direct"),
+        ("raw line relay", "relay"),
+        ("planfence proxy, gated", "proxied"),
+        ("planfence proxy, ungated", "ungated"),
+        ("FastMCP proxy", "fastmcp"),
+        ("in-server gate", "inprocess"),
+        ("in-server gate, durable audit", "inprocess_durable"),
+    ]
+    print(f"{'path':<31}{'p50 ms':>9}{'p99 ms':>9}{'added p50':>11}{'x direct':>10}")
+    for label, key in rows:
+        if f"{key}_p50_ms" not in r:
+            continue
+        p50, p99 = r[f"{key}_p50_ms"], r.get(f"{key}_p99_ms")
+        shown = f"{p99:9.3f}" if p99 is not None else " " * 9
+        added = f"{p50 - direct:11.3f}" if key != "direct" else " " * 11
+        print(f"{label:<31}{p50:9.3f}{shown}{added}{p50 / direct:10.2f}")
     print(f"ratio proxied/direct at p50: {r['ratio_p50']:.2f}x")
-    if "fastmcp_p50_ms" in r:
+    if r.get("added_vs_relay_p50") is not None:
         print(
-            f"FastMCP proxy   p50 {r['fastmcp_p50_ms']:.3f} ms   p99 {r['fastmcp_p99_ms']:.3f} ms"
+            f"added at p50: gated proxy {r['proxied_added_p50_ms']:.3f} ms = "
+            f"{r['added_vs_relay_p50']:.2f}x the raw relay's; ungated "
+            f"{r['ungated_p50_ms'] - r['relay_p50_ms']:+.3f} ms against the relay"
         )
-        print(
-            f"added at p50: planfence proxy (gated) {r['proxied_added_p50_ms']:.3f} ms, FastMCP "
-            f"{r['fastmcp_added_p50_ms']:.3f} ms ({r['added_vs_fastmcp_p50']:.2f}x FastMCP's)"
-        )
-    print(f"in-server gate  p50 {r['inprocess_p50_ms']:.3f} ms")
+    if r.get("added_vs_fastmcp_p50") is not None:
+        print(f"added at p50, gated proxy vs FastMCP's: {r['added_vs_fastmcp_p50']:.2f}x")
     print(f"ratio in-server gate/direct at p50: {r['inprocess_ratio_p50']:.2f}x")
-    print(
-        f"in-server gate, durable audit p50 {r['inprocess_durable_p50_ms']:.3f} ms "
-        f"({r['inprocess_durable_ratio_p50']:.2f}x direct)"
-    )
     cold = r.get("cold_start_ms") or {}
     if cold:
         direct, proxy = cold["direct"], cold["proxy"]
@@ -132,23 +142,32 @@ def _summary(samples: Mapping[str, list[float]]) -> dict[str, Any]:
     def pct(name: str, q: float) -> float:
         return round(percentile(samples[name][:calls], q), 4)
 
-    out: dict[str, Any] = {}
+    direct = pct("direct", 50)
+    added = pct("proxied", 50) - direct
+    relay_added = pct("relay", 50) - direct
+    out: dict[str, Any] = {
+        "relay_p50_ms": pct("relay", 50),
+        "relay_p99_ms": pct("relay", 99),
+        "relay_added_p50_ms": round(relay_added, 4),
+        "proxied_added_p50_ms": round(added, 4),
+        "ungated_added_p50_ms": round(pct("ungated", 50) - direct, 4),
+        "added_vs_relay_p50": round(added / relay_added, 3) if relay_added > 0 else None,
+    }
     if PEER in samples:
-        direct = pct("direct", 50)
-        added, peer_added = pct("proxied", 50) - direct, pct(PEER, 50) - direct
-        out = {
+        peer_added = pct(PEER, 50) - direct
+        out |= {
             "fastmcp_p50_ms": pct(PEER, 50),
             "fastmcp_p99_ms": pct(PEER, 99),
-            "proxied_added_p50_ms": round(added, 4),
             "fastmcp_added_p50_ms": round(peer_added, 4),
             "added_vs_fastmcp_p50": round(added / peer_added, 3) if peer_added > 0 else None,
         }
     return out | {
-        "direct_p50_ms": pct("direct", 50),
+        "direct_p50_ms": direct,
         "direct_p99_ms": pct("direct", 99),
         "proxied_p50_ms": pct("proxied", 50),
         "proxied_p99_ms": pct("proxied", 99),
         "ungated_p50_ms": pct("ungated", 50),
+        "ungated_p99_ms": pct("ungated", 99),
         "ratio_p50": round(pct("proxied", 50) / pct("direct", 50), 3),
         "inprocess_p50_ms": pct("inprocess", 50),
         "inprocess_ratio_p50": round(pct("inprocess", 50) / pct("direct", 50), 3),
@@ -203,6 +222,8 @@ async def _measure(
             env = dict(os.environ)
             upstream = [sys.executable, "-m", "planfence.demos.bench.proxy"]
             direct = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
+            relay = ["-m", "planfence.demos.bench.relay", "--", *upstream]
+            relayed = StdioServerParameters(command=sys.executable, args=relay, env=env)
             proxy = ["-m", "planfence.adapters.cli", "proxy", "--policy", str(policy)]
             proxy += ["--store", at_proxy]
             proxied = StdioServerParameters(
@@ -219,6 +240,7 @@ async def _measure(
             fastmcp_proxy = StdioServerParameters(command=peer[0], args=peer[1:], env=env)
             async with (
                 client(direct) as d,
+                client(relayed) as r,
                 client(proxied) as p,
                 client(in_server_gated) as g,
                 client(in_server_durable) as gd,
@@ -226,6 +248,7 @@ async def _measure(
             ):
                 paths: dict[str, Callable[[int], Awaitable[CallToolResult]]] = {
                     "direct": lambda i: d.call_tool("echo", {"key": "k", "text": str(i)}),
+                    "relay": lambda i: r.call_tool("echo", {"key": "k", "text": str(i)}),
                     "proxied": lambda i: p.call_tool(
                         "echo", {"key": "k", "text": str(i)}, meta=meta_proxy
                     ),

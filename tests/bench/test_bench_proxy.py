@@ -1,6 +1,6 @@
 """`planfence bench proxy`, run as users run it: every path measured in one run (FastMCP's proxy
-beside ours), stdout carries only the JSON and stderr only its progress (the servers' logs go to
-a file). One run of the benchmark serves every test here."""
+beside ours, and a raw line relay), stdout carries only the JSON and stderr only its progress (the
+servers' logs go to a file). One run of the benchmark serves every test here."""
 
 from __future__ import annotations
 
@@ -46,6 +46,9 @@ def test_bench_proxy_smoke(
     timings = {
         "direct_p50_ms",
         "direct_p99_ms",
+        "relay_p50_ms",
+        "relay_p99_ms",
+        "ungated_p99_ms",
         "proxied_p50_ms",
         "proxied_p99_ms",
         "ungated_p50_ms",
@@ -58,6 +61,7 @@ def test_bench_proxy_smoke(
         "fastmcp_p99_ms",
     }
     added = {"proxied_added_p50_ms", "fastmcp_added_p50_ms", "added_vs_fastmcp_p50"}
+    added |= {"relay_added_p50_ms", "ungated_added_p50_ms", "added_vs_relay_p50"}
     assert set(data) == {
         *timings,
         *added,
@@ -74,6 +78,7 @@ def test_bench_proxy_smoke(
     # The added latencies are differences against the direct call of the same run.
     assert data["proxied_added_p50_ms"] == round(data["proxied_p50_ms"] - data["direct_p50_ms"], 4)
     assert data["fastmcp_added_p50_ms"] == round(data["fastmcp_p50_ms"] - data["direct_p50_ms"], 4)
+    assert data["relay_added_p50_ms"] == round(data["relay_p50_ms"] - data["direct_p50_ms"], 4)
     # One throwaway store per gated server (the proxy, the in-server gate, and its deferred twin),
     # each removed afterwards.
     assert [s["backend"] for s in data["stores"]] == ["sqlite"] * 3
@@ -82,7 +87,7 @@ def test_bench_proxy_smoke(
     _show(data)  # the table the command prints without --json
     table = capsys.readouterr().out
     assert "ratio proxied/direct" in table and "in-server gate" in table
-    assert "FastMCP proxy" in table
+    assert "FastMCP proxy" in table and "raw line relay" in table
 
 
 def test_bench_proxy_progress_is_not_mixed_with_server_logs(
