@@ -39,9 +39,12 @@ POLICY = Policy().declare("book", depends_on=["trip/{trip}/requirements"])
 @pytest.fixture(autouse=True)
 def fresh_mcp_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
     """The MCP SDK's module-level tracer binds to the first global provider it sees and keeps
-    it; each test here gets an unbound one, as a new process would have."""
+    it; each test here gets an unbound one, as a new process would have. No global provider is
+    set when it is made (an earlier test in this process may have left one; autouse, this runs
+    before the `otel` fixture sets the test's own), so it binds to the test's at first use."""
     import mcp.shared._otel as sdk_otel
 
+    reset_globals()
     monkeypatch.setattr(sdk_otel, "_tracer", trace.get_tracer("mcp-python-sdk"))
 
 
