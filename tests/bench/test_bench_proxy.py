@@ -1,5 +1,6 @@
-"""`planfence bench proxy`, run as users run it: every path measured in one run (FastMCP's proxy
-beside ours), and stderr carries only its progress (the servers' logs go to a file)."""
+"""`planfence bench proxy`, run as users run it: every path measured in one run (a raw line relay
+and FastMCP's proxy beside ours), and stderr carries only its progress (the servers' logs go to a
+file)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
     timings = {
         "direct_p50_ms",
         "direct_p99_ms",
+        "relay_p50_ms",
+        "relay_p99_ms",
+        "ungated_p99_ms",
         "proxied_p50_ms",
         "proxied_p99_ms",
         "ungated_p50_ms",
@@ -41,6 +45,7 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
         "fastmcp_p99_ms",
     }
     added = {"proxied_added_p50_ms", "fastmcp_added_p50_ms", "added_vs_fastmcp_p50"}
+    added |= {"relay_added_p50_ms", "ungated_added_p50_ms", "added_vs_relay_p50"}
     assert set(data) == {
         *timings,
         *added,
@@ -57,12 +62,13 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
     # The added latencies are differences against the direct call of the same run.
     assert data["proxied_added_p50_ms"] == round(data["proxied_p50_ms"] - data["direct_p50_ms"], 4)
     assert data["fastmcp_added_p50_ms"] == round(data["fastmcp_p50_ms"] - data["direct_p50_ms"], 4)
+    assert data["relay_added_p50_ms"] == round(data["relay_p50_ms"] - data["direct_p50_ms"], 4)
     # One throwaway store per gated server (the proxy, the in-server gate, and its deferred twin),
     # each removed afterwards.
     assert [s["backend"] for s in data["stores"]] == ["sqlite"] * 3
     assert len({s["url"] for s in data["stores"]}) == 3
     assert "ratio proxied/direct" in done.stdout and "in-server gate" in done.stdout
-    assert "FastMCP proxy" in done.stdout
+    assert "FastMCP proxy" in done.stdout and "raw line relay" in done.stdout
 
 
 def test_bench_proxy_progress_is_not_mixed_with_server_logs(tmp_path: Path) -> None:
