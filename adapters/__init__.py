@@ -2,7 +2,7 @@
 
 Their errors, under the store's and the gate's (`planfence.shared_memory.errors`):
 
-PlanFenceError
+PlanfenceError
 ├── ConfigError
 │   └── KeyringError             an owner keyring that cannot load [adapters.owner_service]
 ├── UpstreamFailure              the MCP proxy's upstream failed a call [adapters.mcp]

@@ -2,6 +2,6 @@
 
 Their errors, under the store's (`planfence.shared_memory.errors`):
 
-PlanFenceError
+PlanfenceError
 └── PushRefused                  an eager-sync replica refused an update (baseline) [demos.pushes]
 """

@@ -36,15 +36,15 @@ from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from planfence.adapters.autogen import (
     FencedAgent,
-    FencedWorkbench,
     PlanfenceTermination,
+    PlanfenceWorkbench,
     PlanningAgent,
     SharedMemory,
     run_outcome,
 )
-from planfence.demos.baselines import freshness_checker
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import Policy
-from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store
+from planfence.shared_memory import AsyncStore, PlanfenceError, open_async_store
 
 from .support import demo_store, team_demo_args, team_demo_parser
 
@@ -173,13 +173,14 @@ async def _play(
         system_message="You plan trips. Say in one sentence which flight to book, from the "
         "current trip requirements only.",
     )
-    tools = FencedWorkbench(
+    tools = PlanfenceWorkbench(
         StaticWorkbench([FunctionTool(book_flight, description="Book the trip's flight.")]),
         store=store,
         policy=POLICY,
         agent="executor",
-        checker=freshness_checker if baseline else None,
     )
+    if baseline:  # the freshness-only control judges instead of the gate
+        on_baseline(tools.gate)
     executor = FencedAgent(
         "executor",
         executor_client,
@@ -220,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 store_url=args.store,
             )
         )
-    except PlanFenceError as exc:
+    except PlanfenceError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
     print(result.store)

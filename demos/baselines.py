@@ -1,5 +1,5 @@
 """The executors PlanFence is compared against, behind the same interface as `Gate` (for the demos
-and benchmarks; adapters take `checker=freshness_checker` in experiments).
+and benchmarks; an adapter judges with it through `executors.on_baseline` in experiments).
 
 - `FreshnessOnly`: keeps the local replica current, never checks which records produced the plan.
   Unsafe: it acts on stale plans.
@@ -18,7 +18,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from planfence.plugins.gate import Checker, HeadSource, Policy, ToolCall
+from planfence.plugins.gate import HeadSource, Policy, ToolCall
+from planfence.plugins.gate.call import Checker
 from planfence.plugins.gate.decision import (
     ALLOW,
     BLOCK,
@@ -35,18 +36,17 @@ from planfence.plugins.gate.decision import (
 )
 from planfence.shared_memory import (
     JSON,
-    KIND_PLAN,
-    AdvanceHead,
     AsyncStore,
-    HeadSigner,
-    HeadVerifier,
     KeyState,
     Record,
-    Replica,
     UnknownKeyError,
     UnknownRecordError,
     WriteBatch,
 )
+from planfence.shared_memory.batches import AdvanceHead
+from planfence.shared_memory.records import KIND_PLAN
+from planfence.shared_memory.replica import Replica
+from planfence.shared_memory.signing import HeadSigner, HeadVerifier
 
 from .pushes import PushCheck, PushedHead
 
@@ -345,5 +345,5 @@ def store_key_space(store: AsyncStore, prefix: str = "") -> Callable[[], Awaitab
 
 
 def freshness_checker(store: AsyncStore, policy: Policy, agent: str | None = None) -> Checker:
-    """The freshness-only baseline as an adapter's checker (`checker=freshness_checker`)."""
+    """The freshness-only baseline as a checker factory, for `executors.on_baseline`."""
     return FreshnessOnly(store, policy)

@@ -19,20 +19,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from planfence.plugins.gate import (
-    CallFn,
-    Checker,
-    Gate,
-    GateMiddleware,
-    HeadSource,
-    Outcome,
-    Policy,
-    ReplanFn,
-    ToolCall,
-)
-from planfence.shared_memory import AsyncStore, Replica
+from planfence.plugins.gate import Gate, GateMiddleware, HeadSource, Policy, ToolCall
+from planfence.plugins.gate.call import Checker
+from planfence.plugins.gate.checkers import CheckerFactory
+from planfence.plugins.gate.executor import CallFn, Outcome, ReplanFn
+from planfence.plugins.gate.middleware import judge_with
+from planfence.shared_memory import AsyncStore
+from planfence.shared_memory.replica import Replica
 
-from .baselines import AllKeysHeads, EagerExecutor, EagerSync, FreshnessOnly, store_key_space
+from .baselines import (
+    AllKeysHeads,
+    EagerExecutor,
+    EagerSync,
+    FreshnessOnly,
+    freshness_checker,
+    store_key_space,
+)
 
 KeySpace = Callable[[], Awaitable[Mapping[str, str]]]
 
@@ -97,8 +99,17 @@ async def run_action(
 ) -> Outcome:
     """Run `fn` under `executor`'s verdicts, through the seam every adapter uses (the one-replan
     loop, the fencing token, the lease): `GateMiddleware.run` over the executor as its checker."""
-    seam = GateMiddleware(executor.store, executor.policy, checker=executor)
+    seam = judge_with(GateMiddleware(executor.store, executor.policy), executor)
     return await seam.run(call, fn, replan)
+
+
+def on_baseline(
+    gate: GateMiddleware, baseline: CheckerFactory = freshness_checker
+) -> GateMiddleware:
+    """An adapter's gate middleware (`adapter.gate`) judging with a baseline instead of the gate,
+    for experiments: `on_baseline(fence.gate)` makes an adapter the freshness-only control.
+    Adapters take no checker themselves; this is the one place a baseline plugs in."""
+    return judge_with(gate, baseline)
 
 
 def build_executor(name: str, wiring: Wiring) -> Checker:

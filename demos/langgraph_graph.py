@@ -30,10 +30,10 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
-from planfence.adapters.langgraph import PlanfenceMiddleware
-from planfence.demos.baselines import freshness_checker
+from planfence.adapters.langgraph import PlanfenceAgentMiddleware
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import Policy
-from planfence.shared_memory import PlanFenceError, Store, open_store
+from planfence.shared_memory import PlanfenceError, Store, open_store
 
 from .support import demo_store, team_demo_args, team_demo_parser
 
@@ -108,7 +108,7 @@ class DemoResult:
 
 def build(
     store: Store, booked: list[str], *, stale_again: bool, baseline: bool, scripted: bool | None
-) -> tuple[Any, PlanfenceMiddleware]:
+) -> tuple[Any, PlanfenceAgentMiddleware]:
     @tool
     def book_flight(destination: str) -> str:
         """Book the trip's flight to `destination`."""
@@ -120,13 +120,14 @@ def build(
         responses=[*script, AIMessage(content="Booked.")]
     )
     changes = ["Porto", "Madrid"] if stale_again else ["Porto"]
-    fence = PlanfenceMiddleware(
+    fence = PlanfenceAgentMiddleware(
         store,
         POLICY,
         keys=[REQ],
         agent="booker",
-        checker=freshness_checker if baseline else None,
     )
+    if baseline:  # the freshness-only control judges instead of the gate
+        on_baseline(fence.gate)
     # The fence is outermost, so it shows the model the records before the customer's change.
     middleware: list[AgentMiddleware[Any, Any, Any]] = [
         fence,
@@ -189,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             use_async=not args.sync,
             store_url=args.store,
         )
-    except PlanFenceError as exc:
+    except PlanfenceError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
     print(result.store)

@@ -9,8 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planfence.plugins.gate import HeadAnswer, HeadSource
-from planfence.shared_memory import JSON, AsyncStore, Change, Replica
+from planfence.plugins.gate import HeadSource
+from planfence.plugins.gate.decision import HeadAnswer
+from planfence.shared_memory import JSON, AsyncStore, Change
+from planfence.shared_memory.replica import Replica
 
 from .baselines import EagerReplica
 from .pushes import PushedHead

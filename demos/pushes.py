@@ -16,19 +16,14 @@ from typing import Any
 
 from planfence.plugins.gate.decision import OWNER_UNAUTHENTICATED
 from planfence.plugins.gate.store_heads import SignedHeads
-from planfence.shared_memory import (
-    JSON,
-    HeadVerifier,
-    InvalidValueError,
-    KeyState,
-    PlanFenceError,
-    Record,
-)
+from planfence.shared_memory import JSON, KeyState, PlanfenceError, Record
+from planfence.shared_memory.errors import InvalidValueError
+from planfence.shared_memory.signing import HeadVerifier
 
 RECORD_MISMATCH = "record_mismatch"
 
 
-class PushRefused(PlanFenceError):
+class PushRefused(PlanfenceError):
     """A replica did not accept an eager update (bad signature, rollback, wrong record...)."""
 
     def __init__(self, error: str, detail: str) -> None:

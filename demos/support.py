@@ -18,8 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from planfence.shared_memory import redact_url
 from planfence.shared_memory.extras import is_missing
+from planfence.shared_memory.urls import redact_url
 
 STORE_HELP = (
     "store URL to run the demo in, which keeps its records (default: a temporary SQLite file, "

@@ -30,7 +30,8 @@ from planfence.plugins.gate import (
     Verdict,
     create_plan,
 )
-from planfence.shared_memory import AdvanceHead, AssignOwner, AsyncStore, Record, WriteBatch
+from planfence.shared_memory import AsyncStore, Record, WriteBatch
+from planfence.shared_memory.batches import AdvanceHead, AssignOwner
 
 from .baselines import EagerSync
 from .executors import EXECUTORS, Wiring, build_executor, run_action

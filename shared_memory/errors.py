@@ -3,7 +3,7 @@ subclasses these and draws its own: the gate's in `planfence.plugins.gate`, Janu
 `planfence.plugins.janus.errors`, the adapters' in `planfence.adapters`, the demos' in
 `planfence.demos`.
 
-PlanFenceError
+PlanfenceError
 ├── MissingExtraError            an optional integration is not installed (has the pip hint)
 ├── ConfigError                  a bad store URL or setting
 │   └── StoreNotFoundError       opened with create=False, and no store is there (file, schema)
@@ -30,11 +30,11 @@ PlanFenceError
 from __future__ import annotations
 
 
-class PlanFenceError(Exception):
+class PlanfenceError(Exception):
     """Root of every error planfence raises."""
 
 
-class MissingExtraError(PlanFenceError, ImportError):
+class MissingExtraError(PlanfenceError, ImportError):
     """An optional integration was used without its extra installed."""
 
     def __init__(self, feature: str, extra: str) -> None:
@@ -43,7 +43,7 @@ class MissingExtraError(PlanFenceError, ImportError):
         super().__init__(f"{feature} needs the '{extra}' extra: pip install 'planfence[{extra}]'")
 
 
-class ConfigError(PlanFenceError, ValueError):
+class ConfigError(PlanfenceError, ValueError):
     """A store URL or setting that cannot be used (higher layers subclass it for theirs)."""
 
 
@@ -65,7 +65,7 @@ class StoreNotFoundError(ConfigError):
         )
 
 
-class StoreError(PlanFenceError):
+class StoreError(PlanfenceError):
     """The shared-memory store refused an operation or could not perform it."""
 
 

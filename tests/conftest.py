@@ -17,6 +17,7 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from audit_modes import AUDIT_MODES
@@ -28,6 +29,32 @@ REQUIRE_PG = os.environ.get("PLANFENCE_REQUIRE_POSTGRES", "") not in ("", "0", "
 BACKENDS = ("memory", "sqlite", "postgres")
 
 _pg_state: dict[str, str | None] = {}
+
+
+def _share_the_default_tls_context() -> None:
+    """httpx builds a TLS context for every client it makes, loading the whole CA bundle (tens
+    of milliseconds of CPU), even for a client that only ever speaks plain HTTP to loopback; the
+    tests make thousands of clients. In this process, every client with the default settings
+    shares one context (one with other settings, or with SSL_CERT_FILE or SSL_CERT_DIR set, gets
+    its own as before)."""
+    import httpx._config
+    import httpx._transports.default as transports
+
+    make = httpx._config.create_ssl_context
+    shared: list[Any] = []
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        env = trust_env and (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"))
+        if verify is not True or cert is not None or env:
+            return make(verify=verify, cert=cert, trust_env=trust_env)
+        if not shared:
+            shared.append(make(verify=verify, cert=cert, trust_env=trust_env))
+        return shared[0]
+
+    transports.create_ssl_context = create_ssl_context  # type: ignore[assignment]
+
+
+_share_the_default_tls_context()
 
 
 def postgres_unavailable() -> str | None:

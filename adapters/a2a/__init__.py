@@ -1,8 +1,10 @@
 """planfence for agents that talk A2A (`a2a-sdk` 1.x): the plan travels with the message, and the
 receiving agent checks it against the shared store before it acts.
 
-    executor = FencedExecutor(MyAgentExecutor(), store, policy, agent="airline")      # receiver
-    client = ClientFactory(config).create(card, [PlanfenceInterceptor(stamper, policy)])  # sender
+    # receiver
+    executor = PlanfenceAgentExecutor(MyAgentExecutor(), store, policy, agent="airline")
+    # sender
+    client = ClientFactory(config).create(card, [PlanfenceInterceptor(stamper, policy)])
 
 Needs the `a2a` extra; names are imported on first use.
 """
@@ -17,21 +19,19 @@ if TYPE_CHECKING:
     from .fence import (
         PLAN,
         SKILL,
-        FencedExecutor,
+        PlanfenceAgentExecutor,
         PlanfenceInterceptor,
         SenderPlans,
-        refusal_task,
         skill_call,
         skill_message,
     )
 
 _EXPORTS = {
-    "FencedExecutor": "fence",
+    "PlanfenceAgentExecutor": "fence",
     "PLAN": "fence",
     "PlanfenceInterceptor": "fence",
     "SKILL": "fence",
     "SenderPlans": "fence",
-    "refusal_task": "fence",
     "skill_call": "fence",
     "skill_message": "fence",
 }
@@ -39,10 +39,9 @@ _EXPORTS = {
 __all__ = [
     "PLAN",
     "SKILL",
-    "FencedExecutor",
+    "PlanfenceAgentExecutor",
     "PlanfenceInterceptor",
     "SenderPlans",
-    "refusal_task",
     "skill_call",
     "skill_message",
 ]

@@ -2,11 +2,11 @@
 metadata) with its arguments as a data part; the sender's plan id travels beside it
 (`dev.planfence/plan`). Each skill declares `D(a)` in the policy like a tool.
 
-- `FencedExecutor` wraps the receiving agent's `AgentExecutor`: before the agent acts, the gate
-  checks the sender's plan against the shared store; the agent runs inside the allow (its fencing
-  token is `planfence.fence.current()`); a refusal is the task's answer: `TASK_STATE_REJECTED`
-  for a replan (the sender may plan again once), `TASK_STATE_FAILED` for a block, with the
-  refusal in words and its `RefusalPayload` in the status message's metadata.
+- `PlanfenceAgentExecutor` wraps the receiving agent's `AgentExecutor`: before the agent acts, the
+  gate checks the sender's plan against the shared store; the agent runs inside the allow (its
+  fencing token is `planfence.fence.current()`); a refusal is the task's answer:
+  `TASK_STATE_REJECTED` for a replan (the sender may plan again once), `TASK_STATE_FAILED` for a
+  block, with the refusal in words and its `RefusalPayload` in the status message's metadata.
 - `PlanfenceInterceptor` is the sender's client interceptor: on an outbound SendMessage for a
   skill with side effects it attaches the plan; given a gate, it checks the plan first and
   answers a refusal itself, the same task, without sending.
@@ -26,7 +26,7 @@ from typing import Any
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    CheckerFactory,
+    Gate,
     GateMiddleware,
     Judgement,
     Middleware,
@@ -39,8 +39,7 @@ from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
-from .._records import DEFAULT_HEADER
+from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, stamp
 
 with extra_imports("a2a", "planfence.adapters.a2a"):
     from a2a.client.interceptors import AfterArgs, BeforeArgs, ClientCallInterceptor
@@ -96,7 +95,7 @@ def refusal_task(refused: Refused, task_id: str, context_id: str) -> Task:
     return Task(id=task_id, context_id=context_id, status=TaskStatus(state=state, message=status))
 
 
-class FencedExecutor(Fenced, AgentExecutor):
+class PlanfenceAgentExecutor(Adapter, AgentExecutor):
     """The receiving agent's executor behind the gate.
 
     Args:
@@ -106,7 +105,7 @@ class FencedExecutor(Fenced, AgentExecutor):
         agent: who acts, for the audit log.
         skill: the skill a message that names none calls (a one-skill agent); else such a
             message is refused.
-        checker, middleware, audit: as for `GateMiddleware` (`audit`: how allows are
+        gate, middleware, audit: as for `GateMiddleware` (`audit`: how allows are
             recorded, `deferred` by default).
     """
 
@@ -118,12 +117,12 @@ class FencedExecutor(Fenced, AgentExecutor):
         *,
         agent: str = "agent",
         skill: str | None = None,
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self.inner, self.skill = inner, skill
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         with _sender_trace(context.message):
@@ -287,7 +286,7 @@ __all__ = [
     "REFUSAL",
     "SKILL",
     "TRACE",
-    "FencedExecutor",
+    "PlanfenceAgentExecutor",
     "PlanfenceInterceptor",
     "SenderPlans",
     "refusal_task",

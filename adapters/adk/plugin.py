@@ -22,7 +22,7 @@ from typing import Any
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     PlanStamper,
@@ -36,8 +36,7 @@ from planfence.plugins.gate.wire import RefusalPayload
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
-from .._records import DEFAULT_HEADER, for_model
+from ..base import DEFAULT_HEADER, Adapter, for_model, read, reads_or_down, shown_text, stamp
 
 with extra_imports("adk", "planfence.adapters.adk"):
     from google.adk.agents.callback_context import CallbackContext
@@ -55,17 +54,13 @@ class _Invocation:
         self.plan: str | PlanUnavailable | None = None
 
 
-class PlanfencePlugin(Fenced, BasePlugin):
+class PlanfencePlugin(Adapter, BasePlugin):
     """Shows the records, stamps plans from them, and gates every tool of every agent.
 
     Args:
-        store: a sync `Store`, an `AsyncStore`, a URL, or a `StoreBridge`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown to the model on every request.
         agent: plans are stored under `plans/<agent>` and audited as it.
-        checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -75,13 +70,13 @@ class PlanfencePlugin(Fenced, BasePlugin):
         *,
         keys: Iterable[str] = (),
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__(name="planfence")
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.keys, self.header = list(keys), header
         self._runs: dict[str, _Invocation] = {}
         self._running: dict[str, tuple[Judgement, AbstractContextManager[Any]]] = {}

@@ -3,7 +3,7 @@ and a gate in front of every tool call.
 
     memory = SharedMemory(store, keys=["trip/42/requirements"])
     planner = PlanningAgent("planner", client, memory=[memory])
-    tools = FencedWorkbench(StaticWorkbench([book_flight]), store=store, policy=policy)
+    tools = PlanfenceWorkbench(StaticWorkbench([book_flight]), store=store, policy=policy)
     executor = FencedAgent("executor", client, workbench=tools)
     team = RoundRobinGroupChat([planner, executor], termination_condition=PlanfenceTermination())
 
@@ -17,34 +17,24 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .agents import FencedAgent, PlanningAgent, plan_of, refused_plan
-    from .memory import SharedMemory, SharedMemoryConfig
+    from .agents import FencedAgent, PlanningAgent
+    from .memory import SharedMemory
     from .routing import (
         PlanfenceTermination,
-        RunOutcome,
         add_replan_route,
-        is_blocked,
-        is_replan,
         proceeds,
         replan_selector,
         run_outcome,
     )
-    from .workbench import FencedWorkbench, FencedWorkbenchConfig
+    from .workbench import PlanfenceWorkbench
 
 _EXPORTS = {
     "SharedMemory": "memory",
-    "SharedMemoryConfig": "memory",
-    "FencedWorkbench": "workbench",
-    "FencedWorkbenchConfig": "workbench",
+    "PlanfenceWorkbench": "workbench",
     "PlanningAgent": "agents",
     "FencedAgent": "agents",
-    "plan_of": "agents",
-    "refused_plan": "agents",
     "PlanfenceTermination": "routing",
-    "RunOutcome": "routing",
     "add_replan_route": "routing",
-    "is_blocked": "routing",
-    "is_replan": "routing",
     "proceeds": "routing",
     "replan_selector": "routing",
     "run_outcome": "routing",
@@ -52,19 +42,12 @@ _EXPORTS = {
 
 __all__ = [
     "FencedAgent",
-    "FencedWorkbench",
-    "FencedWorkbenchConfig",
     "PlanfenceTermination",
+    "PlanfenceWorkbench",
     "PlanningAgent",
-    "RunOutcome",
     "SharedMemory",
-    "SharedMemoryConfig",
     "add_replan_route",
-    "is_blocked",
-    "is_replan",
-    "plan_of",
     "proceeds",
-    "refused_plan",
     "replan_selector",
     "run_outcome",
 ]

@@ -13,7 +13,7 @@ read, or the plan could not be stored (the store was down), the answer carries n
 why (`planfence.unavailable`), and the executor's gated calls are refused as `store_unavailable`.
 
 `FencedAgent` acts under the latest plan id it received: each of its turns carries that plan to
-its `FencedWorkbench`es, and its answer is labelled with the route the team should take:
+its `PlanfenceWorkbench`es, and its answer is labelled with the route the team should take:
 "replan" (back to the planner, once), "blocked" or "done".
 
 Nothing a turn read or acts under is kept in a memory or workbench, which teams may share. An
@@ -29,8 +29,9 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.plugins.gate import PlanStamper, Verdict, fold_step, payload_of
+from planfence.plugins.gate import PlanStamper, Verdict, fold_step
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
+from planfence.plugins.gate.wire import payload_of
 from planfence.shared_memory import ConfigError, Record
 from planfence.shared_memory.extras import extra_imports
 
@@ -52,7 +53,7 @@ from ._metadata import (
     UNAVAILABLE,
 )
 from .memory import SharedMemory, record_ids, unavailable_of
-from .workbench import FencedWorkbench, Turn, agent_turn
+from .workbench import PlanfenceWorkbench, Turn, agent_turn
 
 StreamItem = BaseAgentEvent | BaseChatMessage | Response
 USER = "user"
@@ -195,7 +196,7 @@ class PlanningAgent(AssistantAgent):
 
 
 class FencedAgent(AssistantAgent):
-    """An `AssistantAgent` executor whose tools run behind `FencedWorkbench`es.
+    """An `AssistantAgent` executor whose tools run behind `PlanfenceWorkbench`es.
 
     It acts under the newest plan id found in the messages it has received; each turn carries
     that plan to its workbenches' calls, and its answer is labelled with `planfence.route`:
@@ -206,14 +207,14 @@ class FencedAgent(AssistantAgent):
 
     def __init__(self, name: str, model_client: Any, **kwargs: Any) -> None:
         super().__init__(name, model_client, **kwargs)
-        self._fences = [wb for wb in self._workbench if isinstance(wb, FencedWorkbench)]
+        self._fences = [wb for wb in self._workbench if isinstance(wb, PlanfenceWorkbench)]
         if not self._fences:
-            raise ConfigError(f"FencedAgent {name!r} needs a FencedWorkbench in workbench=")
+            raise ConfigError(f"FencedAgent {name!r} needs a PlanfenceWorkbench in workbench=")
         self._plan: str | PlanUnavailable | None = None
         self._turns: set[Turn] = set()
 
     @property
-    def fences(self) -> tuple[FencedWorkbench, ...]:
+    def fences(self) -> tuple[PlanfenceWorkbench, ...]:
         return tuple(self._fences)
 
     @property

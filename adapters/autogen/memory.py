@@ -39,10 +39,10 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from planfence.plugins.gate import read_heads
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
+from planfence.plugins.gate.reads import read_heads
 
-from .._records import DEFAULT_HEADER, UNREADABLE, records_text, unreadable_text
+from ..base import DEFAULT_HEADER, UNREADABLE, records_text, unreadable_text
 from ._store import store_bridge
 
 # Marks the memory results that are public records, as opposed to other memories' results.

@@ -1,4 +1,4 @@
-"""`FencedWorkbench`: the PlanFence gate in front of any AutoGen workbench.
+"""`PlanfenceWorkbench`: the PlanFence gate in front of any AutoGen workbench.
 
 Every `call_tool` is checked against the plan of the turn it belongs to: a `FencedAgent` opens a
 turn (`agent_turn`) acting under the plan id it found in its incoming messages, and every call
@@ -33,21 +33,19 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     Allowed,
     AuditMode,
-    CheckerFactory,
-    GateMiddleware,
+    Gate,
     Judgement,
     Middleware,
     Policy,
     Refused,
     ToolCall,
     Verdict,
-    audit_mode,
-    checker_path,
-    fail_closed,
 )
+from planfence.plugins.gate.audit_writer import audit_mode
+from planfence.plugins.gate.decision import fail_closed
 from planfence.plugins.gate.fence import bound
 from planfence.plugins.gate.outage import PlanUnavailable
-from planfence.shared_memory import AsyncStore, PlanFenceError, Store
+from planfence.shared_memory import AsyncStore, ConfigError, PlanfenceError, Store
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("autogen", "planfence.adapters.autogen"):
@@ -63,10 +61,11 @@ with extra_imports("autogen", "planfence.adapters.autogen"):
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from ..base import Adapter
 from ._store import store_bridge
 
 
-class ConcurrentTurnError(PlanFenceError):
+class ConcurrentTurnError(PlanfenceError):
     """One agent ran two turns at once; AutoGen agents hold one conversation, so what either
     turn planned from is unknown and its calls are refused."""
 
@@ -108,7 +107,7 @@ class Refusal(Exception):
 class _Pending:
     """One call through a fence, judged when its tool starts (inside AutoGen's span)."""
 
-    def __init__(self, fence: FencedWorkbench, call: ToolCall) -> None:
+    def __init__(self, fence: PlanfenceWorkbench, call: ToolCall) -> None:
         self.fence = fence
         self.call = call
         self.judged: Judgement | None = None
@@ -133,7 +132,7 @@ class _Pending:
 _PENDING: ContextVar[_Pending | None] = ContextVar("planfence_autogen_pending", default=None)
 
 
-def _checked_twin(tool: Any, fence: FencedWorkbench) -> Any:
+def _checked_twin(tool: Any, fence: PlanfenceWorkbench) -> Any:
     """A shallow copy of `tool` that asks the gate before it runs. A `BaseTool` runs `run`
     inside the span its `run_json` opens, so the check goes there; a tool with its own
     `run_json` is checked as that starts. The original tool does the work (and keeps any state)."""
@@ -152,7 +151,7 @@ def _checked_twin(tool: Any, fence: FencedWorkbench) -> Any:
     return twin
 
 
-def _checked_inside(workbench: Workbench, fence: FencedWorkbench) -> StaticWorkbench | None:
+def _checked_inside(workbench: Workbench, fence: PlanfenceWorkbench) -> StaticWorkbench | None:
     """A `StaticWorkbench` like `workbench` whose tools check first; None for any other kind
     (a subclass with its own `call_tool` included, or one whose tools cannot be reached), which
     is checked before the call instead."""
@@ -165,18 +164,18 @@ def _checked_inside(workbench: Workbench, fence: FencedWorkbench) -> StaticWorkb
     return StaticWorkbench([_checked_twin(t, fence) for t in tools], tool_overrides=overrides)
 
 
-class FencedWorkbenchConfig(BaseModel):
-    """Declarative form of `FencedWorkbench`; the store travels as a URL, the policy as a dict."""
+class PlanfenceWorkbenchConfig(BaseModel):
+    """Declarative form of `PlanfenceWorkbench`; the store travels as a URL, the policy as a
+    dict."""
 
     workbench: ComponentModel
     store: str
     policy: dict[str, Any]
     agent: str | None = None
-    checker: str | None = None  # a checker factory's "module:name" path; None: the gate
     audit: Literal["deferred", "durable", "off"] = DEFAULT_AUDIT
 
 
-class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
+class PlanfenceWorkbench(Adapter, Workbench, Component[PlanfenceWorkbenchConfig]):
     """Runs the gate before each tool call of the wrapped workbench.
 
     Args:
@@ -184,10 +183,9 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         store: an `AsyncStore`, a sync `Store`, or a store URL.
         policy: the declared scopes (a `Policy`, its dict form, or TOML text).
         agent: the executor's id, written to the audit log.
-        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
-            "module:name" path) judging calls instead of the gate, such as the freshness-only
-            baseline in `planfence.demos.baselines`; default the gate. It must be a module-level
-            function for `dump_component()`.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`), over
+            the same store and policy (see `GateMiddleware`); a workbench given one cannot be
+            saved with `dump_component()` (a gate is not configuration).
         middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first (not
             part of the component's configuration: give it again after `load_component`).
         audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
@@ -201,8 +199,8 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
     VERDICT_HISTORY = 256
 
     component_type = "workbench"
-    component_config_schema = FencedWorkbenchConfig
-    component_provider_override = "planfence.adapters.autogen.FencedWorkbench"
+    component_config_schema = PlanfenceWorkbenchConfig
+    component_provider_override = "planfence.adapters.autogen.PlanfenceWorkbench"
 
     def __init__(
         self,
@@ -211,19 +209,18 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         store: AsyncStore | Store | str,
         policy: Policy | Mapping[str, Any] | str,
         agent: str | None = None,
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self.inner = workbench
         self.store = store_bridge(store)
         self.audit = audit_mode(audit)
-        self.gate = GateMiddleware(
-            self.store, policy, checker=checker, agent=agent, middleware=middleware, audit=audit
+        self.attach_gate(
+            self.store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit
         )
         self.policy = self.gate.policy
-        self.agent = agent
-        self.checker_factory = self.gate.factory
+        self._given_gate = gate is not None
         self._plan_id: str | None = None
         self._tools: list[ToolSchema] | None = None
         self.verdicts: deque[Verdict] = deque(maxlen=self.VERDICT_HISTORY)
@@ -357,24 +354,27 @@ class FencedWorkbench(Workbench, Component[FencedWorkbenchConfig]):
         await self.inner.load_state(state.get("inner", {}))
         self._plan_id = state.get("plan_id")
 
-    def _to_config(self) -> FencedWorkbenchConfig:
-        return FencedWorkbenchConfig(
+    def _to_config(self) -> PlanfenceWorkbenchConfig:
+        if self._given_gate:
+            raise ConfigError(
+                "a workbench given gate= cannot be saved as a component: a gate is not "
+                "configuration; save one built from its settings (store, policy, agent, audit)"
+            )
+        return PlanfenceWorkbenchConfig(
             workbench=self.inner.dump_component(),
             store=self.store.url,
             policy=self.policy.to_dict(),
             agent=self.agent,
-            checker=checker_path(self.checker_factory),
             audit=self.audit,
         )
 
     @classmethod
-    def _from_config(cls, config: FencedWorkbenchConfig) -> Self:
+    def _from_config(cls, config: PlanfenceWorkbenchConfig) -> Self:
         return cls(
             Workbench.load_component(config.workbench),
             store=config.store,
             policy=config.policy,
             agent=config.agent,
-            checker=config.checker,
             audit=config.audit,
         )
 

@@ -22,9 +22,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from planfence.plugins.gate import Gate, Policy, ScopeError, ToolCall, Verdict, payload_of
+from planfence.plugins.gate import Gate, Policy, ScopeError, ToolCall, Verdict
 from planfence.plugins.gate.rule import CHECK_HINT
-from planfence.shared_memory import KeyState, open_async_store, validate_agent
+from planfence.plugins.gate.wire import payload_of
+from planfence.shared_memory import KeyState, open_async_store
+from planfence.shared_memory.records import validate_agent
 
 from .common import UsageError, add_output, add_store_option, emit, guarded, store_url, write_out
 

@@ -14,14 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import (
-    InvalidValueError,
-    PlanFenceError,
-    Store,
-    StoreNotFoundError,
-    default_store_url,
-    open_store,
-)
+from planfence.shared_memory import PlanfenceError, Store, open_store
+from planfence.shared_memory.errors import InvalidValueError, StoreNotFoundError
+from planfence.shared_memory.factory import default_store_url
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -193,7 +188,7 @@ def guarded(handler: Handler) -> Handler:
             return handler(args)
         except UsageError as exc:
             return fail(str(exc), EXIT_USAGE)
-        except PlanFenceError as exc:
+        except PlanfenceError as exc:
             message = str(exc)
             if isinstance(exc, StoreNotFoundError):  # said for command-line users
                 found = f": {exc.detail}" if exc.detail else ""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from planfence.plugins.gate.graph import PlanGraph
-from planfence.shared_memory import Frontier
+from planfence.shared_memory.lineage import Frontier
 
 MAX_INDENT = 16
 FORMATS = ("tree", "json", "dot", "mermaid")

@@ -11,7 +11,8 @@ from typing import Any
 
 from planfence.adapters.owner_service.keys import SigningKey
 from planfence.plugins.gate.graph import load_plan_graph
-from planfence.shared_memory import AlreadyOwnedError, HeadConflictError, Record, Store
+from planfence.shared_memory import HeadConflictError, Record, Store
+from planfence.shared_memory.errors import AlreadyOwnedError
 
 from .common import (
     UsageError,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from planfence.plugins.gate import create_plan_sync
-from planfence.shared_memory import validate_agent
+from planfence.plugins.gate.plans import create_plan_sync
+from planfence.shared_memory.records import validate_agent
 
 from .common import add_common, emit, guarded, open_cli_store, parse_json_arg, split_ids
 

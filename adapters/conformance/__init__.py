@@ -6,32 +6,27 @@ builds its framework's agent with a scripted model over the case's `World` (`wor
     python -m planfence.adapters.conformance            # every adapter whose framework is installed
     python -m planfence.adapters.conformance --json     # the same, as JSON
 
-To check an adapter of your own, register its harness (`runner.HARNESSES`) or run it directly:
-`await run_case(MyHarness(), case, tmp_path)` for each of `CASES`.
+To check an adapter of your own, register its harness as an entry point in the
+`planfence.adapters` group (`name = "package.module:HarnessClass"` in your pyproject.toml) and run
+`python -m planfence.adapters.conformance --adapter name`, or run it directly:
+`await run_case(MyHarness(), case, tmp_path)` for each of `CASES`. `seam.py` is the reference
+harness, with no framework.
 """
 
-from .cases import CASES, Case, CaseFailure
-from .harness import Harness, Run
-from .runner import HARNESSES, Result, run_case, run_suite, table
-from .world import BOOK, KEY, WEATHER, Call, Script, World, freshness_only, unavailable
+from .cases import CASES
+from .harness import Harness, Run, controlled
+from .runner import run_case, run_suite, table
+from .world import KEY, Script, World
 
 __all__ = [
-    "BOOK",
     "CASES",
-    "HARNESSES",
     "KEY",
-    "WEATHER",
-    "Call",
-    "Case",
-    "CaseFailure",
     "Harness",
-    "Result",
     "Run",
     "Script",
     "World",
-    "freshness_only",
+    "controlled",
     "run_case",
     "run_suite",
     "table",
-    "unavailable",
 ]

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate import GateMiddleware
+from planfence.plugins.gate.checkers import CheckerFactory
+from planfence.plugins.gate.middleware import judge_with
 
 from .world import Script, World
 
@@ -61,7 +63,9 @@ class Harness(Protocol):
                 every model turn and make the call it returns (None: answer with text). A call
                 may be malformed (`MALFORMED` instead of `destination`): the framework
                 rejects it as it rejects any call whose arguments do not fit the tool.
-            checker: the checker factory to give the adapter (None: the gate).
+            checker: None for the adapter as users build it; otherwise a control's checker
+                factory (cases d and f), which the harness gives the adapter's gate middleware
+                after building it, with `controlled(adapter.gate, checker)`.
             plans: False for an agent with no read side: it is shown no records and its calls
                 carry no plan (case e).
             runs: how many times to run the agent on the task, one run after the other, with
@@ -73,3 +77,9 @@ class Harness(Protocol):
                 does not close the adapter.
         """
         ...
+
+
+def controlled(gate: GateMiddleware, checker: CheckerFactory | None) -> GateMiddleware:
+    """An adapter's gate middleware judging with a control's checker (`checker` not None), the
+    way experiments plug a baseline in (`judge_with`): adapters take no checker themselves."""
+    return gate if checker is None else judge_with(gate, checker)

@@ -10,6 +10,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +20,20 @@ from .cases import CASES, Case, CaseFailure
 from .harness import Harness
 from .world import open_world
 
-HARNESSES: dict[str, str] = {
-    "seam": "planfence.adapters.conformance.harnesses.seam:SeamHarness",
-    "autogen": "planfence.adapters.conformance.harnesses.autogen:AutoGenHarness",
-    "langgraph.create_agent": "planfence.adapters.conformance.harnesses.langgraph:CreateAgent",
-    "langgraph.graph": "planfence.adapters.conformance.harnesses.langgraph:HandWrittenGraph",
-    "mcp.proxy": "planfence.adapters.conformance.harnesses.mcp:ProxyHarness",
-    "mcp.in_server": "planfence.adapters.conformance.harnesses.mcp:InServerHarness",
-    "pydantic_ai": "planfence.adapters.conformance.harnesses.pydantic_ai:PydanticAIHarness",
-    "openai_agents": "planfence.adapters.conformance.harnesses.openai_agents:OpenAIAgentsHarness",
-    "adk": "planfence.adapters.conformance.harnesses.adk:ADKHarness",
-    "maf": "planfence.adapters.conformance.harnesses.maf:MAFHarness",
-    "a2a": "planfence.adapters.conformance.harnesses.a2a:A2AHarness",
-    "crewai": "planfence.adapters.conformance.harnesses.crewai:CrewAIHarness",
-}
-"""Adapter name -> its harness class, as "module:Class". Add a line for a new adapter."""
+ENTRY_POINTS = "planfence.adapters"
+"""The entry-point group an adapter registers its harness in (its row name = "module:Class")."""
+
+
+def registered() -> dict[str, str]:
+    """Adapter name -> its harness class as "module:Class", from every installed distribution's
+    `planfence.adapters` entry points (planfence's own in its pyproject.toml): the reference
+    harness first, then by name."""
+    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINTS)}
+    return dict(sorted(found.items(), key=lambda item: (item[0] != "seam", item[0])))
+
+
+HARNESSES: dict[str, str] = registered()
+"""Adapter name -> its harness class, as "module:Class" (see `registered`)."""
 
 PASS, FAIL, ERROR, MISSING = "pass", "FAIL", "error", "not installed"
 CASE_TIMEOUT = 120.0

@@ -17,15 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from planfence.fence import FenceToken, current
-from planfence.plugins.gate import (
-    ALLOW,
-    Checker,
-    Policy,
-    ToolCall,
-    Verdict,
-    find_decisions,
-    gate_checker,
-)
+from planfence.plugins.gate import ALLOW, Policy, ToolCall, Verdict, find_decisions
+from planfence.plugins.gate.call import Checker
+from planfence.plugins.gate.checkers import gate_checker
 from planfence.shared_memory import (
     AsyncStore,
     Record,

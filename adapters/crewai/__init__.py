@@ -1,7 +1,7 @@
 """planfence for CrewAI: its interception hooks show the agent the public records, stamp plans
 from what it was shown and gate every tool call.
 
-    fence = Planfence(store, policy, keys=["trip/42/requirements"], agent="booker")
+    fence = PlanfenceHooks(store, policy, keys=["trip/42/requirements"], agent="booker")
     with fence:  # for the CrewAI agents whose role is "booker"
         Crew(agents=[booker], tasks=[task]).kickoff()
 
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .hooks import Planfence
+    from .hooks import PlanfenceHooks
 
-_EXPORTS = {"Planfence": "hooks"}
+_EXPORTS = {"PlanfenceHooks": "hooks"}
 
-__all__ = ["Planfence"]
+__all__ = ["PlanfenceHooks"]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,4 +1,4 @@
-"""`Planfence`: PlanFence through CrewAI's interception hooks.
+"""`PlanfenceHooks`: PlanFence through CrewAI's interception hooks.
 
 Read side: before each model call of a fenced agent (`PRE_MODEL_CALL`) the current public
 records are put in its messages, replacing the ones shown before; the first tool call the model
@@ -34,7 +34,7 @@ from planfence.fence import bound
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     PlanStamper,
@@ -46,8 +46,7 @@ from planfence.plugins.gate.outage import PlanUnavailable, failure
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
-from .._records import DEFAULT_HEADER, UNREADABLE
+from ..base import DEFAULT_HEADER, UNREADABLE, Adapter, read, reads_or_down, shown_text, stamp
 
 with extra_imports("crewai", "planfence.adapters.crewai"):
     from crewai.hooks import HookAborted, InterceptionPoint, register_hook, unregister_hook
@@ -55,7 +54,7 @@ with extra_imports("crewai", "planfence.adapters.crewai"):
 
 UNKNOWN_AGENT = "unknown_agent"
 """The reason a tool call of an agent whose role no installed fence knows is refused with."""
-_INSTALLED: list[Planfence] = []  # the fences whose hooks are registered, in order
+_INSTALLED: list[PlanfenceHooks] = []  # the fences whose hooks are registered, in order
 _INSTALLED_LOCK = threading.Lock()
 
 
@@ -79,21 +78,17 @@ class _Open:
     stack: ExitStack = field(default_factory=ExitStack)
 
 
-class Planfence(Fenced):
+class PlanfenceHooks(Adapter):
     """Shows the records, stamps plans from them, and gates every tool call of the fenced agents.
 
     Args:
-        store: a sync `Store`, an `AsyncStore`, a URL, or a `StoreBridge`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown before every model call.
         prefixes: key prefixes shown the same way.
         agent: plans are stored under `plans/<agent>` and audited as it.
         roles: the CrewAI agent roles fenced (default: `agent`), exactly as the agents' `role`;
             while the fence is installed, the tool calls of an agent whose role no installed
             fence lists are refused.
-        checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -105,12 +100,12 @@ class Planfence(Fenced):
         prefixes: Iterable[str] = (),
         agent: str = "agent",
         roles: Iterable[str] | None = None,
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self.roles = frozenset([agent] if roles is None else roles)
         self._seen: dict[int, _Seen] = {}
@@ -124,7 +119,7 @@ class Planfence(Fenced):
         )
         self.installed = False
 
-    def install(self) -> Planfence:
+    def install(self) -> PlanfenceHooks:
         """Register the hooks (after those already registered: the fence judges the input they
         leave)."""
         if not self.installed:
@@ -153,7 +148,7 @@ class Planfence(Fenced):
         self.uninstall()
         await self.gate.aclose()
 
-    def __enter__(self) -> Planfence:
+    def __enter__(self) -> PlanfenceHooks:
         return self.install()
 
     def __exit__(self, *exc: object) -> None:
@@ -247,7 +242,7 @@ class Planfence(Fenced):
         message = (
             f"the CrewAI agent with role {role!r} is not fenced (the installed fences know the "
             f"roles {', '.join(map(repr, known))}): its tool calls are refused. Add its role, "
-            f"exactly as the agent's `role`: Planfence(..., roles=[..., {role!r}])"
+            f"exactly as the agent's `role`: PlanfenceHooks(..., roles=[..., {role!r}])"
         )
         return self.bridge.run(self.gate.refuse, call, UNKNOWN_AGENT, message, by="crewai")
 

@@ -1,9 +1,10 @@
 """planfence for LangGraph 1.x and LangChain v1 agents.
 
-    agent = create_agent(model, tools, middleware=[PlanfenceMiddleware(store, policy, keys=[...])])
+    fence = PlanfenceAgentMiddleware(store, policy, keys=[...])
+    agent = create_agent(model, tools, middleware=[fence])
 
-For hand-written graphs: `GraphFence` (a gated `ToolNode` that routes refusals to the planner,
-and plan stamping for the planner node), `PlanfenceState` for the graph state, and
+For hand-written graphs: `PlanfenceToolNode` (a gated `ToolNode` that routes refusals to the
+planner, and plan stamping for the planner node), `PlanfenceState` for the graph state, and
 `PlanfenceStore`, LangGraph's store API over the shared memory with reads tracked per run
 (`track_reads()` opens a scope of one's own). `JanusStore` wraps the LangGraph store a team
 keeps its memories in (InMemoryStore, PostgresStore, ...) with a Janus controller on writes.
@@ -18,34 +19,29 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._gating import refusal_message
-    from .graph import GraphFence
+    from .graph import PlanfenceToolNode
     from .janus_store import JanusStore
-    from .middleware import PlanfenceAgentState, PlanfenceMiddleware
+    from .middleware import PlanfenceAgentMiddleware
     from .state import PlanfenceState
     from .store import ImmutableRecordError, PlanfenceStore, track_reads
 
 _EXPORTS = {
-    "GraphFence": "graph",
+    "PlanfenceToolNode": "graph",
     "ImmutableRecordError": "store",
     "JanusStore": "janus_store",
-    "PlanfenceAgentState": "middleware",
-    "PlanfenceMiddleware": "middleware",
+    "PlanfenceAgentMiddleware": "middleware",
     "PlanfenceState": "state",
     "PlanfenceStore": "store",
-    "refusal_message": "_gating",
     "track_reads": "store",
 }
 
 __all__ = [
-    "GraphFence",
     "ImmutableRecordError",
     "JanusStore",
-    "PlanfenceAgentState",
-    "PlanfenceMiddleware",
+    "PlanfenceAgentMiddleware",
     "PlanfenceState",
     "PlanfenceStore",
-    "refusal_message",
+    "PlanfenceToolNode",
     "track_reads",
 ]
 

@@ -10,21 +10,20 @@ from typing import Any
 
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
-    REPLANNING,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     PlanStamper,
     Policy,
-    ReadSet,
     Refused,
     StepOutcome,
     ToolCall,
     fold_step,
-    merge_reads,
 )
 from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.reads import ReadSet, merge_reads
+from planfence.plugins.gate.steps import REPLANNING
 from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -33,7 +32,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command
 
-from .._fenced import Fenced
+from ..base import Adapter
 from .store import ReadLog, track_reads
 
 ToolAnswer = ToolMessage | Command[Any]
@@ -50,7 +49,7 @@ def tool_call(request: ToolCallRequest, agent: str | None) -> ToolCall:
     return ToolCall(call["name"], args, plan, agent)
 
 
-class ToolGating(Fenced):
+class ToolGating(Adapter):
     """The seam for a LangGraph class: `gate` judges tool calls, `stamper` stamps plans, over one
     store. Its `wrap_tool_call` / `awrap_tool_call` gate each call: the answer carries the
     verdict and what the tool read, and a refused call never runs."""
@@ -62,13 +61,13 @@ class ToolGating(Fenced):
         self,
         store: AsyncStore | Store,
         policy: Policy | Mapping[str, Any] | str,
-        checker: CheckerFactory | str | None,
+        gate: Gate | None,
         agent: str,
         author: str,
         middleware: Iterable[Middleware],
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.stamper = PlanStamper(self.bridge, author)
         self.policy = self.gate.policy
 

@@ -1,6 +1,6 @@
 """PlanFence for hand-written LangGraph graphs: a planner node stamps plans, a tool node gates.
 
-    fence = GraphFence(store, policy, planner="planner", proceed="report")
+    fence = PlanfenceToolNode(store, policy, planner="planner", proceed="report")
     def planner(state):  ...  return {"messages": [...], **fence.stamp(state, reads)}
     builder.add_node("tools", fence.tool_node([book_flight]), destinations=fence.destinations)
 
@@ -14,7 +14,7 @@ it: the gate follows that chain back through plans that made no gated call, so a
 ungated calls (a weather lookup) between a refusal and the next plan does not renew the one
 replan. For the same reason the replan count is reset only once a gated call was allowed under
 a current plan. A graph with a checkpointer carries both across invocations of one thread; a new
-request that should start afresh passes `GraphFence.NEW_REQUEST` in its input.
+request that should start afresh passes `PlanfenceToolNode.NEW_REQUEST` in its input.
 
 A plan that cannot be stamped because the store cannot be reached is no exception in the planner
 node: `stamp` returns an update whose tool calls the tool node refuses as `store_unavailable`
@@ -28,20 +28,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import (
-    DEFAULT_AUDIT,
-    DONE,
-    REPLANNING,
-    AuditMode,
-    CheckerFactory,
-    Middleware,
-    Policy,
-    ReadSet,
-    action_done,
-    merge_reads,
-    refreshed,
-)
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate, Middleware, Policy
 from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.reads import ReadSet, merge_reads, refreshed
+from planfence.plugins.gate.steps import DONE, REPLANNING, action_done
 from planfence.shared_memory import JSON, AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -52,26 +42,18 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.prebuilt import ToolNode
     from langgraph.types import Command, Overwrite
 
-from .._fenced import stamp
+from ..base import stamp
 from ._gating import ToolGating, fold_into_state
 
 
-class GraphFence(ToolGating):
+class PlanfenceToolNode(ToolGating):
     """The gate for a hand-written graph's tool node, and plan stamping for its planner node.
 
     Args:
-        store: a sync `Store` (sync and async graphs) or an `AsyncStore`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         planner: the node that receives a refusal for its one replan.
         proceed: where the graph goes after a call ran (default: the end).
         agent: the executor id written to the audit log.
-        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
-            "module:name" path) judging calls instead of the gate, such as the freshness-only
-            baseline in `planfence.demos.baselines`; default the gate.
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
-            allows written by group commit just after; `"durable"`, every decision before the
-            tool runs; `"off"`. Call `close()` / `aclose()` when done (it writes the queue).
     """
 
     def __init__(
@@ -82,12 +64,12 @@ class GraphFence(ToolGating):
         planner: str,
         proceed: str = END,
         agent: str = "executor",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
     ) -> None:
         self._join_seam(
-            store, policy, checker, agent, author=planner, middleware=middleware, audit=audit
+            store, policy, gate, agent, author=planner, middleware=middleware, audit=audit
         )
         self.planner = planner
         self.proceed = proceed
@@ -98,7 +80,7 @@ class GraphFence(ToolGating):
         "planfence_outcome": None,
     }
     """Input keys that start a new action with a fresh replan budget in a checkpointed thread:
-    `graph.invoke({"messages": [...], **GraphFence.NEW_REQUEST}, config)`."""
+    `graph.invoke({"messages": [...], **PlanfenceToolNode.NEW_REQUEST}, config)`."""
 
     @property
     def destinations(self) -> tuple[str, ...]:
@@ -183,7 +165,7 @@ class GraphFence(ToolGating):
         """Fold the verdicts of one tool step and send the graph on exactly once.
 
         Blocked beats replan beats done. A refusal after the replan already spent on this action
-        blocks, whatever the checker says: the second refusal ends the run.
+        blocks, whatever the gate says: the second refusal ends the run.
         """
         outputs = list(output) if isinstance(output, list) else [output]
         notes = [

@@ -35,14 +35,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from planfence.plugins.janus import (
-    JanusController,
-    JanusStoreHook,
-    Memory,
-    Submission,
-    Task,
-    render_memory,
-)
+from planfence.plugins.janus import JanusController, JanusStoreHook, Task
+from planfence.plugins.janus.memory import Memory, render_memory
+from planfence.plugins.janus.store_hook import Submission
 from planfence.shared_memory import AsyncStore, ConfigError, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 from planfence.shared_memory.records import canonical_json

@@ -1,4 +1,4 @@
-"""`PlanfenceMiddleware`: PlanFence inside `langchain.agents.create_agent`.
+"""`PlanfenceAgentMiddleware`: PlanFence inside `langchain.agents.create_agent`.
 
 Each model call is shown the current public records; when the model answers with tool calls, a
 plan is stamped whose parents are exactly the record ids it could have planned from: the records
@@ -14,7 +14,7 @@ cannot be reached while the records are shown or the plan is stamped is no excep
 the model is told the records cannot be read, and its gated calls are refused (and the run
 ends) as `store_unavailable`.
 
-Order: `PlanfenceMiddleware` must be the innermost middleware around tool calls (the last one
+Order: `PlanfenceAgentMiddleware` must be the innermost middleware around tool calls (the last one
 in `middleware=[...]` that wraps tool calls). The gate checks the call it is handed, and the
 tool runs when its `handler` returns: a retry or argument-rewriting middleware placed inside it
 would run the tool later, again, or with other arguments than the ones checked, with no new
@@ -29,21 +29,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from planfence.plugins.gate import (
-    BLOCKED,
-    DEFAULT_AUDIT,
-    REPLANNING,
-    AuditMode,
-    CheckerFactory,
-    Middleware,
-    Policy,
-    ReadSet,
-    action_done,
-    merge_reads,
-    reads_of,
-    refreshed,
-)
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate, Middleware, Policy
 from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.reads import ReadSet, merge_reads, reads_of, refreshed
+from planfence.plugins.gate.steps import BLOCKED, REPLANNING, action_done
 from planfence.shared_memory import AsyncStore, Record, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -58,8 +47,7 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
     from langgraph.runtime import Runtime
     from langgraph.types import Command, Overwrite
 
-from .._fenced import read, shown_text, stamp
-from .._records import DEFAULT_HEADER
+from ..base import DEFAULT_HEADER, read, shown_text, stamp
 from ._gating import ToolGating, fold_into_state
 from .state import PlanfenceState
 from .store import PlanfenceStore, ReadLog, track_reads
@@ -73,24 +61,16 @@ class PlanfenceAgentState(AgentState[Any], PlanfenceState):
     """`create_agent` state with the planfence keys."""
 
 
-class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any]):
+class PlanfenceAgentMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any]):
     """Stamps plans from what the model saw and gates every tool call.
 
     Args:
-        store: a sync `Store` (sync and async agents) or an `AsyncStore`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown to the model on every call.
         prefixes: key prefixes shown the same way.
         reads: a `PlanfenceStore` whose reads by tools (and during model calls) join the plan's
             parents.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
-        checker: for experiments, a factory `(store, policy, agent) -> checker` (or its
-            "module:name" path) judging calls instead of the gate, such as the freshness-only
-            baseline in `planfence.demos.baselines`; default the gate.
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how the gate records decisions (`Gate`'s `audit`): `"deferred"` (default),
-            allows written by group commit just after; `"durable"`, every decision before the
-            tool runs; `"off"`. Call `close()` / `aclose()` when done (it writes the queue).
     """
 
     state_schema = PlanfenceAgentState
@@ -104,14 +84,14 @@ class PlanfenceMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, Any])
         prefixes: Iterable[str] = (),
         reads: PlanfenceStore | None = None,
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
         super().__init__()
         self._join_seam(
-            store, policy, checker, agent, author=agent, middleware=middleware, audit=audit
+            store, policy, gate, agent, author=agent, middleware=middleware, audit=audit
         )
         self.keys = list(keys)
         self.prefixes = list(prefixes)

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from typing_extensions import NotRequired, TypedDict
 
-from planfence.plugins.gate import ReadSet, merge_reads
+from planfence.plugins.gate.reads import ReadSet, merge_reads
 
 
 def last_value(_: Any, new: Any) -> Any:

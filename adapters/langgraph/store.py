@@ -9,9 +9,9 @@ refused.
 Reads are remembered per unit of work, never per store object: a compiled graph serving many
 runs at once keeps each run's reads apart. The unit is the innermost `track_reads()` block, or
 else the LangGraph task (one node or tool step of one run) doing the reading, or else the asyncio
-task or thread. `PlanfenceMiddleware` and `GraphFence` open a `track_reads()` block around every
-tool call and carry what it read in graph state; a planner node calls `take_reads()` in the node
-that read.
+task or thread. `PlanfenceAgentMiddleware` and `PlanfenceToolNode` open a `track_reads()` block
+around every tool call and carry what it read in graph state; a planner node calls `take_reads()` in
+the node that read.
 
 A LangGraph task's reads are kept in a registry keyed by the task (its `checkpoint_ns` and run
 config, from `langgraph.config.get_config()`), so reads made in child tasks of a node
@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from planfence.shared_memory import (
     AsyncStore,
     ConfigError,
-    PlanFenceError,
+    PlanfenceError,
     Record,
     Store,
 )
@@ -57,13 +57,13 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
         SearchOp,
     )
 
-from planfence.plugins.gate import ReadSet, add_reads
+from planfence.plugins.gate.reads import ReadSet, add_reads
 from planfence.shared_memory import StoreBridge
 
 RECORD_ID = "_record_id"
 
 
-class ImmutableRecordError(PlanFenceError):
+class ImmutableRecordError(PlanfenceError):
     """Public records cannot be deleted; publish a new version instead."""
 
 

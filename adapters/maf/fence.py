@@ -1,5 +1,5 @@
-"""`PlanfenceMiddleware`: PlanFence in a Microsoft Agent Framework agent, one object registered
-in both of the agent's places.
+"""`PlanfenceFunctionMiddleware`: PlanFence in a Microsoft Agent Framework agent, one object
+registered in both of the agent's places.
 
 As a context provider (`context_providers=[fence]`) it shows the model the current public records
 in the run's instructions, and keeps which versions it showed in the session state. As function
@@ -29,16 +29,15 @@ from typing import Any
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     Policy,
     Refused,
     ToolCall,
-    reads_of,
-    refreshed,
 )
 from planfence.plugins.gate.outage import PlanUnavailable, failure
+from planfence.plugins.gate.reads import reads_of, refreshed
 from planfence.shared_memory import AsyncStore, Store
 from planfence.shared_memory.extras import extra_imports
 
@@ -54,7 +53,7 @@ with extra_imports("maf", "planfence.adapters.maf"):
         SupportsAgentRun,
     )
 
-from .._fenced import Fenced, read, shown_text, stamp
+from ..base import Adapter, read, shown_text, stamp
 
 SOURCE = "planfence"
 HEADER = (
@@ -63,19 +62,14 @@ HEADER = (
 )
 
 
-class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
+class PlanfenceFunctionMiddleware(Adapter, FunctionMiddleware, ContextProvider):
     """Shows the records (context provider) and gates every tool call (function middleware).
 
     Args:
-        store: an `AsyncStore` or a sync `Store`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown to the model at the start of each run.
         prefixes: key prefixes shown the same way.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.
-        checker: for experiments, a checker factory (or its "module:name" path) judging calls
-            instead of the gate; default the gate.
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
         header: the first line of the records in the instructions.
     """
 
@@ -87,13 +81,13 @@ class PlanfenceMiddleware(Fenced, FunctionMiddleware, ContextProvider):
         keys: Iterable[str] = (),
         prefixes: Iterable[str] = (),
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = HEADER,
     ) -> None:
         ContextProvider.__init__(self, SOURCE)
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.stamper = self.new_stamper()
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self._stamping = asyncio.Lock()
@@ -183,4 +177,4 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     return dict(arguments) if isinstance(arguments, Mapping) else dict(arguments.model_dump())
 
 
-__all__ = ["PlanfenceMiddleware"]
+__all__ = ["PlanfenceFunctionMiddleware"]

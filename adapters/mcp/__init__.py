@@ -1,5 +1,6 @@
 """planfence for MCP: a proxy that passes every `tools/call` through the PlanFence gate, and
-the same gate as middleware inside an MCP server (`PlanFenceGate`, `FastMCPGate`).
+the same gate as middleware inside an MCP server (`PlanfenceServerMiddleware`,
+`PlanfenceFastMCPMiddleware`).
 
     async with open_proxy(gate, stdio_upstream(["mcp-server-git", "--repository", "."])) as (
         proxy,
@@ -18,27 +19,19 @@ from typing import TYPE_CHECKING
 
 from planfence.adapters._lazy import lazy_exports
 
-from .meta import (
-    META_AGENT,
-    META_DECISION,
-    META_FENCE,
-    META_PLAN,
-    META_REFUSAL,
-    forwardable_meta,
-)
+from .meta import META_FENCE
 
 if TYPE_CHECKING:
-    from .fastmcp_gate import FastMCPGate
-    from .in_server import PlanFenceGate
-    from .proxy import PlanFenceProxy, open_proxy
-    from .upstream import Upstream, UpstreamFailure, stdio_upstream
+    from .fastmcp_gate import PlanfenceFastMCPMiddleware
+    from .in_server import PlanfenceServerMiddleware
+    from .proxy import PlanfenceProxy, open_proxy
+    from .upstream import UpstreamFailure, stdio_upstream
 
 _EXPORTS = {
-    "FastMCPGate": "fastmcp_gate",
-    "PlanFenceGate": "in_server",
-    "PlanFenceProxy": "proxy",
+    "PlanfenceFastMCPMiddleware": "fastmcp_gate",
+    "PlanfenceServerMiddleware": "in_server",
+    "PlanfenceProxy": "proxy",
     "open_proxy": "proxy",
-    "Upstream": "upstream",
     "UpstreamFailure": "upstream",
     "stdio_upstream": "upstream",
 }
@@ -46,17 +39,11 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = [
-    "META_AGENT",
-    "META_DECISION",
     "META_FENCE",
-    "META_PLAN",
-    "META_REFUSAL",
-    "FastMCPGate",
-    "PlanFenceGate",
-    "PlanFenceProxy",
-    "Upstream",
+    "PlanfenceFastMCPMiddleware",
+    "PlanfenceProxy",
+    "PlanfenceServerMiddleware",
     "UpstreamFailure",
-    "forwardable_meta",
     "open_proxy",
     "stdio_upstream",
 ]

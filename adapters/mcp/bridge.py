@@ -23,7 +23,7 @@ from .relay import DEFAULT_LEGACY_LOG_LEVEL
 from .upstream import UPSTREAM_ERROR, Upstream, UpstreamFailure, _version
 
 if TYPE_CHECKING:
-    from .proxy import PlanFenceProxy
+    from .proxy import PlanfenceProxy
 
 MAX_INPUT_ROUNDS = 10  # the official client's limit on input_required rounds
 NO_CACHE = {"ttlMs": 0, "cacheScope": "private"}  # immediately stale, never shared
@@ -134,7 +134,7 @@ def to_client(result: dict[str, Any], method: str, modern: bool, upstream: Upstr
 
 
 async def exchange(
-    proxy: PlanFenceProxy,
+    proxy: PlanfenceProxy,
     call: Call,
     message: dict[str, Any],
     timeout: float | None,

@@ -20,8 +20,9 @@ from planfence.adapters.cli.common import (
     port_number,
     store_url,
 )
-from planfence.shared_memory import ConfigError, validate_agent
+from planfence.shared_memory import ConfigError
 from planfence.shared_memory.extras import extra_imports
+from planfence.shared_memory.records import validate_agent
 
 from .oauth_cli import add_auth_arguments, auth_options
 

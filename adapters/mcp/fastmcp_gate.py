@@ -1,21 +1,25 @@
 """The gate inside a FastMCP server (the `fastmcp` extra): FastMCP's own middleware.
 
-    mcp.add_middleware(FastMCPGate("sqlite:///team.db", "policy.toml"))
+    mcp.add_middleware(PlanfenceFastMCPMiddleware("sqlite:///team.db", "policy.toml"))
 
-Same contract as the proxy and `PlanFenceGate`: the plan comes in the call's `_meta`, a refused
-call never reaches the tool and gets the proxy's refusal result (fitted to the tool's
+Same contract as the proxy and `PlanfenceServerMiddleware`: the plan comes in the call's `_meta`, a
+refused call never reaches the tool and gets the proxy's refusal result (fitted to the tool's
 `outputSchema`), an allowed call's result carries `_meta["dev.planfence/decision"]`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode, Gate
+from planfence.plugins.gate import Middleware as GateLayer
+from planfence.plugins.gate.fence import TokenSigner
+from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .in_server import ToolJudge, with_decision
+from .in_server import PolicySource, ToolJudge, with_decision
 
 with extra_imports("fastmcp", "the FastMCP middleware"):
     import fastmcp  # noqa: F401  (the `fastmcp` extra)
@@ -39,21 +43,36 @@ def _request_meta(context: MiddlewareContext[Any]) -> Mapping[str, Any] | None:
     return None
 
 
-class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
+class PlanfenceFastMCPMiddleware(Middleware):  # type: ignore[misc,unused-ignore]
     """The gate as FastMCP middleware: every `tools/call` is judged first.
 
     Args:
-        store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge`.
-        policy: a `Policy`, its dict form, or the TOML file's path.
+        store, policy, gate, middleware, audit, signing_key: the gate's settings, as for
+            `Adapter.attach_gate` (a store URL is opened here, a SQLite one with its calls on the
+            server's event loop: see `sqlite_on_loop`; the policy may be a TOML file's path).
         agent: who calls, when a call's `_meta` does not say.
-        middleware: planfence middleware around the gate, outermost first.
-        audit: how the gate records decisions (`"deferred"` default, `"durable"`, `"off"`; see
-            `ToolJudge`). Give `lifespan` to the server, or call `aclose()` when it stops (a
-            deferred audit writes what it queued).
     """
 
-    def __init__(self, store: Any, policy: Any, **options: Any) -> None:
-        self.judge = ToolJudge(store, policy, **options)
+    def __init__(
+        self,
+        store: AsyncStore | Store | StoreBridge | str,
+        policy: PolicySource,
+        *,
+        agent: str | None = None,
+        gate: Gate | None = None,
+        middleware: Iterable[GateLayer] = (),
+        audit: AuditMode = DEFAULT_AUDIT,
+        signing_key: TokenSigner | None = None,
+    ) -> None:
+        self.judge = ToolJudge(
+            store,
+            policy,
+            agent=agent,
+            gate=gate,
+            middleware=middleware,
+            audit=audit,
+            signing_key=signing_key,
+        )
 
     async def aclose(self) -> None:
         """Close the gate: a deferred audit writes what it queued."""
@@ -93,4 +112,4 @@ class FastMCPGate(Middleware):  # type: ignore[misc,unused-ignore]
             self.judge.catalog.observe({"tools": [listing]})
 
 
-__all__ = ["FastMCPGate"]
+__all__ = ["PlanfenceFastMCPMiddleware"]

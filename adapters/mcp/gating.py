@@ -48,7 +48,7 @@ from .results import (
 from .upstream import UpstreamFailure, error_text
 
 if TYPE_CHECKING:
-    from .proxy import PlanFenceProxy
+    from .proxy import PlanfenceProxy
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -93,7 +93,7 @@ class Judged:
 class GatedCalls:
     """The proxy's `tools/call`: judged, then forwarded or refused."""
 
-    def __init__(self, proxy: PlanFenceProxy) -> None:
+    def __init__(self, proxy: PlanfenceProxy) -> None:
         self.proxy = proxy
         self.gate = proxy.seam
         self.sessions = proxy.sessions

@@ -23,7 +23,7 @@ from typing import Any
 
 from . import jsonrpc as rpc
 from .peers import Peer
-from .proxy import PlanFenceProxy
+from .proxy import PlanfenceProxy
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -89,7 +89,7 @@ class HttpFront:
     """
 
     def __init__(
-        self, proxy: PlanFenceProxy, *, agent_of: Callable[[Scope], str | None] | None = None
+        self, proxy: PlanfenceProxy, *, agent_of: Callable[[Scope], str | None] | None = None
     ) -> None:
         self.proxy = proxy
         self.agent_of = agent_of

@@ -23,13 +23,13 @@ from . import jsonrpc as rpc
 from .peers import Peer
 
 if TYPE_CHECKING:
-    from .proxy import PlanFenceProxy
+    from .proxy import PlanfenceProxy
 
 
 class InProcessServer(Server[Any]):
     """An MCP `Server` whose every message is the proxy's to route (see the module docstring)."""
 
-    def __init__(self, proxy: PlanFenceProxy) -> None:
+    def __init__(self, proxy: PlanfenceProxy) -> None:
         super().__init__(proxy.name)
         self.proxy = proxy
         self.middleware.append(self._relay)  # inside the SDK's OpenTelemetry middleware

@@ -1,10 +1,10 @@
 """The gate inside an MCP server built on the official SDK: no proxy process.
 
-    server.middleware.append(PlanFenceGate("sqlite:///team.db", "policy.toml"))
+    server.middleware.append(PlanfenceServerMiddleware("sqlite:///team.db", "policy.toml"))
 
-`PlanFenceGate` is the SDK's own server middleware (`Server.middleware`, and `MCPServer`'s
-`middleware=` argument or property), so it works for the low-level `Server` and the high-level
-`MCPServer` alike. It follows the proxy's contract: the plan comes in the call's
+`PlanfenceServerMiddleware` is the SDK's own server middleware (`Server.middleware`, and
+`MCPServer`'s `middleware=` argument or property), so it works for the low-level `Server` and the
+high-level `MCPServer` alike. It follows the proxy's contract: the plan comes in the call's
 `_meta["dev.planfence/plan"]` (the agent in `dev.planfence/agent`); a refused call never reaches
 the tool and is answered with the proxy's refusal result (`results.py`), fitted to the tool's
 `outputSchema`; an allowed call's result carries `_meta["dev.planfence/decision"]`. The policy
@@ -26,15 +26,16 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     Allowed,
     AuditMode,
-    GateMiddleware,
+    Gate,
     Judgement,
     Middleware,
     Policy,
     Refused,
 )
 from planfence.plugins.gate.fence import TokenSigner, bound
-from planfence.shared_memory import AsyncStore, Store, StoreBridge, sqlite_on_loop
+from planfence.shared_memory import AsyncStore, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
+from planfence.shared_memory.factory import sqlite_on_loop
 
 with extra_imports("mcp", "the MCP server middleware"):
     import mcp  # noqa: F401  (the `mcp` extra)
@@ -42,6 +43,7 @@ with extra_imports("mcp", "the MCP server middleware"):
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.methods import serialize_server_result
 
+from ..base import Adapter
 from .catalog import ToolCatalog
 from .meta import META_DECISION
 from .results import call_of, decision_wire, fit_to_tool, for_model, to_wire_result
@@ -67,20 +69,16 @@ class _NoLister:
         raise LookupError("the tools are listed through the server itself")
 
 
-class ToolJudge:
+class ToolJudge(Adapter):
     """What every in-server adapter shares: a tool call in, a refusal result or None out, and
     the allowed result stamped with the decision.
 
     Args:
-        store: an `AsyncStore`, a sync `Store`, a store URL (a SQLite one is opened with its
-            calls on the server's event loop, see `sqlite_on_loop`), or a `StoreBridge`.
-        policy: a `Policy`, its dict form, or the TOML file's path.
+        store, policy, gate, middleware, audit, signing_key: the gate's settings, as for
+            `Adapter.attach_gate` (a store URL is opened here, a SQLite one with its calls on the
+            server's event loop: see `sqlite_on_loop`; the policy may be a TOML file's path).
+            Call `aclose()` when the server stops.
         agent: who calls, when a call's `_meta` does not say.
-        middleware: planfence middleware around the gate, outermost first.
-        audit: how the gate records decisions (see `Gate`): "deferred" (default), allows
-            written by group commit just after; "durable", every decision before it answers;
-            "off", only the replan budget's refusals. Call `aclose()` when the server stops.
-        signing_key: signs the allows' fencing tokens (an Ed25519 `SigningKey`).
     """
 
     def __init__(
@@ -89,16 +87,18 @@ class ToolJudge:
         policy: PolicySource,
         *,
         agent: str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         signing_key: TokenSigner | None = None,
     ) -> None:
         if isinstance(store, str):  # opened here: SQLite on the server's loop, no hop per call
             store = sqlite_on_loop(store)
-        self.seam = GateMiddleware(
+        self.attach_gate(
             store,
             load_policy(policy),
             agent=agent,
+            gate=gate,
             middleware=middleware,
             audit=audit,
             signing_key=signing_key,
@@ -107,7 +107,7 @@ class ToolJudge:
 
     @property
     def policy(self) -> Policy:
-        return self.seam.policy
+        return self.gate.policy
 
     async def judge(
         self, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
@@ -132,16 +132,16 @@ class ToolJudge:
                 yield None, decision_wire(judged.verdict)
         finally:
             if judged.lease is not None:
-                await self.seam.release(judged)
+                await self.gate.release(judged)
 
     async def judged(
         self, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
     ) -> Judgement:
         """The gate's judgement of a `tools/call` (an allow may hold a lease: release it)."""
-        call = await call_of(self.seam, tool, args, meta, by="mcp-server")
+        call = await call_of(self.gate, tool, args, meta, by="mcp-server")
         if isinstance(call, Refused):
             return call
-        return await self.seam.judge(call)
+        return await self.gate.judge(call)
 
     def refusal(self, judged: Refused) -> dict[str, Any]:
         """A refusal as the proxy answers it (a replan's says what changed, and how)."""
@@ -154,7 +154,7 @@ class ToolJudge:
         """Close the gate (a deferred audit writes what it queued); call it when the server
         stops, or give `lifespan` to the server, which does."""
         with anyio.CancelScope(shield=True):  # a server stopped by Ctrl-C still writes them
-            await self.seam.aclose()
+            await self.gate.aclose()
 
     @asynccontextmanager
     async def lifespan(self, server: Any) -> AsyncIterator[dict[str, Any]]:
@@ -176,12 +176,12 @@ def with_decision(result: Mapping[str, Any], decision: Mapping[str, Any]) -> dic
     }
 
 
-class PlanFenceGate(ToolJudge):
+class PlanfenceServerMiddleware(ToolJudge):
     """The gate as an official-SDK server middleware: every `tools/call` is judged first.
 
-    `server.middleware.append(PlanFenceGate(store, "policy.toml"))` on a low-level `Server`;
-    `MCPServer(name, middleware=[PlanFenceGate(...)])` or `mcp.middleware.append(...)` on the
-    high-level one. Arguments as `ToolJudge`.
+    `server.middleware.append(PlanfenceServerMiddleware(store, "policy.toml"))` on a low-level
+    `Server`; `MCPServer(name, middleware=[PlanfenceServerMiddleware(...)])` or
+    `mcp.middleware.append(...)` on the high-level one. Arguments as `ToolJudge`.
     """
 
     async def __call__(
@@ -208,7 +208,7 @@ class PlanFenceGate(ToolJudge):
                     result = await call_next(ctx)
             finally:
                 if judged.lease is not None:
-                    await self.seam.release(judged)
+                    await self.gate.release(judged)
             if isinstance(result, Mapping):
                 return with_decision(result, decision_wire(judged.verdict))
             return result
@@ -226,4 +226,4 @@ def _listing(ctx: ServerRequestContext[Any, Any]) -> ServerRequestContext[Any, A
     return replace(ctx, method="tools/list", params={})
 
 
-__all__ = ["PlanFenceGate", "ToolJudge", "load_policy", "with_decision"]
+__all__ = ["PlanfenceServerMiddleware", "ToolJudge", "load_policy", "with_decision"]

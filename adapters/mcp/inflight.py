@@ -19,13 +19,13 @@ from .peers import Call
 from .upstream import UPSTREAM_TIMEOUT, UpstreamFailure
 
 if TYPE_CHECKING:
-    from .proxy import PlanFenceProxy
+    from .proxy import PlanfenceProxy
 
 
 class InFlight:
     """The requests the proxy has in flight upstream for its clients."""
 
-    def __init__(self, proxy: PlanFenceProxy) -> None:
+    def __init__(self, proxy: PlanfenceProxy) -> None:
         self.proxy = proxy
         self.upstream = proxy.upstream
         self.tokens: dict[Any, Call] = {}  # progress tokens upstream -> their request

@@ -46,7 +46,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from planfence.shared_memory import ConfigError, InvalidKeyError, validate_agent
+from planfence.shared_memory import ConfigError, InvalidKeyError
+from planfence.shared_memory.records import validate_agent
 
 from .meta import AGENT_MISMATCH as AGENT_MISMATCH  # a token naming another agent
 

@@ -54,10 +54,10 @@ with extra_imports("mcp", "the MCP proxy"):
 
 logger = logging.getLogger("planfence.mcp")
 
-__all__ = ["PlanFenceProxy", "open_proxy"]
+__all__ = ["PlanfenceProxy", "open_proxy"]
 
 
-class PlanFenceProxy:
+class PlanfenceProxy:
     """Routes the messages of the proxy's clients and its upstream (see the module docstring).
 
     Args:
@@ -87,7 +87,7 @@ class PlanFenceProxy:
         self.upstream = upstream
         self.name = name
         self.seam = GateMiddleware(
-            gate.store, gate.policy, checker=gate, middleware=middleware, signing_key=signing_key
+            gate.store, gate.policy, gate=gate, middleware=middleware, signing_key=signing_key
         )
         self.catalog = ToolCatalog(upstream)
         self.sessions = SessionPlans(gate.store, gate.policy, agent) if agent else None
@@ -368,7 +368,7 @@ async def open_proxy(
     agent: str | None = None,
     signing_key: TokenSigner | None = None,
     single_client: bool = False,
-) -> AsyncIterator[tuple[PlanFenceProxy, Server[Any]]]:
+) -> AsyncIterator[tuple[PlanfenceProxy, Server[Any]]]:
     """Connect the upstream and build the proxy; the upstream closes on exit.
 
     Args:
@@ -380,7 +380,7 @@ async def open_proxy(
         middleware: middleware around the gate, outermost first.
         agent: serve the proxy's own record tools and stamp plans per session, as this agent.
         signing_key: signs the fencing tokens sent upstream.
-        single_client: the proxy serves exactly one client (see `PlanFenceProxy`).
+        single_client: the proxy serves exactly one client (see `PlanfenceProxy`).
 
     Yields:
         The proxy, and the proxy as an in-process MCP server, for `mcp.Client(server)`
@@ -391,7 +391,7 @@ async def open_proxy(
     upstream = Upstream(
         target, mode=mode, call_timeout=call_timeout, request_timeout=request_timeout
     )
-    proxy = PlanFenceProxy(
+    proxy = PlanfenceProxy(
         gate,
         upstream,
         middleware=middleware,

@@ -49,7 +49,7 @@ with extra_imports("mcp", "the MCP proxy"):
     require()
 
 if TYPE_CHECKING:
-    from .proxy import PlanFenceProxy
+    from .proxy import PlanfenceProxy
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -93,7 +93,7 @@ class Relay:
     """Routes the upstream's requests and notifications; serves subscriptions and listen
     streams. `single_client`: the proxy has exactly one client (a stdio front)."""
 
-    def __init__(self, proxy: PlanFenceProxy, *, single_client: bool, ask_timeout: float | None):
+    def __init__(self, proxy: PlanfenceProxy, *, single_client: bool, ask_timeout: float | None):
         self.proxy = proxy
         self.single_client = single_client
         self.ask_timeout = ask_timeout

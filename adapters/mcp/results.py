@@ -39,9 +39,10 @@ from planfence.plugins.gate import (
     ToolCall,
     Verdict,
 )
-from planfence.shared_memory import PlanFenceError, validate_agent
+from planfence.shared_memory import PlanfenceError
+from planfence.shared_memory.records import validate_agent
 
-from .._records import for_model
+from ..base import for_model
 from .meta import MALFORMED_META, META_AGENT, META_PLAN, META_REFUSAL
 from .upstream import UPSTREAM_ERROR, UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE
 
@@ -95,7 +96,7 @@ async def call_of(
     if call.agent is not None:
         try:
             validate_agent(call.agent)
-        except PlanFenceError as exc:
+        except PlanfenceError as exc:
             return await gate.refuse(call, MALFORMED_META, f"{META_AGENT}: {exc}", by=by)
     return call
 

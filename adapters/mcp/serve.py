@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from planfence.plugins.gate.fence import TokenSigner
 
     from .oauth import ResourceServer
-    from .proxy import PlanFenceProxy
+    from .proxy import PlanfenceProxy
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -69,10 +69,11 @@ async def serve(
         await asyncio.sleep(0)  # the command starts now, before the gate is loaded
         try:
             from planfence.plugins.gate import Gate, Policy
-            from planfence.shared_memory import open_async_store, sqlite_on_loop
+            from planfence.shared_memory import open_async_store
+            from planfence.shared_memory.factory import sqlite_on_loop
 
             from .policy_fit import warn_about_policy
-            from .proxy import PlanFenceProxy
+            from .proxy import PlanfenceProxy
 
             policy = Policy.load(policy_path)
             # A mistyped path must not become a new, empty store: the proxy only reads what
@@ -81,7 +82,7 @@ async def serve(
             gate = Gate(store, policy, audit=audit)
             try:
                 await starting
-                proxy = PlanFenceProxy(
+                proxy = PlanfenceProxy(
                     gate, upstream, agent=agent, signing_key=signing_key, single_client=sock is None
                 )
                 proxy.start()
@@ -138,7 +139,7 @@ async def _to_the_end(work: Awaitable[None]) -> None:
 
 
 async def _serve_http(
-    proxy: PlanFenceProxy,
+    proxy: PlanfenceProxy,
     sock: socket.socket,
     host: str,
     token: str | None,

@@ -25,22 +25,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.gate import (
-    BLOCK,
-    REPLAN,
-    PlanStamper,
-    Policy,
-    ReadSet,
-    Reason,
-    Verdict,
-    add_reads,
-    explain,
-    refreshed,
-)
+from planfence.plugins.gate import BLOCK, REPLAN, PlanStamper, Policy, Verdict
+from planfence.plugins.gate.decision import Reason
+from planfence.plugins.gate.explain import explain
 from planfence.plugins.gate.outage import PlanUnavailable, store_down
-from planfence.shared_memory import AsyncStore, NotOwnerError, PlanFenceError, UnknownKeyError
+from planfence.plugins.gate.reads import ReadSet, add_reads, refreshed
+from planfence.shared_memory import AsyncStore, NotOwnerError, PlanfenceError, UnknownKeyError
 
-from .._fenced import stamp
+from ..base import stamp
 from .meta import META_PLAN
 from .results import for_model
 
@@ -183,7 +175,7 @@ class SessionPlans:
             if tool == KEYS:
                 return await self._keys(args)
             return await self._write(args)
-        except PlanFenceError as exc:
+        except PlanfenceError as exc:
             if tool == READ and session is not None and store_down(exc):
                 session.down = PlanUnavailable.of(exc)
             return _error(f"{type(exc).__name__}: {exc}")

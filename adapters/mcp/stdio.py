@@ -22,7 +22,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol
 
 from . import jsonrpc as rpc
-from .proxy import PlanFenceProxy
+from .proxy import PlanfenceProxy
 from .upstream_stdio import LINE_LIMIT
 
 
@@ -40,7 +40,7 @@ class _ThreadLines:
         return await asyncio.to_thread(self._file.readline, LINE_LIMIT)
 
 
-async def serve_stdio(proxy: PlanFenceProxy) -> None:
+async def serve_stdio(proxy: PlanfenceProxy) -> None:
     """Serve the proxy's one client on stdin and stdout until stdin ends."""
     async with _stdio() as (lines, write):
 

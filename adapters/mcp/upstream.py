@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from planfence.shared_memory import PlanFenceError
+from planfence.shared_memory import PlanfenceError
 
 from . import jsonrpc as rpc
 from .upstream_stdio import StdioLink, cannot_connect, named
@@ -58,7 +58,7 @@ class StdioTarget:
 UpstreamTarget = StdioTarget | str
 
 
-class UpstreamFailure(PlanFenceError):
+class UpstreamFailure(PlanfenceError):
     """The upstream could not answer: it is gone, it timed out, or it answered with an error."""
 
     def __init__(self, code: str, message: str, error: Mapping[str, Any] | None = None) -> None:

@@ -8,7 +8,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from planfence.shared_memory import redact_url
+from planfence.shared_memory.urls import redact_url
 
 from . import jsonrpc as rpc
 

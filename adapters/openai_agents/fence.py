@@ -1,5 +1,5 @@
-"""`Planfence` for the OpenAI Agents SDK: records in the agent's instructions, the gate as a
-`tool_input_guardrail` on every fenced `function_tool`.
+"""`PlanfenceGuardrail` for the OpenAI Agents SDK: records in the agent's instructions, the gate as
+a `tool_input_guardrail` on every fenced `function_tool`.
 
 Read side: `fence.instructions(text)` is the agent's dynamic instructions; on every turn they show
 the model the current public records. The plan for a turn's tool calls is stamped when the first
@@ -9,8 +9,8 @@ input guardrail. A stale plan is `reject_content` with the refusal (the model re
 the result and calls again: the replan); a block is `raise_exception`, which ends the run with
 `ToolInputGuardrailTripwireTriggered` whose `output.output_info` is the `RefusalPayload`'s wire
 form. An allowed tool runs with the allow's fencing token as `planfence.fence.current()` and holds
-the lease its policy declares until it returns. One `Planfence` serves one run at a time (a new
-run, seen in the instructions' run context, starts a new plan chain).
+the lease its policy declares until it returns. One `PlanfenceGuardrail` serves one run at a time (a
+new run, seen in the instructions' run context, starts a new plan chain).
 
 A store that cannot be reached while the records are shown or the plan is stamped does not end
 the run with an error: the instructions say the records cannot be read, and a gated call is
@@ -29,7 +29,7 @@ from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     Allowed,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Judgement,
     Middleware,
     Policy,
@@ -41,8 +41,7 @@ from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
-from .._records import DEFAULT_HEADER
+from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, stamp
 
 with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
     from agents import (
@@ -59,17 +58,13 @@ with extra_imports("openai-agents", "planfence.adapters.openai_agents"):
 _JUDGED: ContextVar[Judgement | None] = ContextVar("planfence_openai_agents", default=None)
 
 
-class Planfence(Fenced):
+class PlanfenceGuardrail(Adapter):
     """Shows the records, stamps plans from them, and gates every fenced tool.
 
     Args:
-        store: a sync `Store`, an `AsyncStore`, a URL, or a `StoreBridge`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version the instructions show on every turn.
         agent: plans are stored under `plans/<agent>` and audited as it.
-        checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -79,12 +74,12 @@ class Planfence(Fenced):
         *,
         keys: Iterable[str] = (),
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.keys, self.header = list(keys), header
         self.stamper = self.new_stamper()
         self.guardrail = tool_input_guardrail(name="planfence")(self._judge)

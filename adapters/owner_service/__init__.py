@@ -37,40 +37,17 @@ them, every verifier can also forge.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from planfence.adapters._lazy import lazy_exports
-
 from .client import HttpOwnerHeads
-from .keyring import KEYRING_ENV, Keyring, KeyringError
-from .keys import PublicKeyring, SigningKey, add_public_key, load_keyring, parse_keyring
-from .wire import ErrorBody, HeadsAnswer, HeadsRequest, signed_answer, signed_request, verify
-
-if TYPE_CHECKING:
-    from .server import NonceCache, create_app
+from .keyring import Keyring, KeyringError
+from .keys import PublicKeyring, SigningKey, load_keyring
+from .wire import verify
 
 __all__ = [
-    "KEYRING_ENV",
-    "ErrorBody",
-    "HeadsAnswer",
-    "HeadsRequest",
     "HttpOwnerHeads",
     "Keyring",
     "KeyringError",
-    "NonceCache",
     "PublicKeyring",
     "SigningKey",
-    "add_public_key",
-    "create_app",
     "load_keyring",
-    "parse_keyring",
-    "signed_answer",
-    "signed_request",
     "verify",
 ]
-
-# The server needs the `http` extra (Starlette): imported on first use, so the client, the keys
-# and `planfence keys` work without it.
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"NonceCache": "server", "create_app": "server"}, globals()
-)

@@ -12,13 +12,14 @@ from collections.abc import Mapping
 import httpx
 from pydantic import ValidationError
 
-from planfence.plugins.gate import HeadAnswer
 from planfence.plugins.gate.decision import (
     OWNER_EPOCH_STALE,
     OWNER_UNAUTHENTICATED,
     OWNER_UNREACHABLE,
+    HeadAnswer,
 )
-from planfence.shared_memory import AsyncStore, validate_agent
+from planfence.shared_memory import AsyncStore
+from planfence.shared_memory.records import validate_agent
 
 from .keys import SigningKey, own_signer
 from .wire import (

@@ -24,7 +24,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planfence.shared_memory import ConfigError, InvalidKeyError, validate_agent
+from planfence.shared_memory import ConfigError, InvalidKeyError
+from planfence.shared_memory.records import validate_agent
 
 if sys.version_info >= (3, 11):
     import tomllib

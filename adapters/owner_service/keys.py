@@ -32,7 +32,8 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from planfence.shared_memory import InvalidKeyError, canonical_json, validate_agent
+from planfence.shared_memory import InvalidKeyError
+from planfence.shared_memory.records import canonical_json, validate_agent
 
 from .keyring import KEYRING_ENV, Keyring, KeyringError
 from .wire import Signer, Verifier

@@ -13,15 +13,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planfence.shared_memory import (
-    AsyncStore,
-    InvalidKeyError,
-    StoreError,
-    create_async_store,
-    validate_agent,
-    validate_key,
-)
+from planfence.shared_memory import AsyncStore, InvalidKeyError, StoreError, create_async_store
 from planfence.shared_memory.extras import extra_imports
+from planfence.shared_memory.records import validate_agent, validate_key
 
 from .keys import SigningKey, own_signer
 from .wire import (

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planfence.shared_memory import canonical_json
+from planfence.shared_memory.records import canonical_json
 
 MAX_KEYS = 4096
 DEFAULT_MAX_SKEW_S = 30.0

@@ -1,7 +1,7 @@
 """planfence for PydanticAI: a capability that shows the public records, stamps plans from
 them and gates every tool call.
 
-    fence = Planfence(store, policy, keys=["trip/42/requirements"], agent="booker")
+    fence = PlanfenceCapability(store, policy, keys=["trip/42/requirements"], agent="booker")
     agent = Agent(model, tools=[book_flight], capabilities=[fence])
 
 Needs the `pydantic-ai` extra; names are imported on first use.
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from planfence.adapters._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .capability import Planfence
+    from .capability import PlanfenceCapability
 
-_EXPORTS = {"Planfence": "capability"}
+_EXPORTS = {"PlanfenceCapability": "capability"}
 
-__all__ = ["Planfence"]
+__all__ = ["PlanfenceCapability"]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,4 +1,4 @@
-"""`Planfence`: PlanFence as a PydanticAI capability.
+"""`PlanfenceCapability`: PlanFence as a PydanticAI capability.
 
 Read side: the capability's instructions show the model the current public records on every
 request; when the model answers with tool calls, a plan is stamped whose parents are exactly the
@@ -27,7 +27,7 @@ from typing import Any
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
     AuditMode,
-    CheckerFactory,
+    Gate,
     Middleware,
     Policy,
     Refused,
@@ -37,8 +37,7 @@ from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
-from .._fenced import Fenced, read, reads_or_down, shown_text, stamp
-from .._records import DEFAULT_HEADER
+from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, stamp
 
 with extra_imports("pydantic-ai", "planfence.adapters.pydantic_ai"):
     from pydantic_ai import RunContext
@@ -50,18 +49,14 @@ with extra_imports("pydantic-ai", "planfence.adapters.pydantic_ai"):
     from pydantic_ai.tools import ToolDefinition
 
 
-class Planfence(Fenced, AbstractCapability[Any]):
+class PlanfenceCapability(Adapter, AbstractCapability[Any]):
     """Shows the records, stamps plans from them, and gates every tool call.
 
     Args:
-        store: a sync `Store`, an `AsyncStore`, a URL, or a `StoreBridge`.
-        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
         keys: keys whose current version is shown to the model on every request.
         prefixes: key prefixes shown the same way.
         agent: plans are stored under `plans/<agent>` and audited as it.
-        checker: for experiments, a checker factory instead of the gate (see `GateMiddleware`).
-        middleware: `planfence.plugins.gate.Middleware` around the gate, outermost first.
-        audit: how allows are recorded (`deferred`, the default; `durable`; `off`), as for `Gate`.
     """
 
     def __init__(
@@ -72,18 +67,18 @@ class Planfence(Fenced, AbstractCapability[Any]):
         keys: Iterable[str] = (),
         prefixes: Iterable[str] = (),
         agent: str = "agent",
-        checker: CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
         header: str = DEFAULT_HEADER,
     ) -> None:
-        self._fence(store, policy, agent, checker=checker, middleware=middleware, audit=audit)
+        self.attach_gate(store, policy, agent=agent, gate=gate, middleware=middleware, audit=audit)
         self.keys, self.prefixes, self.header = list(keys), list(prefixes), header
         self.stamper = self.new_stamper()
         self.shown: list[Record] | PlanUnavailable = []
         self.plan: str | PlanUnavailable | None = None
 
-    async def for_run(self, ctx: RunContext[Any]) -> Planfence:
+    async def for_run(self, ctx: RunContext[Any]) -> PlanfenceCapability:
         """A run of its own: its own plan chain and records shown, the same gate."""
         run = object.__new__(type(self))
         run.__dict__.update(self.__dict__)

@@ -14,15 +14,8 @@ from planfence.plugins.gate.decision_log import find_decisions_sync
 from planfence.plugins.gate.graph import PlanGraph, load_plan_graph
 from planfence.plugins.janus.kinds import KIND_CANDIDATE
 from planfence.plugins.janus.memory import render_memory
-from planfence.shared_memory import (
-    AmbiguousIdError,
-    Change,
-    InvalidKeyError,
-    InvalidValueError,
-    Record,
-    Store,
-    UnknownRecordError,
-)
+from planfence.shared_memory import Change, InvalidKeyError, Record, Store, UnknownRecordError
+from planfence.shared_memory.errors import AmbiguousIdError, InvalidValueError
 from planfence.shared_memory.extras import extra_imports
 
 from . import pages

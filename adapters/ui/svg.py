@@ -12,7 +12,7 @@ from html import escape
 from urllib.parse import quote
 
 from planfence.plugins.gate.graph import Node, PlanGraph
-from planfence.shared_memory import KIND_PLAN
+from planfence.shared_memory.records import KIND_PLAN
 
 BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 210, 48, 24, 42, 12
 MAX_LAYERS = 40

@@ -15,13 +15,13 @@ from planfence.shared_memory import MissingExtraError
 # Each module provides HELP, add_arguments(parser) and run(args) -> int.
 BENCHES: dict[str, str] = {
     "store": "planfence.demos.bench.store",
-    "gate": "planfence.demos.bench.gate",
-    "link": "planfence.demos.bench.link",
+    "gate": "planfence.demos.bench.gate.command",
+    "link": "planfence.demos.bench.link.command",
     "proxy": "planfence.demos.bench.proxy",
-    "janus": "planfence.demos.bench.janus",
-    "replay": "planfence.demos.bench.replay",
-    "window": "planfence.demos.bench.window",
-    "scale": "planfence.demos.bench.scale",
+    "janus": "planfence.demos.bench.janus.command",
+    "replay": "planfence.demos.bench.replay.command",
+    "window": "planfence.demos.bench.window.command",
+    "scale": "planfence.demos.bench.scale.command",
 }
 
 

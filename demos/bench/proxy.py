@@ -1,18 +1,17 @@
 """`planfence bench proxy`: what the MCP proxy adds to a tool call.
 
 One trivial echo tool, called over stdio (a) directly, (b) through `planfence proxy` with the gate
-on (a real plan checked against the benchmark's own store, every decision audited), (c) through
-the proxy as an ungated tool, and on the same server with the gate inside it as server middleware
-(`PlanFenceGate`, gate on): (d) as shipped (the default audit: allows recorded in batches just
-after), and (e) with `audit="durable"`, every decision on record before the tool runs, and (f)
-through FastMCP's
-stdio proxy (`fastmcp.server.create_proxy`), the closest peer, when fastmcp is installed. Each
-gated server has its own throwaway store, seeded alike. The clients are open at once and called in
-turn, so drift on a shared machine hits all alike. Then cold start: launch to the first
-`tools/list`, directly and through the proxy. The servers' own logs go to a file (its last lines
-are in the error when a server fails), so the progress on stderr stays readable. Run as a module,
-this file is the trivial upstream server (`--gate POLICY STORE`: with the in-server gate;
-`--fastmcp-proxy`: FastMCP's proxy in front of it).
+on (a real plan checked against the benchmark's own store, every decision audited), (c) through the
+proxy as an ungated tool, and on the same server with the gate inside it as server middleware
+(`PlanfenceServerMiddleware`, gate on): (d) as shipped (the default audit: allows recorded in
+batches just after), and (e) with `audit="durable"`, every decision on record before the tool runs,
+and (f) through FastMCP's stdio proxy (`fastmcp.server.create_proxy`), the closest peer, when
+fastmcp is installed. Each gated server has its own throwaway store, seeded alike. The clients are
+open at once and called in turn, so drift on a shared machine hits all alike. Then cold start:
+launch to the first `tools/list`, directly and through the proxy. The servers' own logs go to a file
+(its last lines are in the error when a server fails), so the progress on stderr stays readable. Run
+as a module, this file is the trivial upstream server (`--gate POLICY STORE`: with the in-server
+gate; `--fastmcp-proxy`: FastMCP's proxy in front of it).
 """
 
 from __future__ import annotations
@@ -28,21 +27,18 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from planfence.adapters.cli.common import add_output
-
-from .harness import (
-    Progress,
+from planfence.demos.bench.harness.options import (
     add_bench_store,
     add_quick,
     add_repeat,
     add_warmup,
-    bench_store,
-    check_store,
-    new_results,
-    percentile,
     pick,
-    print_context,
-    run_bench,
 )
+from planfence.demos.bench.harness.output import new_results, print_context, run_bench
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.bench.harness.stores import bench_store, check_store
+from planfence.demos.support import Progress
+
 from .harness.scratch import scratch_folder
 
 HELP = "latency of a tool call directly vs through the MCP proxy (gate on / ungated)"
@@ -327,11 +323,11 @@ def serve_upstream(argv: list[str]) -> None:
         _serve_fastmcp_proxy()
         return
     if argv[:1] in (["--gate"], ["--gate-durable"]):
-        from planfence.adapters.mcp import PlanFenceGate
+        from planfence.adapters.mcp import PlanfenceServerMiddleware
         from planfence.plugins.gate import DEFAULT_AUDIT, AuditMode
 
         audit: AuditMode = "durable" if argv[0] == "--gate-durable" else DEFAULT_AUDIT
-        gate = PlanFenceGate(argv[2], argv[1], audit=audit)
+        gate = PlanfenceServerMiddleware(argv[2], argv[1], audit=audit)
         # The lifespan closes the gate when the server stops: the queued allows are written.
         server = MCPServer("planfence-bench-echo", lifespan=gate.lifespan)
         server.middleware.append(gate)

@@ -24,28 +24,27 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from planfence.adapters.cli.common import add_output
+from planfence.demos.bench.harness.options import (
+    add_bench_store,
+    add_quick,
+    add_repeat,
+    add_warmup,
+    pick,
+)
+from planfence.demos.bench.harness.output import new_results, print_context, run_bench
+from planfence.demos.bench.harness.stats import summary_ms
+from planfence.demos.bench.harness.stores import (
+    BenchStore,
+    bench_store,
+    check_store,
+    extra_postgres,
+)
+from planfence.demos.support import Progress
 from planfence.shared_memory import (
     AsyncStore,
     MissingExtraError,
     StoreUnavailableError,
     create_async_store,
-)
-
-from .harness import (
-    BenchStore,
-    Progress,
-    add_bench_store,
-    add_quick,
-    add_repeat,
-    add_warmup,
-    bench_store,
-    check_store,
-    extra_postgres,
-    new_results,
-    pick,
-    print_context,
-    run_bench,
-    summary_ms,
 )
 
 HELP = "store latency: head read, CAS advance, record put, frontier at depth 1/10/100"

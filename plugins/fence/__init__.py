@@ -16,8 +16,6 @@ keyring whose keys are marked as gate keys, `planfence keys generate --gate`), o
 
 from planfence.plugins.gate.fence import (
     FENCE_TYPE,
-    FencedHead,
-    FencedLease,
     FenceError,
     FenceSignatureError,
     FenceToken,
@@ -39,8 +37,6 @@ __all__ = [
     "FenceError",
     "FenceSignatureError",
     "FenceToken",
-    "FencedHead",
-    "FencedLease",
     "MalformedFenceError",
     "StaleFenceError",
     "TokenSigner",

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from planfence.shared_memory import AsyncStore, canonical_json
+from planfence.shared_memory import AsyncStore
+from planfence.shared_memory.records import canonical_json
 
 from .policy import Policy
 from .values import value_digests

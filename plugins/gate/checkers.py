@@ -1,16 +1,17 @@
-"""What judges a call inside an adapter: the gate, unless an experiment supplies another checker.
+"""What judges a call inside a `GateMiddleware`: the gate, built per store.
 
-A checker factory builds the checker for a store: `factory(store, policy, agent)`. Adapters take
-the factory object; those that serialize their configuration (AutoGen components) keep it as its
-import path, `"package.module:name"`, which `checker_factory` turns back into the factory.
+The middleware builds `gate_checker(store, policy, agent, audit=...)` for each store it reaches,
+or judges with the `Gate` its user gave it. Experiments that compare the gate with a baseline
+(the demos and benchmarks, the conformance suite's controls) swap the checker after the
+middleware is built (`middleware.judge_with`): no constructor argument, configuration file or
+name reaches it, so no configuration can turn a gate into something that proves less.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
-from planfence.shared_memory import AsyncStore, ConfigError
+from planfence.shared_memory import AsyncStore
 
 from .audit_writer import DEFAULT_AUDIT, AuditMode
 from .call import Checker
@@ -25,44 +26,3 @@ def gate_checker(
 ) -> Gate:
     """The default: the PlanFence gate over the store."""
     return Gate(store, policy, agent=agent, audit=audit)
-
-
-def checker_factory(spec: CheckerFactory | str | None) -> CheckerFactory:
-    """A factory from itself, its import path `"module:name"`, or None (the gate)."""
-    if spec is None:
-        return gate_checker
-    if isinstance(spec, str):
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            raise ConfigError(f"checker {spec!r}: give a factory, or its path as 'module:name'")
-        try:
-            found: object = importlib.import_module(module_name)
-            for part in attr.split("."):
-                found = getattr(found, part)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"checker {spec!r} cannot be imported: {exc}") from None
-        if not callable(found):
-            raise ConfigError(f"checker {spec!r} is not callable")
-        return found
-    if callable(spec):
-        return spec
-    raise ConfigError(f"checker must be a factory or its 'module:name' path, got {spec!r}")
-
-
-def checker_path(factory: CheckerFactory) -> str | None:
-    """The import path that `checker_factory` turns back into `factory` (None for the gate).
-
-    Raises `ConfigError` for a factory that cannot be found by path (a lambda, a closure).
-    """
-    if factory is gate_checker:
-        return None
-    path = f"{getattr(factory, '__module__', '')}:{getattr(factory, '__qualname__', '')}"
-    try:
-        same = checker_factory(path) is factory
-    except ConfigError:
-        same = False
-    if not same:
-        raise ConfigError(
-            f"checker {factory!r} cannot be saved in a configuration: use a module-level function"
-        )
-    return path

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from planfence.shared_memory import AsyncStore, IntegrityError, PlanFenceError, StoreError
+from planfence.shared_memory import AsyncStore, IntegrityError, PlanfenceError, StoreError
 from planfence.shared_memory.lineage_memo import FrontierMemo
 
 from .audit import AUDIT_SOURCE
@@ -92,7 +92,7 @@ class Reads:
                 return await self.store.get_many(request.ids)
             if isinstance(request, Audited):
                 return await self.recorder.holds(request.plan_id, request.reasons)
-        except PlanFenceError as exc:
+        except PlanfenceError as exc:
             failure = read_failure(exc)
             assert failure is not None
             return failure
@@ -168,7 +168,7 @@ async def _repeated(
         return None
     try:
         plans, states = await walk.reads.store.read(allowed.reads)
-    except PlanFenceError:
+    except PlanfenceError:
         plans, states = {}, {}  # the full way says what failed
     if call.plan in plans and allowed.holds(states):
         return walk.repeats.again(allowed, call, elapsed_ms(start))
@@ -249,6 +249,6 @@ def read_failure(exc: BaseException) -> IOFailure | None:
         return IOFailure(UNKNOWN_RECORD, f"record fails its integrity check: {exc}")
     if isinstance(exc, StoreError):
         return IOFailure(STORE_UNAVAILABLE, f"store: {exc}")
-    if isinstance(exc, PlanFenceError):
+    if isinstance(exc, PlanfenceError):
         return IOFailure(INTERNAL_ERROR, str(exc))
     return None

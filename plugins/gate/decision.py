@@ -15,7 +15,8 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planfence.shared_memory import KeyState, is_record_id
+from planfence.shared_memory import KeyState
+from planfence.shared_memory.records import is_record_id
 
 from .call import ToolCall, args_digest
 from .policy import Policy, ScopeError

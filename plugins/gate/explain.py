@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planfence.shared_memory import canonical_json
+from planfence.shared_memory.records import canonical_json
 
 from .decision import BLOCK, REPLAN, Verdict
 

@@ -33,15 +33,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planfence.shared_memory import (
     AsyncStore,
-    ExpectHead,
     HeadConflictError,
     KeyState,
     Lease,
-    PlanFenceError,
+    PlanfenceError,
     Store,
     UnknownKeyError,
     WriteBatch,
 )
+from planfence.shared_memory.leases import ExpectHead
 
 from .call import args_digest
 from .verdicts import Verdict
@@ -50,7 +50,7 @@ FENCE_TYPE = "planfence-fence/1"
 """The JWS `typ` of a signed token (so no other signed message passes as one)."""
 
 
-class FenceError(PlanFenceError):
+class FenceError(PlanfenceError):
     """A fencing token that does not hold at commit time."""
 
 

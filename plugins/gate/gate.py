@@ -13,7 +13,8 @@ from dataclasses import replace
 from functools import partial
 
 from planfence.plugins.telemetry import gate_span
-from planfence.shared_memory import AsyncStore, HeadVerifier
+from planfence.shared_memory import AsyncStore
+from planfence.shared_memory.signing import HeadVerifier
 
 from . import checking
 from .audit import Decision

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
-from planfence.shared_memory import KIND_PLAN, Frontier, Record, frontier_sync
+from planfence.shared_memory import Record
+from planfence.shared_memory.lineage import Frontier, frontier_sync
+from planfence.shared_memory.records import KIND_PLAN
 
 MAX_CHAIN = 64
 """How many plans back the `supersedes` chain is followed (a chain is one replan per step)."""

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from planfence.shared_memory import (
-    AdvancePendingError,
     AsyncStore,
     HeadConflictError,
     Lease,
-    LeasesUnsupportedError,
     StoreError,
     UnknownKeyError,
 )
+from planfence.shared_memory.errors import AdvancePendingError, LeasesUnsupportedError
 
 from .verdicts import CURRENT, LEASE_UNAVAILABLE, STORE_UNAVAILABLE
 

@@ -14,9 +14,10 @@ and the judgement on the way out, as in FastMCP or Starlette:
     gate = GateMiddleware(store, policy, agent="executor", middleware=[Logged()])
     outcome = await gate.judge(ToolCall("book_flight", args, plan_id))
 
-`GateMiddleware` is the innermost one: it owns the checker per store (the gate, unless an
-experiment supplies another), fails closed (anything that goes wrong is a refusal, never an
-allow), and reaches the store from sync or async code through the one `StoreBridge`. What a
+`GateMiddleware` is the innermost one: it owns the gate per store (or judges with the `Gate` it
+is given, configured as its user wants: owner heads, verification), fails closed (anything that
+goes wrong is a refusal, never an allow), and reaches the store from sync or async code through
+the one `StoreBridge`. What a
 judgement says travels as its `payload` (`wire`); a step's judgements fold into one outcome with
 `steps.fold_step`, which also keeps the one-replan budget.
 
@@ -48,13 +49,13 @@ from collections.abc import (
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 from planfence.shared_memory import (
     AsyncStore,
     ConfigError,
     Lease,
-    PlanFenceError,
+    PlanfenceError,
     Store,
     StoreBridge,
 )
@@ -63,7 +64,7 @@ from . import runner
 from .audit import AUDIT_SOURCE, Decision
 from .audit_writer import DEFAULT_AUDIT, AuditMode, audit_mode
 from .call import Checker, ToolCall
-from .checkers import CheckerFactory, checker_factory, gate_checker
+from .checkers import CheckerFactory, gate_checker
 from .decision import ALLOW, BLOCK, REPLAN, UNGATED, Verdict
 from .executor import CallFn, Outcome, ReplanFn, Replanned
 from .explain import explain
@@ -163,8 +164,10 @@ class GateMiddleware(Middleware):
     Args:
         store: an `AsyncStore`, a sync `Store`, a store URL, or a `StoreBridge` to one.
         policy: the declared scopes (a `Policy`, its dict form, or TOML text).
-        checker: what judges calls: a checker factory `(store, policy, agent) -> checker` or its
-            "module:name" path, or a ready checker (a `Gate`); default the gate.
+        gate: a `Gate` configured beyond these settings (owner heads, `verify_heads`, ...),
+            over the same store and policy; default a `Gate(store, policy, agent=, audit=)`
+            built per store. Nothing else judges calls: a baseline checker (for experiments)
+            plugs in only through `planfence.demos.executors`, never through a configuration.
         agent: who calls, when the call does not say.
         middleware: middleware around the gate, outermost first.
         audit: how the default gate records its decisions (`Gate`'s `audit`): "deferred"
@@ -180,7 +183,7 @@ class GateMiddleware(Middleware):
         store: AsyncStore | Store | StoreBridge | str,
         policy: Policy | Mapping[str, Any] | str,
         *,
-        checker: Checker | CheckerFactory | str | None = None,
+        gate: Gate | None = None,
         agent: str | None = None,
         middleware: Iterable[Middleware] = (),
         audit: AuditMode = DEFAULT_AUDIT,
@@ -193,13 +196,9 @@ class GateMiddleware(Middleware):
         self.signing_key = signing_key
         if signing_key is None:
             logger.info("no signing key: fencing tokens are issued unsigned")
-        self.fixed: Checker | None = None
-        _check_audit_applies(checker, audit)
-        if checker is None or isinstance(checker, str) or callable(checker):
-            self.factory = checker_factory(checker)
-        else:
-            self.fixed = checker
-            self.factory = checker_factory(None)
+        _check_gate_fits(gate, self.bridge, self.policy, audit)
+        self.fixed: Checker | None = gate
+        self.factory: CheckerFactory = gate_checker
         self.stack: tuple[Middleware, ...] = (*middleware, self)
         self._by_store: dict[int, tuple[AsyncStore, Checker]] = {}
 
@@ -249,13 +248,13 @@ class GateMiddleware(Middleware):
         await self.bridge.acall(each)
 
     async def on_call_tool(self, call: ToolCall, call_next: CallNext) -> Judgement:
-        verdict = await self.verdict(call)
+        verdict = await self._verdict(call)
         if verdict.verdict != ALLOW:
             return Refused(verdict)
         after = await call_next(call)
         return Allowed(verdict) if after.allowed else after
 
-    async def verdict(self, call: ToolCall) -> Verdict:
+    async def _verdict(self, call: ToolCall) -> Verdict:
         """The checker's verdict on `call`; a check that cannot run blocks (fail closed), as
         `store_unavailable` when the store is down (or the plan could not be stamped)."""
         if isinstance(call.plan, PlanUnavailable):
@@ -338,7 +337,7 @@ class GateMiddleware(Middleware):
         if isinstance(judged, Allowed) and judged.lease is not None:
             try:
                 await self.bridge.acall(release_lease, judged.lease)
-            except PlanFenceError:
+            except PlanfenceError:
                 logger.warning("could not release the lease of %s", judged.verdict.tool)
 
     @asynccontextmanager
@@ -378,23 +377,55 @@ class GateMiddleware(Middleware):
         )
         try:
             verdict = replace(verdict, decision_id=await self.bridge.acall(_log, decision))
-        except PlanFenceError:
+        except PlanfenceError:
             logger.warning("could not record the refusal of %s", call.tool, exc_info=True)
         return Refused(verdict)
 
 
-def _check_audit_applies(checker: object, audit: AuditMode) -> None:
-    """`audit=` configures the gate this middleware builds: with a checker of the caller's own it
-    would be silently dropped, so asking for another recording than the default refuses to
-    start, unless the checker is a `Gate` that records that way already."""
-    if checker is None or audit_mode(audit) == audit_mode(DEFAULT_AUDIT):
+def _check_gate_fits(
+    gate: Gate | None, bridge: StoreBridge, policy: Policy, audit: AuditMode
+) -> None:
+    """A gate given to the middleware must be a `Gate` judging the store and policy the adapter
+    reads and stamps from; `audit=` configures the gate the middleware builds, so with a gate of
+    the caller's own another recording than the default refuses to start (it would be silently
+    dropped) unless that gate records that way already."""
+    if gate is None:
         return
-    if isinstance(checker, Gate) and checker.audit_mode == audit_mode(audit):
-        return
-    raise ConfigError(
-        f"audit={audit!r} configures the gate GateMiddleware builds, and a checker was given: "
-        "set the recording on the checker itself (e.g. Gate(..., audit=...))"
-    )
+    if not isinstance(gate, Gate):
+        raise ConfigError(
+            f"gate must be a planfence Gate, got {type(gate).__name__}: "
+            "a checker of another kind is an experiment (see planfence.demos.executors)"
+        )
+    opened = bridge.store is not None
+    if (gate.store is not bridge.aio) if opened else (gate.store.url != bridge.url):
+        raise ConfigError(
+            f"the gate judges store {gate.store.url!r}, but the adapter uses {bridge.url!r}: "
+            "give both the same store"
+        )
+    if dict(gate.policy.tools) != dict(policy.tools):
+        raise ConfigError(
+            "the gate's policy is not the adapter's: give both the same policy "
+            f"(gate {gate.policy.source!r}, adapter {policy.source!r})"
+        )
+    if audit_mode(audit) != audit_mode(DEFAULT_AUDIT) and gate.audit_mode != audit_mode(audit):
+        raise ConfigError(
+            f"audit={audit!r} configures the gate GateMiddleware builds, and a gate was given: "
+            "set the recording on the gate itself (Gate(..., audit=...))"
+        )
+
+
+def judge_with(middleware: GateMiddleware, checker: Checker | CheckerFactory) -> GateMiddleware:
+    """For experiments only: make `middleware` judge with `checker` (a ready checker, or a
+    factory `(store, policy, agent) -> checker` built once per store) instead of its gate.
+
+    Everything around the checker stays: the middleware stack, fail-closed refusals, fencing
+    tokens and leases. Returns `middleware`."""
+    middleware._by_store = {}
+    if callable(getattr(checker, "check", None)):
+        middleware.fixed, middleware.factory = cast(Checker, checker), gate_checker
+    else:
+        middleware.fixed, middleware.factory = None, cast(CheckerFactory, checker)
+    return middleware
 
 
 async def _log(store: AsyncStore, decision: Decision) -> int:
@@ -409,5 +440,6 @@ __all__ = [
     "Middleware",
     "Refused",
     "ToolCall",
+    "judge_with",
     "run_middleware",
 ]

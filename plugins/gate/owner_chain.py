@@ -30,7 +30,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from planfence.shared_memory import Change, HeadVerifier, KeyState, owner_signed_by
+from planfence.shared_memory import Change, KeyState
+from planfence.shared_memory.signing import HeadVerifier, owner_signed_by
 
 from .verdicts import HEAD_ROLLBACK, OWNER_UNAUTHENTICATED
 

@@ -10,15 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from planfence.shared_memory import (
-    JSON,
-    KIND_PLAN,
-    AsyncStore,
-    InvalidValueError,
-    Record,
-    Store,
-    StoreBridge,
-)
+from planfence.shared_memory import JSON, AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory.errors import InvalidValueError
+from planfence.shared_memory.records import KIND_PLAN
 
 from .decision import Verdict
 from .reads import parents_of, read_heads

@@ -30,8 +30,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from planfence.shared_memory import ConfigError, InvalidKeyError, validate_agent
+from planfence.shared_memory import ConfigError, InvalidKeyError
 from planfence.shared_memory.leases import MAX_LEASE_MS
+from planfence.shared_memory.records import validate_agent
 
 from .templates import (
     CONVERTORS,

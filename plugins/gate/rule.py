@@ -13,12 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.shared_memory import (
-    KIND_PLAN,
-    Frontier,
-    KeyState,
-    Record,
-)
+from planfence.shared_memory import KeyState, Record
+from planfence.shared_memory.lineage import Frontier
+from planfence.shared_memory.records import KIND_PLAN
 
 from .call import ToolCall
 from .verdicts import (

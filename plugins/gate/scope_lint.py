@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planfence.shared_memory import KIND_PLAN, Frontier
+from planfence.shared_memory.lineage import Frontier
+from planfence.shared_memory.records import KIND_PLAN
 
 from .audit import Decision
 from .policy import Policy

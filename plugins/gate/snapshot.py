@@ -14,24 +14,21 @@ from weakref import WeakKeyDictionary
 from planfence.shared_memory import (
     AsyncStore,
     Entry,
-    Frontier,
     GetKeys,
     GetRecords,
     JournalQuery,
     KeyState,
     Lineage,
     QueryJournal,
-    ReadFlow,
     Record,
-    ToEntry,
     WriteBatch,
-    valid_keys,
 )
-from planfence.shared_memory.lineage import DEFAULT_MAX_RECORDS
+from planfence.shared_memory.journal import ToEntry
+from planfence.shared_memory.lineage import DEFAULT_MAX_RECORDS, Frontier
 from planfence.shared_memory.lineage_memo import FrontierMemo
 from planfence.shared_memory.model import plain
-from planfence.shared_memory.reads import memo_walk_flow, walk_flow
-from planfence.shared_memory.records import validate_record_id
+from planfence.shared_memory.reads import ReadFlow, memo_walk_flow, walk_flow
+from planfence.shared_memory.records import valid_keys, validate_record_id
 
 from .rule import PlanView
 

@@ -17,14 +17,8 @@ import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from planfence.shared_memory import (
-    AsyncStore,
-    ConfigError,
-    GetOwnerChanges,
-    HeadVerifier,
-    KeyState,
-    head_signed_by,
-)
+from planfence.shared_memory import AsyncStore, ConfigError, GetOwnerChanges, KeyState
+from planfence.shared_memory.signing import HeadVerifier, head_signed_by
 
 from .call import ToolCall
 from .decision import (

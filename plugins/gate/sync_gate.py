@@ -21,7 +21,7 @@ class SyncGate:
     def __init__(self, store: Store, policy: Policy, **kwargs: Any) -> None:
         self.store = store
         self.gate = Gate(store.aio, policy, **kwargs)
-        self.seam = GateMiddleware(store, policy, checker=self.gate)
+        self.seam = GateMiddleware(store, policy, gate=self.gate)
 
     def check(self, call: ToolCall) -> Verdict:
         """`Gate.check` from sync code."""

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from planfence.shared_memory import InvalidKeyError, PlanFenceError, validate_key
-from planfence.shared_memory.records import DEFAULT_LIMITS
+from planfence.shared_memory import InvalidKeyError, PlanfenceError
+from planfence.shared_memory.records import DEFAULT_LIMITS, validate_key
 
 
-class ScopeError(PlanFenceError, ValueError):
+class ScopeError(PlanfenceError, ValueError):
     """A template whose argument is missing or does not form a valid key."""
 
 

@@ -1,6 +1,6 @@
-"""Controller settings. The defaults are planfence's measured ones (a budgeted, self-calibrating
-trigger, evaluations aimed at the edit, ties decided by the calibrated harm probability);
-`JanusConfig.paper()` gives the reference settings of the Janus authors."""
+"""Controller settings. The defaults are planfence's (a budgeted, self-calibrating trigger,
+evaluations aimed at the edit, a tie keeps the current memory); `JanusConfig.paper()` gives the
+reference settings of the Janus authors."""
 
 from __future__ import annotations
 
@@ -44,10 +44,11 @@ class JanusConfig:
         calibrate: learn the harm probability (which "budget" and `on_tie="score"` read)
             from the comparisons' outcomes (False keeps the prior weights).
         max_examples: comparisons kept as calibration examples (the latest; 256).
-        on_tie: when old and new memory score the same: "score" (default: keep the current
-            memory when the candidate's calibrated harm probability is at least one half,
-            deploy it otherwise: the evaluation saw no difference, so the cheap signals
-            decide), "keep" (never deploy without evidence) or "deploy" (the authors' rule).
+        on_tie: when old and new memory score the same: "keep" (default: the current memory
+            stays, so nothing is deployed without evidence from the evaluation), "score"
+            (keep the current memory when the candidate's calibrated harm probability is at
+            least one half, deploy it otherwise: the cheap signals decide) or "deploy" (the
+            authors' rule).
         aim_size: tasks aimed at the edit added to each evaluation: seen tasks whose most
             similar memory lines (by the encoder) include a line the edit added or removed
             (8; 0 turns it off).
@@ -80,7 +81,7 @@ class JanusConfig:
     floor: float = 0.8
     calibrate: bool = True
     max_examples: int = 256
-    on_tie: TieRule = "score"
+    on_tie: TieRule = "keep"
     aim_size: int = 8
     aim_lines: int = 2
     momentum_source: MomentumSource = "deployed"

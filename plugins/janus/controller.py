@@ -19,7 +19,7 @@ from planfence.shared_memory.extras import extra_imports
 
 from .aim import row_dots
 from .config import JanusConfig
-from .decision import Plan, Verdict, accept, finish_step, plan_step
+from .decision import JanusVerdict, Plan, accept, finish_step, plan_step
 from .encoders import CachedEncoder, Encoder, default_encoder
 from .errors import JanusError
 from .evalset import Coverage, CoverageMemo, build_coverage, chain_digest
@@ -194,7 +194,7 @@ class JanusController:
 
     async def consider(
         self, current: Memory, candidate: Memory, task: Task, *, key: str = "memory"
-    ) -> Verdict:
+    ) -> JanusVerdict:
         """Judge `candidate` against `current` after `task`; the verdict says which to keep.
         `key` names the memory in the decision's trace span."""
         with janus_span(key) as traced:
@@ -236,7 +236,7 @@ class JanusController:
 
     async def _judge(
         self, work: JanusState, plan: Plan, current: Memory, candidate: Memory
-    ) -> Verdict:
+    ) -> JanusVerdict:
         if not plan.compare:
             return accept(work, plan)
         tasks = [work.seen[i] for i in plan.eval_ids]
@@ -246,7 +246,7 @@ class JanusController:
         )
         return finish_step(work, plan, old_correct, new_correct)
 
-    def consider_sync(self, current: Memory, candidate: Memory, task: Task) -> Verdict:
+    def consider_sync(self, current: Memory, candidate: Memory, task: Task) -> JanusVerdict:
         """`consider` for synchronous callers (not from inside a running event loop)."""
         return _run_sync(self.consider(current, candidate, task))
 
@@ -255,7 +255,7 @@ class JanusController:
 class StepResult:
     memory: Memory
     candidate: Memory
-    verdict: Verdict
+    verdict: JanusVerdict
 
 
 class JanusUpdater:

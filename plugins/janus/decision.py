@@ -8,8 +8,8 @@ Where this differs from the authors' code, on purpose (`JanusConfig.paper()` res
 first three):
 - The trigger is budgeted by default (`budget`: a calibrated harm probability from cheap
   signals, the budget spent on the highest); theirs is `trigger="momentum"`.
-- A tie is decided by the calibrated harm probability by default (`on_tie="score"`: kept
-  from one half up); theirs deploys.
+- A tie keeps the current memory by default (`on_tie="keep"`: nothing is deployed without
+  evidence; `"score"` lets the calibrated harm probability decide); theirs deploys.
 - Each evaluation also holds up to `aim_size` tasks aimed at the edit (`aim`).
 - `momentum_source="deployed"` is the default (a rejected candidate only decays the momentum);
   `"all"` is their rule.
@@ -73,7 +73,7 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class JanusVerdict:
     """The decision for one candidate, with everything needed to audit it."""
 
     deploy: bool
@@ -244,11 +244,11 @@ def _feed_momentum(state: JanusState, plan: Plan, *, deployed: bool) -> None:
     state.momentum = momentum_update(state.momentum, z, cfg.beta)
 
 
-def accept(state: JanusState, plan: Plan) -> Verdict:
-    """Verdict for a step that needed no comparison: the candidate is deployed."""
+def accept(state: JanusState, plan: Plan) -> JanusVerdict:
+    """The verdict for a step that needed no comparison: the candidate is deployed."""
     _feed_momentum(state, plan, deployed=True)
     state.counters.deployed += 1
-    return Verdict(True, plan.step, plan.reason, trigger=plan.trigger)
+    return JanusVerdict(True, plan.step, plan.reason, trigger=plan.trigger)
 
 
 def _deploys_tie(rule: str, plan: Plan) -> bool:
@@ -265,7 +265,7 @@ def finish_step(
     plan: Plan,
     old_correct: Sequence[bool],
     new_correct: Sequence[bool],
-) -> Verdict:
+) -> JanusVerdict:
     """Compare scores on `plan.eval_ids` (a tie as `on_tie` says) and refill the boundary; a
     comparison of a candidate with signals whose changed tasks all moved one way (or none
     moved) becomes a calibration example."""
@@ -315,7 +315,7 @@ def finish_step(
     )
     if tie and cfg.on_tie != "deploy":
         reason += f" (a tie {'deploys' if deploy else 'keeps the current memory'})"
-    return Verdict(
+    return JanusVerdict(
         deploy,
         plan.step,
         reason,

@@ -1,6 +1,6 @@
 """Errors raised by the Janus controller, under planfence's single root.
 
-PlanFenceError
+PlanfenceError
 └── JanusError                      anything the Janus controller refuses or cannot do
     ├── JanusConfigError            a setting out of range or a strategy that does not exist
     ├── JanusStateError             a saved state that cannot be resumed
@@ -14,10 +14,10 @@ PlanFenceError
 
 from __future__ import annotations
 
-from planfence.shared_memory.errors import PlanFenceError
+from planfence.shared_memory.errors import PlanfenceError
 
 
-class JanusError(PlanFenceError):
+class JanusError(PlanfenceError):
     """Root of every error the Janus controller raises."""
 
 

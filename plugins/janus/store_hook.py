@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planfence.shared_memory import (
-    AdvanceHead,
     AsyncStore,
     Entry,
     HeadConflictError,
@@ -23,9 +22,10 @@ from planfence.shared_memory import (
     Record,
     WriteBatch,
 )
+from planfence.shared_memory.batches import AdvanceHead
 
 from .controller import JanusController
-from .decision import Verdict
+from .decision import JanusVerdict
 from .errors import JanusConflictError
 from .kinds import DECISION_SOURCE, KIND_CANDIDATE, KIND_STATE, VERDICT_LABEL
 from .memory import Memory
@@ -38,7 +38,7 @@ class Submission:
     """A judged candidate: its record, the verdict and the key's head afterwards."""
 
     record: Record
-    verdict: Verdict
+    verdict: JanusVerdict
     head: str | None
     decision: Entry
 

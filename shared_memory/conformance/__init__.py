@@ -39,7 +39,7 @@ from .checks_races import RACE_CHECKS
 from .checks_reassign import REASSIGN_CHECKS
 from .checks_records import RECORD_CHECKS
 from .checks_writes import WRITE_CHECKS
-from .runner import TAMPER, TAMPER_HEADS, Check, Context, StoreFactory, raises, run_check
+from .runner import TAMPER, TAMPER_HEADS, Check, raises, run_check
 
 CHECKS: tuple[Check, ...] = (
     *RECORD_CHECKS,
@@ -57,9 +57,6 @@ __all__ = [
     "CHECKS",
     "TAMPER",
     "TAMPER_HEADS",
-    "Check",
-    "Context",
-    "StoreFactory",
     "raises",
     "run_check",
 ]

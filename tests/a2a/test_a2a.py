@@ -31,7 +31,7 @@ from google.protobuf import json_format
 from starlette.applications import Starlette
 
 from planfence.adapters.a2a import (
-    FencedExecutor,
+    PlanfenceAgentExecutor,
     PlanfenceInterceptor,
     SenderPlans,
     skill_call,
@@ -43,8 +43,8 @@ from planfence.plugins.gate import (
     Policy,
     find_decisions_sync,
     parse_payload,
-    reads_of,
 )
+from planfence.plugins.gate.reads import reads_of
 from planfence.shared_memory import Store, open_async_store, open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -119,7 +119,7 @@ def shared() -> Store:
 
 
 async def send(airline: Airline, store: Store, message: Any, interceptors: list[Any]) -> Task:
-    fenced = FencedExecutor(airline, store, POLICY, agent="airline")
+    fenced = PlanfenceAgentExecutor(airline, store, POLICY, agent="airline")
     handler = DefaultRequestHandlerV2(fenced, InMemoryTaskStore(), CARD)
     app = Starlette(routes=create_jsonrpc_routes(handler, "/"))
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=URL)
@@ -208,7 +208,7 @@ async def test_over_a_real_socket_the_receivers_check_joins_the_senders_trace() 
     from planfence.adapters.conformance import tracing
 
     store, airline = shared(), Airline()
-    fenced = FencedExecutor(airline, store, POLICY, agent="airline")
+    fenced = PlanfenceAgentExecutor(airline, store, POLICY, agent="airline")
     handler = DefaultRequestHandlerV2(fenced, InMemoryTaskStore(), CARD)
     app = Starlette(routes=create_jsonrpc_routes(handler, "/"))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))

@@ -15,11 +15,12 @@ from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from planfence.adapters.autogen import (
     FencedAgent,
-    FencedWorkbench,
     PlanfenceTermination,
+    PlanfenceWorkbench,
     PlanningAgent,
     SharedMemory,
 )
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore, Store
 
@@ -119,13 +120,14 @@ class Trip:
             ],
             {i: self.revise(d) for i, d in revisions.items()},
         )
-        tools = FencedWorkbench(
+        tools = PlanfenceWorkbench(
             StaticWorkbench([FunctionTool(book_flight, description="Book a flight.")]),
             store=self.store,
             policy=POLICY,
             agent="executor",
-            checker=checker,
         )
+        if checker is not None:  # the control: a baseline judges instead of the gate
+            on_baseline(tools.gate, checker)
         executor = FencedAgent("executor", client, workbench=tools)
         team = RoundRobinGroupChat(
             [planner, executor],

@@ -19,8 +19,8 @@ from autogen_helpers import MODEL_INFO, POLICY, REQ, Trip
 
 from planfence.adapters.autogen import (
     FencedAgent,
-    FencedWorkbench,
     PlanfenceTermination,
+    PlanfenceWorkbench,
     PlanningAgent,
     SharedMemory,
     add_replan_route,
@@ -28,14 +28,8 @@ from planfence.adapters.autogen import (
     replan_selector,
     run_outcome,
 )
-from planfence.plugins.gate import (
-    CallNext,
-    Judgement,
-    Middleware,
-    ToolCall,
-    create_plan,
-    gate_checker,
-)
+from planfence.plugins.gate import CallNext, Judgement, Middleware, ToolCall, create_plan
+from planfence.plugins.gate.checkers import gate_checker
 from planfence.shared_memory import create_async_store, open_async_store
 
 TASK = "Book the flight for trip 42."
@@ -112,7 +106,7 @@ async def test_a_store_that_fails_is_a_refusal_not_an_exception(tmp_path: Path) 
         ran.append(destination)
         return "booked"
 
-    fence = FencedWorkbench(
+    fence = PlanfenceWorkbench(
         StaticWorkbench([FunctionTool(book_flight, description="Book.")]),
         store=store,
         policy=POLICY,
@@ -121,7 +115,7 @@ async def test_a_store_that_fails_is_a_refusal_not_an_exception(tmp_path: Path) 
     fence.bind("0" * 64)
     result = await fence.call_tool("book_flight", {"destination": "Lisbon"})
     assert result.is_error and "planfence blocked book_flight" in result.to_text()
-    no_plan = FencedWorkbench(StaticWorkbench([]), store="memory://", policy=POLICY)
+    no_plan = PlanfenceWorkbench(StaticWorkbench([]), store="memory://", policy=POLICY)
     missing = await no_plan.call_tool("book_flight", {"destination": "Lisbon"})
     assert missing.is_error and "missing_plan" in missing.to_text()
     undeclared = await no_plan.call_tool("cancel_trip", {})
@@ -153,7 +147,7 @@ async def test_team_round_trips_through_dump_and_load(
         ReplayChatCompletionClient(["Plan: Lisbon.", "Plan: Porto."], model_info=MODEL_INFO),
         memory=[SharedMemory(url, keys=[REQ])],
     )
-    tools = FencedWorkbench(
+    tools = PlanfenceWorkbench(
         StaticWorkbench([FunctionTool(book_flight, description="Book.", global_imports=["os"])]),
         store=url,
         policy=POLICY,
@@ -184,7 +178,7 @@ async def test_team_round_trips_through_dump_and_load(
     assert isinstance(loaded_planner, PlanningAgent)
     assert isinstance(loaded_executor, FencedAgent)
     fence = loaded_executor.fences[0]
-    assert (fence.store.url, fence.checker_factory, fence.agent) == (url, gate_checker, "executor")
+    assert (fence.store.url, fence.gate.factory, fence.agent) == (url, gate_checker, "executor")
     assert fence.policy == POLICY
     memory_config = loaded_planner.dump_component().config["memory"][0]
     assert memory_config == planner.dump_component().config["memory"][0]
@@ -244,7 +238,7 @@ async def test_workbench_calls_pass_through_user_middleware() -> None:
         return "booked"
 
     seen = SeenTools()
-    fence = FencedWorkbench(
+    fence = PlanfenceWorkbench(
         StaticWorkbench([FunctionTool(book_flight, description="Book.")]),
         store=store,
         policy=POLICY,

@@ -21,8 +21,8 @@ from autogen_helpers import POLICY, REQ, ThinkingClient, Trip, tool_call
 
 from planfence.adapters.autogen import (
     FencedAgent,
-    FencedWorkbench,
     PlanfenceTermination,
+    PlanfenceWorkbench,
     PlanningAgent,
     SharedMemory,
     run_outcome,
@@ -52,7 +52,7 @@ class Booking:
     def __init__(self) -> None:
         self.booked: list[str] = []
 
-    def workbench(self, store: AsyncStore, agent: str = "executor") -> FencedWorkbench:
+    def workbench(self, store: AsyncStore, agent: str = "executor") -> PlanfenceWorkbench:
         booked = self.booked
 
         def book_flight(destination: str) -> str:
@@ -61,14 +61,14 @@ class Booking:
             return f"booked a flight to {destination}"
 
         tool = FunctionTool(book_flight, description="Book a flight.")
-        return FencedWorkbench(StaticWorkbench([tool]), store=store, policy=POLICY, agent=agent)
+        return PlanfenceWorkbench(StaticWorkbench([tool]), store=store, policy=POLICY, agent=agent)
 
 
 def planner(plans: Sequence[str], memory: SharedMemory, hooks: Mapping[int, Hook]) -> Any:
     return PlanningAgent("planner", ThinkingClient(plans, hooks), memory=[memory])
 
 
-def executor(calls: Sequence[str], workbench: FencedWorkbench, hooks: Mapping[int, Hook]) -> Any:
+def executor(calls: Sequence[str], workbench: PlanfenceWorkbench, hooks: Mapping[int, Hook]) -> Any:
     answers = [
         tool_call("book_flight", {"destination": d}, f"call-{i}") for i, d in enumerate(calls)
     ]
@@ -231,7 +231,7 @@ async def test_a_failing_workbench_answers_with_errors_never_exceptions(
         return "booked"
 
     inner = ListsOnce([FunctionTool(book_flight, description="Book a flight.")])
-    fence = FencedWorkbench(inner, store=astore, policy=POLICY, agent="executor")
+    fence = PlanfenceWorkbench(inner, store=astore, policy=POLICY, agent="executor")
     listed = await fence.list_tools()
     assert await fence.list_tools() == listed  # the server went away: the last listing stands
 

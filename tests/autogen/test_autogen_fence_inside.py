@@ -8,7 +8,7 @@ from autogen_core import CancellationToken
 from autogen_core.tools import FunctionTool, StaticWorkbench
 from autogen_helpers import POLICY, REQ, Trip
 
-from planfence.adapters.autogen import FencedWorkbench
+from planfence.adapters.autogen import PlanfenceWorkbench
 from planfence.plugins.gate import create_plan
 from planfence.shared_memory import open_async_store
 
@@ -24,7 +24,7 @@ async def test_the_fence_leaves_the_users_tools_alone_and_judges_every_call() ->
 
     tool = FunctionTool(book_flight, description="Book a flight.")
     run_before = tool.run
-    fence = FencedWorkbench(StaticWorkbench([tool]), store=store, policy=POLICY)
+    fence = PlanfenceWorkbench(StaticWorkbench([tool]), store=store, policy=POLICY)
     try:
         first = await Trip(store).seed("Lisbon")
         fence.bind((await create_plan(store, author="planner", parents=[first])).id)

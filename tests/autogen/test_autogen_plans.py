@@ -16,7 +16,7 @@ from autogen_core.tools import FunctionTool, StaticWorkbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from autogen_helpers import MODEL_INFO, POLICY, REQ, Trip
 
-from planfence.adapters.autogen import FencedWorkbench, PlanningAgent, SharedMemory
+from planfence.adapters.autogen import PlanfenceWorkbench, PlanningAgent, SharedMemory
 from planfence.shared_memory import AsyncStore, create_async_store
 
 VERSION = re.compile(r"\(version ([0-9a-f]{12})\)")
@@ -63,7 +63,9 @@ async def turn(agent: PlanningAgent, message: TextMessage) -> str:
     return response.chat_message.metadata["planfence.plan"]
 
 
-def tools(store: AsyncStore, cls: type[FencedWorkbench] = FencedWorkbench) -> FencedWorkbench:
+def tools(
+    store: AsyncStore, cls: type[PlanfenceWorkbench] = PlanfenceWorkbench
+) -> PlanfenceWorkbench:
     def book_flight(destination: str) -> str:
         """Book the flight."""
         return f"booked {destination}"
@@ -150,7 +152,7 @@ async def test_memory_keeps_other_system_messages(astore: AsyncStore) -> None:
 
 
 async def test_histories_are_bounded(astore: AsyncStore) -> None:
-    class Small(FencedWorkbench):
+    class Small(PlanfenceWorkbench):
         VERDICT_HISTORY = 2
 
     fence = tools(astore, Small)

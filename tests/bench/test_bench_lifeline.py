@@ -13,12 +13,13 @@ import time
 import uuid
 from pathlib import Path
 
-from test_bench_interrupt import processes_with, read_lines_until
+from test_bench_interrupt import processes_with
 
 from planfence.demos.bench.harness import scratch
 
 HERE = Path(__file__).parent
 GONE_WAIT_S = 60.0  # a generous bound for the children to notice; they are usually gone at once
+NO_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
 
 SERVICES_PARENT = """
 import sys, time
@@ -32,7 +33,7 @@ with services.running(specs, Path(sys.argv[1])) as urls:
 
 WORKER_PARENT = """
 import multiprocessing, sys, time
-from planfence.demos.bench.harness import ctrl_c_spares_children
+from planfence.demos.bench.harness.children import ctrl_c_spares_children
 from planfence.demos.bench.window.workers import Setup, owner_main
 if __name__ == "__main__":
     ctx = multiprocessing.get_context("spawn")
@@ -66,6 +67,24 @@ def kill(proc: subprocess.Popen[str]) -> None:
     for stream in (proc.stdout, proc.stderr):  # a child left running may still hold them
         if stream is not None:
             stream.close()
+
+
+def wait_for_locked_folder(
+    proc: subprocess.Popen[str], tmpdir: Path, known: set[Path], timeout: float = 120
+) -> Path:
+    """The new folder `proc` made in `tmpdir`, once it holds its lock file: the benchmark has
+    set up, and its folder is now one the next benchmark must either keep or sweep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        made = [p for p in tmpdir.iterdir() if p not in known and (p / scratch.LOCK).is_file()]
+        if made:
+            assert len(made) == 1, made
+            return made[0]
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise AssertionError(f"the benchmark ended before it was killed: {err}")
+        assert time.monotonic() < deadline, f"no locked folder in {tmpdir} after {timeout} s"
+        time.sleep(0.02)
 
 
 def wait_until_gone(marker: str) -> list[int]:
@@ -116,10 +135,11 @@ def test_the_next_benchmark_removes_a_killed_ones_folder(tmp_path: Path) -> None
     (tmpdir / "planfence-bench-not-ours").mkdir()  # no lock file: someone else's, kept
     marker = f"planfence-lifeline-{uuid.uuid4().hex}"
     bench = [sys.executable, "-m", "planfence.adapters.cli", "bench", "store", "--warmup", "0"]
-    killed = start([*bench, "--repeat", "100000"], marker, tmp_path, TMPDIR=str(tmpdir))
+    # SQLite only (the PostgreSQL row is skipped with a note): the folders are the point here.
+    env = {"TMPDIR": str(tmpdir), "PLANFENCE_BENCH_POSTGRES_URL": NO_POSTGRES}
+    killed = start([*bench, "--repeat", "100000"], marker, tmp_path, **env)
     try:
-        assert killed.stderr is not None
-        read_lines_until(killed.stderr, "bench store:", 1, 120)
+        wait_for_locked_folder(killed, tmpdir, set(tmpdir.iterdir()))
         kill(killed)
     finally:
         if killed.poll() is None:
@@ -129,18 +149,15 @@ def test_the_next_benchmark_removes_a_killed_ones_folder(tmp_path: Path) -> None
     assert len(left) == 2  # the killed benchmark's folder is still there
 
     # A benchmark still running keeps its folder while the next one starts.
-    running = start([*bench, "--repeat", "100000"], marker, tmp_path, TMPDIR=str(tmpdir))
+    running = start([*bench, "--repeat", "100000"], marker, tmp_path, **env)
     try:
-        assert running.stderr is not None
-        read_lines_until(running.stderr, "bench store:", 1, 120)
-        mine = set(tmpdir.iterdir()) - {tmpdir / name for name in left}
-        assert len(mine) == 1
+        mine = {wait_for_locked_folder(running, tmpdir, {tmpdir / name for name in left})}
         done = subprocess.run(
             [*bench, "--repeat", "1"],
             capture_output=True,
             text=True,
             cwd=tmp_path,
-            env={**os.environ, "TMPDIR": str(tmpdir)},
+            env={**os.environ, **env},
             timeout=120,
         )
         assert done.returncode == 0, done.stderr

@@ -1,13 +1,17 @@
-"""`planfence bench proxy`, run as users run it: every path measured in one run (a raw line relay
-and FastMCP's proxy beside ours), and stderr carries only its progress (the servers' logs go to a
-file)."""
+"""`planfence bench proxy`, run as users run it: every path measured in one run (FastMCP's proxy
+beside ours, and a raw line relay), stdout carries only the JSON and stderr only its progress (the
+servers' logs go to a file). One run of the benchmark serves every test here."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planfence.demos.bench.proxy import _show
 
 
 def planfence(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -20,13 +24,25 @@ def planfence(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[s
     )
 
 
-def test_bench_proxy_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
+@pytest.fixture(scope="module")
+def run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """One run with `--json` and `--out FILE`: what it printed, and what it wrote."""
+    out = tmp_path_factory.mktemp("bench-proxy") / "bench.json"
     done = planfence(
-        "bench", "proxy", "--repeat", "5", "--warmup", "2", "--cold-starts", "1", "--out", str(out)
-    )
+        "bench", "proxy", "--repeat", "5", "--warmup", "2", "--cold-starts", "1", "--json",
+        "--out", str(out),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    data = json.loads(out.read_text())
+    return done, json.loads(out.read_text())
+
+
+def test_bench_proxy_smoke(
+    run: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    done, data = run
     timings = {
         "direct_p50_ms",
         "direct_p99_ms",
@@ -67,18 +83,19 @@ def test_bench_proxy_smoke(tmp_path: Path) -> None:
     # each removed afterwards.
     assert [s["backend"] for s in data["stores"]] == ["sqlite"] * 3
     assert len({s["url"] for s in data["stores"]}) == 3
-    assert "ratio proxied/direct" in done.stdout and "in-server gate" in done.stdout
-    assert "FastMCP proxy" in done.stdout and "raw line relay" in done.stdout
+    assert json.loads(done.stdout) == data  # stdout is nothing but the JSON it wrote
+    _show(data)  # the table the command prints without --json
+    table = capsys.readouterr().out
+    assert "ratio proxied/direct" in table and "in-server gate" in table
+    assert "FastMCP proxy" in table and "raw line relay" in table
 
 
-def test_bench_proxy_progress_is_not_mixed_with_server_logs(tmp_path: Path) -> None:
+def test_bench_proxy_progress_is_not_mixed_with_server_logs(
+    run: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
     """The gated servers log (at start, say); none of it may land between the progress lines."""
-    done = planfence(
-        "bench", "proxy", "--repeat", "2", "--warmup", "1", "--cold-starts", "1", "--json"
-    )
-    assert done.returncode == 0, done.stderr
+    done, _ = run
     lines = done.stderr.splitlines()
     assert lines, "no progress at all"
     assert [line for line in lines if not line.startswith("bench proxy: ")] == []
-    assert lines[-1] == "bench proxy: 3/3 call 2/2"
-    json.loads(done.stdout)  # and stdout is nothing but the JSON
+    assert lines[-1] == "bench proxy: 7/7 call 5/5"  # 2 warm-up calls, then 5 timed

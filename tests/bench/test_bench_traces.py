@@ -12,13 +12,14 @@ import pytest
 
 from planfence.adapters.cli.common import UsageError
 from planfence.adapters.cli.main import main
-from planfence.demos.bench import netem
+from planfence.demos.bench.netem.sources import TRACES_ENV, load_traces
 from planfence.demos.bench.netem.synthetic import (
     ATT_LTE_DRIVING_MEASURED,
     SYNTHETIC_SEED,
     synthetic_times,
     trace_stats,
 )
+from planfence.demos.bench.netem.trace import Trace
 
 
 def trace_args(up: str | None = None, down: str | None = None) -> argparse.Namespace:
@@ -31,7 +32,7 @@ def test_synthetic_trace_is_the_same_for_the_same_seed() -> None:
     assert first != synthetic_times("up", seed=SYNTHETIC_SEED + 1)
     assert first != synthetic_times("down")
     assert first == sorted(first) and first[0] >= 0
-    netem.Trace(tuple(first), "synthetic")  # a valid mahimahi trace
+    Trace(tuple(first), "synthetic")  # a valid mahimahi trace
 
 
 @pytest.mark.parametrize("direction", ["up", "down"])
@@ -59,8 +60,8 @@ def test_trace_stats_of_a_constant_link() -> None:
 def test_without_options_or_folder_the_synthetic_trace_is_used(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(netem.TRACES_ENV, raising=False)
-    up, down, kind = netem.load_traces(trace_args())
+    monkeypatch.delenv(TRACES_ENV, raising=False)
+    up, down, kind = load_traces(trace_args())
     assert kind == "synthetic"
     assert up.times == tuple(synthetic_times("up"))
     assert "synthetic cellular trace" in up.source and "synthetic" in down.source
@@ -71,30 +72,30 @@ def test_the_traces_folder_is_read_from_the_environment(
 ) -> None:
     (tmp_path / "ATT-LTE-driving.up").write_text("1\n2\n")
     (tmp_path / "ATT-LTE-driving.down").write_text("1\n1\n3\n")
-    monkeypatch.setenv(netem.TRACES_ENV, str(tmp_path))
-    up, down, kind = netem.load_traces(trace_args())
+    monkeypatch.setenv(TRACES_ENV, str(tmp_path))
+    up, down, kind = load_traces(trace_args())
     assert kind == "file" and up.times == (1, 2) and down.times == (1, 1, 3)
     assert up.source == str(tmp_path / "ATT-LTE-driving.up")
 
 
 def test_options_win_over_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(netem.TRACES_ENV, str(tmp_path / "nowhere"))
+    monkeypatch.setenv(TRACES_ENV, str(tmp_path / "nowhere"))
     mine = tmp_path / "mine.trace"
     mine.write_text("5\n")
-    up, _, kind = netem.load_traces(trace_args(str(mine), str(mine)))
+    up, _, kind = load_traces(trace_args(str(mine), str(mine)))
     assert kind == "file" and up.times == (5,)
 
 
 def test_one_trace_option_alone_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="go together"):
-        netem.load_traces(trace_args(up=str(tmp_path / "x.up")))
+        load_traces(trace_args(up=str(tmp_path / "x.up")))
 
 
 @pytest.mark.slow
 def test_replay_on_a_fresh_machine_says_it_used_the_synthetic_trace(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.delenv(netem.TRACES_ENV, raising=False)
+    monkeypatch.delenv(TRACES_ENV, raising=False)
     out = tmp_path / "replay.json"
     argv = ["bench", "replay", "--paths", "att", "--rates", "0", "--actions", "1"]
     assert main([*argv, "--out", str(out)]) == 0  # one run: the table printed, the JSON written

@@ -8,7 +8,8 @@ import pytest
 
 from planfence.adapters.cli.main import main
 from planfence.plugins.gate import Decision, Policy, SyncGate, ToolCall
-from planfence.shared_memory import KIND_PLAN, open_store
+from planfence.shared_memory import open_store
+from planfence.shared_memory.records import KIND_PLAN
 
 KEY = "order/7"
 

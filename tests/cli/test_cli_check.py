@@ -8,16 +8,9 @@ from pathlib import Path
 import pytest
 
 from planfence.adapters.cli.main import main
-from planfence.plugins.gate import (
-    BLOCK,
-    REPLAN,
-    Policy,
-    Reason,
-    SyncGate,
-    ToolCall,
-    create_plan_sync,
-    find_decisions_sync,
-)
+from planfence.plugins.gate import BLOCK, REPLAN, Policy, SyncGate, ToolCall, find_decisions_sync
+from planfence.plugins.gate.decision import Reason
+from planfence.plugins.gate.plans import create_plan_sync
 from planfence.shared_memory import Store, open_store
 
 POLICY = """\

@@ -14,7 +14,8 @@ import pytest
 from planfence.adapters.cli.main import main
 from planfence.demos.demo_cli import _cost_line
 from planfence.demos.metering import Cost
-from planfence.shared_memory import KIND_PLAN, open_store
+from planfence.shared_memory import open_store
+from planfence.shared_memory.records import KIND_PLAN
 
 PLANFENCE = [sys.executable, "-m", "planfence.adapters.cli"]
 

@@ -20,7 +20,8 @@ from interrupts import interruptible
 
 from planfence.adapters.cli.main import build_parser, main
 from planfence.plugins.gate import ToolCall
-from planfence.shared_memory import KIND_PLAN, open_store
+from planfence.shared_memory import open_store
+from planfence.shared_memory.records import KIND_PLAN
 
 KEY = "order/7"
 PLANFENCE = [sys.executable, "-m", "planfence.adapters.cli"]

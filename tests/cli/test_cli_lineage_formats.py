@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from planfence.adapters.cli.main import main
 from planfence.plugins.gate.graph import load_plan_graph, plan_graph
-from planfence.shared_memory import KIND_PLAN, Record, frontier_sync, open_store
+from planfence.shared_memory import Record, open_store
+from planfence.shared_memory.lineage import frontier_sync
+from planfence.shared_memory.records import KIND_PLAN
 
 
 @dataclass

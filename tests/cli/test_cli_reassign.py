@@ -10,7 +10,8 @@ import pytest
 
 from planfence.adapters.cli.main import main
 from planfence.adapters.owner_service import PublicKeyring, SigningKey
-from planfence.shared_memory import open_store, owner_signed_by
+from planfence.shared_memory import open_store
+from planfence.shared_memory.signing import owner_signed_by
 
 
 def test_reassign_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -149,7 +149,7 @@ def test_a_part_that_needs_an_extra_names_it_in_one_line(
         ("from planfence.plugins.janus import HashingEncoder", "janus"),
         ("from planfence.adapters.langgraph import JanusStore", "janus"),
         ("from planfence.adapters.ui import create_app", "http"),
-        ("from planfence.adapters.owner_service import create_app", "http"),
+        ("from planfence.adapters.owner_service.server import create_app", "http"),
         ("import planfence.demos.bench.window.report", "bench"),
     ],
 )

@@ -9,13 +9,13 @@ import sys
 import pytest
 
 CASES = [
-    ("planfence.adapters.pydantic_ai", "Planfence", "pydantic_ai", "pydantic-ai"),
-    ("planfence.adapters.openai_agents", "Planfence", "agents", "openai-agents"),
+    ("planfence.adapters.pydantic_ai", "PlanfenceCapability", "pydantic_ai", "pydantic-ai"),
+    ("planfence.adapters.openai_agents", "PlanfenceGuardrail", "agents", "openai-agents"),
     ("planfence.adapters.adk", "PlanfencePlugin", "google.adk", "adk"),
-    ("planfence.adapters.maf", "PlanfenceMiddleware", "agent_framework", "maf"),
-    ("planfence.adapters.a2a", "FencedExecutor", "a2a", "a2a"),
+    ("planfence.adapters.maf", "PlanfenceFunctionMiddleware", "agent_framework", "maf"),
+    ("planfence.adapters.a2a", "PlanfenceAgentExecutor", "a2a", "a2a"),
     ("planfence.adapters.a2a", "PlanfenceInterceptor", "a2a.client", "a2a"),
-    ("planfence.adapters.crewai", "Planfence", "crewai", "crewai"),
+    ("planfence.adapters.crewai", "PlanfenceHooks", "crewai", "crewai"),
 ]
 
 PROGRAM = """

@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from planfence.adapters.conformance import CASES, HARNESSES, Run, Script, World, run_case
-from planfence.adapters.conformance.runner import installed, load
-from planfence.plugins.gate import CheckerFactory
+from planfence.adapters.conformance import CASES, Run, Script, World, run_case
+from planfence.adapters.conformance.runner import HARNESSES, installed, load
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory import MissingExtraError
 
 LETTERS = [c.letter for c in CASES]

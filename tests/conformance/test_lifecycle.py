@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from planfence.adapters.conformance import CASES, HARNESSES, run_case
-from planfence.adapters.conformance.runner import installed, load
+from planfence.adapters.conformance import CASES, run_case
+from planfence.adapters.conformance.runner import HARNESSES, installed, load
 from planfence.shared_memory import MissingExtraError
 
 LIFECYCLE = [c for c in CASES if c.letter in "ijkl"]

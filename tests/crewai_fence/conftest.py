@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from planfence.adapters.conformance.harnesses.crewai import private_home
+from planfence.adapters.crewai.conformance import private_home
 
 os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
 private_home()

@@ -19,9 +19,9 @@ from crewai.hooks import InterceptionPoint, get_hooks
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
 
-from planfence.adapters.conformance.harnesses.crewai import private_home
 from planfence.adapters.conformance.world import Outage
-from planfence.adapters.crewai import Planfence
+from planfence.adapters.crewai import PlanfenceHooks
+from planfence.adapters.crewai.conformance import private_home
 from planfence.fence import current
 from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import Store, open_async_store, open_store
@@ -126,7 +126,7 @@ def test_a_stale_plan_is_answered_with_the_refusal_and_the_retry_books_the_new_v
 
     llm = FunctionLLM(answer)
     try:
-        with Planfence(store, POLICY, keys=[REQ], agent="booker"):
+        with PlanfenceHooks(store, POLICY, keys=[REQ], agent="booker"):
             assert crew(llm, booked).kickoff().raw == "Booked."
         assert [d for d, _ in booked] == ["Porto"]
         assert booked[0][1] is not None  # the allow's fencing token, inside the tool
@@ -158,7 +158,7 @@ def test_a_block_is_the_tools_answer_and_nothing_runs() -> None:
 
     llm = FunctionLLM(answer)
     try:
-        with Planfence(store, POLICY, keys=[REQ], agent="booker"):
+        with PlanfenceHooks(store, POLICY, keys=[REQ], agent="booker"):
             assert crew(llm, booked).kickoff().raw == "Gave up."
         assert booked == []
         last = tool_result(llm.seen[-1])
@@ -185,7 +185,7 @@ async def test_a_store_failure_inside_the_hook_blocks_although_crewai_swallows_h
         return book("Lisbon")
 
     llm = FunctionLLM(answer)
-    fence = Planfence(down, POLICY, keys=[REQ], agent="booker").install()
+    fence = PlanfenceHooks(down, POLICY, keys=[REQ], agent="booker").install()
     try:
         await crew(llm, booked).kickoff_async()
     finally:
@@ -204,7 +204,7 @@ async def test_a_closed_store_is_a_store_unavailable_block(tmp_path: Path) -> No
     await store.aclose()  # before the run
     booked: list[Any] = []
     llm = FunctionLLM(lambda m: "Done." if tool_result(m) else book("Lisbon"))
-    fence = Planfence(store, POLICY, keys=[REQ], agent="booker").install()
+    fence = PlanfenceHooks(store, POLICY, keys=[REQ], agent="booker").install()
     try:
         await crew(llm, booked).kickoff_async()
     finally:
@@ -222,7 +222,7 @@ def test_an_agent_whose_role_no_fence_knows_is_refused_on_the_record() -> None:
     booked: list[Any] = []
     llm = FunctionLLM(lambda m: "Stopped." if tool_result(m) else book("Lisbon"))
     try:
-        with Planfence(store, POLICY, keys=[REQ], agent="front-desk"):
+        with PlanfenceHooks(store, POLICY, keys=[REQ], agent="front-desk"):
             crew(llm, booked, role="Front Desk").kickoff()
         assert booked == []
         [block] = find_decisions_sync(store, source="gate")
@@ -241,8 +241,8 @@ def test_a_role_another_installed_fence_knows_is_gated_by_that_fence() -> None:
     booked: list[Any] = []
     try:
         with (
-            Planfence(ours, POLICY, keys=[REQ], agent="booker"),
-            Planfence(theirs, POLICY, keys=[REQ], agent="planner"),
+            PlanfenceHooks(ours, POLICY, keys=[REQ], agent="booker"),
+            PlanfenceHooks(theirs, POLICY, keys=[REQ], agent="planner"),
         ):
             crew(FunctionLLM(books_once), booked, role="planner").kickoff()
         assert [d for d, _ in booked] == ["Lisbon"] and booked[0][1] is not None
@@ -273,7 +273,7 @@ def test_a_second_kickoff_after_a_blocked_one_gets_its_own_replan() -> None:
     llm = FunctionLLM(answer)
     team = crew(llm, booked)
     try:
-        with Planfence(store, POLICY, keys=[REQ], agent="booker"):
+        with PlanfenceHooks(store, POLICY, keys=[REQ], agent="booker"):
             team.kickoff()  # Lisbon refused (replan), Porto blocked (stale again)
             moves = iter(["Rome"])
             team.kickoff()  # Madrid refused: its own replan, then Rome books

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from planfence.demos.baselines import AllKeysHeads, EagerExecutor, EagerSync, FreshnessOnly
-from planfence.demos.bench.replay import EXECUTORS as REPLAY_EXECUTORS
+from planfence.demos.bench.replay.executors import EXECUTORS as REPLAY_EXECUTORS
 from planfence.demos.executors import EXECUTORS, REGISTRY, Wiring, build_executor
 from planfence.plugins.gate import Gate, Policy, StoreHeads
-from planfence.shared_memory import Replica, create_async_store
+from planfence.shared_memory import create_async_store
+from planfence.shared_memory.replica import Replica
 
 
 def wiring() -> Wiring:

@@ -50,7 +50,7 @@ anyio.run(drive)
 
 def test_the_gate_inside_an_mcp_server(tmp_path: Path) -> None:
     [code] = python_blocks("The gate inside your own MCP server")
-    assert code.count("PlanFenceGate(") == 1
+    assert code.count("PlanfenceServerMiddleware(") == 1
     (tmp_path / "policy.toml").write_text(POLICY)
     for _ in range(2):  # users run a snippet again in the same folder
         proc = subprocess.run(

@@ -121,7 +121,11 @@ def test_setup_has_exactly_two_commands(heading: str) -> None:
 def test_adapter_howto_runs_and_touches_no_plugin_internals(tmp_path: Path) -> None:
     [code] = python_blocks("Add a framework adapter")
     imports = re.findall(r"^from (\S+) import", code, re.M)
-    assert set(imports) <= {"planfence.plugins.gate", "planfence.shared_memory"}
+    assert set(imports) <= {
+        "planfence.adapters.base",
+        "planfence.plugins.gate",
+        "planfence.shared_memory",
+    }
     out = run(code, tmp_path).splitlines()
     assert out[0] == "booked a flight to Lisbon"
     assert out[1].startswith("planfence refused book_flight")

@@ -117,7 +117,8 @@ FENCED_CALL = """
 import asyncio
 
 from planfence.plugins.gate import GateMiddleware, Policy, ToolCall, create_plan
-from planfence.shared_memory import AdvanceHead, Record, WriteBatch, open_async_store
+from planfence.shared_memory import Record, WriteBatch, open_async_store
+from planfence.shared_memory.batches import AdvanceHead
 
 
 async def main():
@@ -180,7 +181,7 @@ import anyio
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from planfence.adapters.mcp import PlanFenceGate
+from planfence.adapters.mcp import PlanfenceServerMiddleware
 from planfence.plugins.gate import create_plan
 from planfence.shared_memory import open_async_store
 
@@ -195,7 +196,7 @@ async def setup():
 
 plan = anyio.run(setup)
 mcp = MCPServer("git")
-mcp.middleware.append(PlanFenceGate("sqlite:///team.db", "policy.toml"))
+mcp.middleware.append(PlanfenceServerMiddleware("sqlite:///team.db", "policy.toml"))
 
 
 @mcp.tool()
@@ -290,7 +291,7 @@ SHELL_COVERED.update(
             "test_conformance.py::test_every_adapter_passes_every_case[adk]"
         ),
         # tests/mcp/test_mcp_policy_init.py runs `policy init` against real servers.
-        # .ci/run runs the CrewAI section's two commands as written, after the main tests.
+        # .ci/run runs the CrewAI section's two commands as written, beside the main tests.
         **dict.fromkeys(
             (
                 "python3 -m venv .venv-crewai && .venv-crewai/bin/pip install -q -e '.[crewai]' "
@@ -329,7 +330,7 @@ SHELL_SKIPPED = {
     "export PLANFENCE_LLM_API_KEY=...": "configures an LLM endpoint",
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[all,dev]' && "
     ".venv/bin/planfence demo quickstart": "the set-up command: .ci/run runs it on a fresh clone",
-    ".venv/bin/python -m pytest": "the test command: .ci/run runs it",
+    ".venv/bin/python -m pytest -n auto --dist loadfile": "the test command: .ci/run runs it",
 }
 SHELL_RUN = [
     # Each runs against the temporary store ($PLANFENCE_STORE) of one folder, in this order (the

@@ -17,7 +17,8 @@ from planfence.adapters.cli.main import main
 from planfence.adapters.owner_service import KeyringError, SigningKey, load_keyring
 from planfence.adapters.owner_service.keys import GATE_ROLE, PublicKeyring
 from planfence.plugins.gate import GateMiddleware, ToolCall, create_plan
-from planfence.shared_memory import AdvanceHead, AsyncStore, Record, WriteBatch
+from planfence.shared_memory import AsyncStore, Record, WriteBatch
+from planfence.shared_memory.batches import AdvanceHead
 
 ORDER = "order/7"
 POLICY = '[tools.ship]\ndepends_on = ["order/{id}"]\n'

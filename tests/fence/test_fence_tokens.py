@@ -27,13 +27,13 @@ from planfence.plugins.gate import (
     find_decisions,
 )
 from planfence.shared_memory import (
-    AdvanceHead,
     AsyncStore,
     LeaseHeldError,
     Record,
     StoreUnavailableError,
     WriteBatch,
 )
+from planfence.shared_memory.batches import AdvanceHead
 
 ORDER = "order/7"
 POLICY = '[tools.ship]\ndepends_on = ["order/{id}"]\n'

@@ -18,7 +18,8 @@ import sys
 import time
 from collections.abc import Mapping
 
-from planfence.plugins.gate import Gate, HeadAnswer, Policy, ToolCall
+from planfence.plugins.gate import Gate, Policy, ToolCall
+from planfence.plugins.gate.decision import HeadAnswer
 from planfence.shared_memory import AsyncStore, KeyState, open_async_store
 
 KEYS = ("k/0", "k/1")

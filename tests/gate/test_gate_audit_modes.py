@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from planfence.plugins.gate import DEFAULT_AUDIT, Gate, GateMiddleware, Policy, SyncGate, audit_mode
+from planfence.plugins.gate import DEFAULT_AUDIT, Gate, GateMiddleware, Policy, SyncGate
+from planfence.plugins.gate.audit_writer import audit_mode
 from planfence.shared_memory import AsyncStore, Store
 
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/7"]\n')
@@ -44,22 +45,24 @@ def test_every_way_to_build_a_gate_takes_the_setting_with_the_same_default(
         "GateMiddleware": built_by(GateMiddleware(store.aio, POLICY, **kw), store.aio).audit_mode,
     }
     langgraph = pytest.importorskip("planfence.adapters.langgraph")
-    graph = langgraph.GraphFence(store, POLICY, planner="planner", **kw)
-    found["GraphFence"] = built_by(graph.gate, store.aio).audit_mode
-    agent = langgraph.PlanfenceMiddleware(store, POLICY, **kw)
-    found["PlanfenceMiddleware"] = built_by(agent.gate, store.aio).audit_mode
+    graph = langgraph.PlanfenceToolNode(store, POLICY, planner="planner", **kw)
+    found["PlanfenceToolNode"] = built_by(graph.gate, store.aio).audit_mode
+    agent = langgraph.PlanfenceAgentMiddleware(store, POLICY, **kw)
+    found["PlanfenceAgentMiddleware"] = built_by(agent.gate, store.aio).audit_mode
     mcp = pytest.importorskip("planfence.adapters.mcp")
-    found["PlanFenceGate"] = built_by(mcp.PlanFenceGate(store.aio, POLICY, **kw).seam, store.aio)
-    found["PlanFenceGate"] = found["PlanFenceGate"].audit_mode  # type: ignore[attr-defined]
-    fastmcp = mcp.FastMCPGate(store.aio, POLICY, **kw)
-    found["FastMCPGate"] = built_by(fastmcp.judge.seam, store.aio).audit_mode
+    found["PlanfenceServerMiddleware"] = built_by(
+        mcp.PlanfenceServerMiddleware(store.aio, POLICY, **kw).gate, store.aio
+    )
+    found["PlanfenceServerMiddleware"] = found["PlanfenceServerMiddleware"].audit_mode  # type: ignore[attr-defined]
+    fastmcp = mcp.PlanfenceFastMCPMiddleware(store.aio, POLICY, **kw)
+    found["PlanfenceFastMCPMiddleware"] = built_by(fastmcp.judge.gate, store.aio).audit_mode
     autogen = pytest.importorskip("planfence.adapters.autogen")
     from autogen_core.tools import StaticWorkbench
 
-    bench = autogen.FencedWorkbench(StaticWorkbench([]), store=store, policy=POLICY, **kw)
-    found["FencedWorkbench"] = built_by(bench.gate, store.aio).audit_mode
-    loaded = autogen.FencedWorkbench.load_component(bench.dump_component())  # kept in its config
-    found["FencedWorkbench, loaded"] = loaded.audit
+    bench = autogen.PlanfenceWorkbench(StaticWorkbench([]), store=store, policy=POLICY, **kw)
+    found["PlanfenceWorkbench"] = built_by(bench.gate, store.aio).audit_mode
+    loaded = autogen.PlanfenceWorkbench.load_component(bench.dump_component())  # kept in its config
+    found["PlanfenceWorkbench, loaded"] = loaded.audit
     found.update(_framework_adapters(store, kw))
     assert found == dict.fromkeys(found, expected)
 
@@ -71,12 +74,20 @@ def _framework_adapters(store: Store, kw: dict[str, Any]) -> dict[str, Any]:
 
     found: dict[str, Any] = {}
     for module, name, build in (
-        ("planfence.adapters.pydantic_ai", "Planfence", lambda c: c(store, POLICY, **kw)),
-        ("planfence.adapters.openai_agents", "Planfence", lambda c: c(store, POLICY, **kw)),
+        ("planfence.adapters.pydantic_ai", "PlanfenceCapability", lambda c: c(store, POLICY, **kw)),
+        (
+            "planfence.adapters.openai_agents",
+            "PlanfenceGuardrail",
+            lambda c: c(store, POLICY, **kw),
+        ),
         ("planfence.adapters.adk", "PlanfencePlugin", lambda c: c(store, POLICY, **kw)),
-        ("planfence.adapters.crewai", "Planfence", lambda c: c(store, POLICY, **kw)),
-        ("planfence.adapters.maf", "PlanfenceMiddleware", lambda c: c(store, POLICY, **kw)),
-        ("planfence.adapters.a2a", "FencedExecutor", lambda c: c(None, store, POLICY, **kw)),
+        ("planfence.adapters.crewai", "PlanfenceHooks", lambda c: c(store, POLICY, **kw)),
+        ("planfence.adapters.maf", "PlanfenceFunctionMiddleware", lambda c: c(store, POLICY, **kw)),
+        (
+            "planfence.adapters.a2a",
+            "PlanfenceAgentExecutor",
+            lambda c: c(None, store, POLICY, **kw),
+        ),
     ):
         try:
             cls = getattr(importlib.import_module(module), name)

@@ -11,7 +11,6 @@ from audit_modes import check_until_recorded
 
 from planfence.plugins.gate import (
     Gate,
-    KeyTemplate,
     Policy,
     PolicyError,
     ScopeError,
@@ -20,14 +19,15 @@ from planfence.plugins.gate import (
     create_plan,
 )
 from planfence.plugins.gate.audit_writer import AuditBacklogError
+from planfence.plugins.gate.policy import KeyTemplate
 from planfence.shared_memory import (
     AsyncStore,
-    InvalidValueError,
     QueryJournal,
     Record,
     StoreUnavailableError,
     create_async_store,
 )
+from planfence.shared_memory.errors import InvalidValueError
 
 POLICY = Policy.from_toml(
     """

@@ -11,10 +11,8 @@ import pytest
 from audit_modes import AUDIT_MODES, check_until_recorded
 
 from planfence.plugins.gate import (
-    BLOCK_REASONS,
     Gate,
     GateMiddleware,
-    HeadAnswer,
     Policy,
     Replanned,
     ToolCall,
@@ -24,6 +22,7 @@ from planfence.plugins.gate import (
     refreshed_parents,
 )
 from planfence.plugins.gate.audit_writer import AuditBacklogError
+from planfence.plugins.gate.decision import BLOCK_REASONS, HeadAnswer
 from planfence.shared_memory import AsyncStore, InvalidKeyError, Record, StoreUnavailableError
 
 POLICY = Policy.from_toml(
@@ -384,7 +383,7 @@ async def test_executor_loop_replans_once_and_runs_new_arguments(astore: AsyncSt
         )
         return Replanned(p2.id, {**ARGS, "line": v.current_records["address/ana"].value["line"]})
 
-    seam = GateMiddleware(astore, POLICY, checker=Gate(astore, POLICY))
+    seam = GateMiddleware(astore, POLICY, gate=Gate(astore, POLICY))
     out = await seam.run(ToolCall("ship_order", ARGS, w.plan.id), ship, replan)
     assert out.executed and out.result == "shipped" and out.replans == 1
     assert ran == [{**ARGS, "line": "9 Hill Rd"}]
@@ -404,7 +403,7 @@ async def test_executor_loop_blocks_when_replan_is_stale_too(astore: AsyncStore)
         p2 = await create_plan(astore, author="planner", parents=w.plan.parents)
         return Replanned(p2.id, ARGS)
 
-    seam = GateMiddleware(astore, POLICY, checker=Gate(astore, POLICY))
+    seam = GateMiddleware(astore, POLICY, gate=Gate(astore, POLICY))
     out = await seam.run(ToolCall("ship_order", ARGS, w.plan.id), ship, lazy_replan)
     assert not out.executed and ran == []
     assert (out.final.verdict, out.final.reason) == ("block", "stale_after_replan")

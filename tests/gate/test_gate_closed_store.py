@@ -5,6 +5,7 @@ what a user would see on stderr is part of what is checked."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import subprocess
 import sys
@@ -23,7 +24,8 @@ PRELUDE = textwrap.dedent(
     """
     import asyncio, sys
     from planfence.plugins.gate import Gate, Policy, SyncGate, ToolCall
-    from planfence.plugins.gate import create_plan, create_plan_sync
+    from planfence.plugins.gate import create_plan
+    from planfence.plugins.gate.plans import create_plan_sync
     from planfence.shared_memory import open_async_store, open_store
 
     POLICY = Policy.from_toml('[tools.ship]\\ndepends_on = ["order/{id}"]\\n')
@@ -95,6 +97,13 @@ def _verdicts(url: str) -> list[str]:
     import asyncio
 
     return asyncio.run(read())
+
+
+@pytest.fixture(autouse=True)
+def _earlier_garbage_collected() -> None:
+    """A gate that an earlier test in this process left unclosed says so when it is garbage
+    collected, which could be in the middle of a test here that checks every line logged."""
+    gc.collect()
 
 
 @pytest.mark.parametrize("case", sorted(SCRIPTS))

@@ -2,7 +2,7 @@
 promise, or refuses to start. Hypothesis draws the options that touch proof and recording (where
 heads come from, `verify_heads=`, `owner_assigners=`, `audit=`, a policy with `lease_ms`, the
 fencing tokens' `signing_key=`) and what the call goes through (the gate alone, inside
-`GateMiddleware`, or each adapter's constructor, given that gate as its `checker=` or building
+`GateMiddleware`, or each adapter's constructor, given that gate as its `gate=` or building
 its own), and for each combination three attacks must be refused:
 
 - a stale plan (always promised);
@@ -28,17 +28,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planfence.adapters.owner_service import HttpOwnerHeads, PublicKeyring, SigningKey, create_app
+from planfence.adapters.owner_service import HttpOwnerHeads, PublicKeyring, SigningKey
+from planfence.adapters.owner_service.server import create_app
 from planfence.plugins.gate import Gate, GateMiddleware, Policy, ToolCall, create_plan
 from planfence.plugins.gate.store_heads import StoreHeads
-from planfence.shared_memory import (
-    AsyncStore,
-    ConfigError,
-    ReassignOwner,
-    Record,
-    WriteBatch,
-    create_async_store,
-)
+from planfence.shared_memory import AsyncStore, ConfigError, Record, WriteBatch, create_async_store
+from planfence.shared_memory.batches import ReassignOwner
 
 KEY = "order/7"
 ARGS = {"id": "7"}
@@ -79,29 +74,22 @@ class Options:
     signed_tokens: bool
 
     @property
-    def checker(self) -> bool:
-        """An adapter is given the gate these options build (`checker=`), not its default."""
-        return self.front not in ("gate", "middleware", "mcp_in_server") and (
+    def given_gate(self) -> bool:
+        """An adapter is given the gate these options build (`gate=`), not its default."""
+        return self.front not in ("gate", "middleware") and (
             self.heads != "store" or self.verify != "none"
         )
 
     def refused_at_start(self) -> bool:
-        """Options that cannot all hold: half of the untrusted-store pair proves nothing, and an
-        adapter's `audit=` would not reach a checker it was given. (The in-server MCP gate takes
-        no head source or keyring: only the recording and signing options apply to it.)"""
-        if self.front == "mcp_in_server":
-            return False
-        if self.verify in ("keys_only", "assigners_only"):
-            return True
-        return self.checker and self.audit != "deferred"
+        """Options that cannot all hold: half of the untrusted-store pair proves nothing (the
+        `Gate` refuses to be built, so neither it nor an adapter given it ever starts)."""
+        return self.verify in ("keys_only", "assigners_only")
 
     def promises(self, attack: str) -> bool:
         """Whether these options promise to refuse `attack`."""
         if attack == "stale_plan":
             return True
-        if self.front == "mcp_in_server" or (
-            self.front not in ("gate", "middleware") and not self.checker
-        ):
+        if self.front not in ("gate", "middleware") and not self.given_gate:
             return False  # the adapter's own gate: the store taken on trust
         if attack == "forged_head" and self.heads.startswith("owners"):
             return True  # the owner services' answers are verified whatever else is set
@@ -214,10 +202,12 @@ async def verdict_of(options: Options, attack: str) -> str:
                 gate = configured(store, policy, None)
                 stack.push_async_callback(gate.aclose)
                 key = SigningKey.generate("gate-1", role="gate") if options.signed_tokens else None
-                middleware = GateMiddleware(store, policy, checker=gate, signing_key=key)
+                middleware = GateMiddleware(store, policy, gate=gate, signing_key=key)
             else:
-                factory = configured if options.checker else None
-                middleware = ADAPTERS[options.front](store, policy, factory, options)
+                given = configured(store, policy, "executor") if options.given_gate else None
+                if given is not None:
+                    stack.push_async_callback(given.aclose)
+                middleware = ADAPTERS[options.front](store, policy, given, options)
         except ConfigError:
             return "refused to start"
         stack.push_async_callback(middleware.aclose)
@@ -229,55 +219,57 @@ async def verdict_of(options: Options, attack: str) -> str:
 
 # ---- each adapter's constructor, as its users call it; the call goes through the gate it built
 
-Factory = Callable[[AsyncStore, Policy, "str | None"], Gate] | None
+Given = Gate | None
 
 
-def _pydantic_ai(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
-    from planfence.adapters.pydantic_ai import Planfence
+def _pydantic_ai(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
+    from planfence.adapters.pydantic_ai import PlanfenceCapability
 
-    return Planfence(store, policy, agent="executor", checker=checker, audit=o.audit).gate
-
-
-def _openai_agents(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
-    from planfence.adapters.openai_agents import Planfence
-
-    return Planfence(store, policy, agent="executor", checker=checker, audit=o.audit).gate
+    return PlanfenceCapability(store, policy, agent="executor", gate=gate, audit=o.audit).gate
 
 
-def _maf(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
-    from planfence.adapters.maf import PlanfenceMiddleware
+def _openai_agents(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
+    from planfence.adapters.openai_agents import PlanfenceGuardrail
 
-    return PlanfenceMiddleware(store, policy, agent="executor", checker=checker, audit=o.audit).gate
-
-
-def _langgraph(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
-    from planfence.adapters.langgraph import PlanfenceMiddleware
-
-    return PlanfenceMiddleware(store, policy, agent="executor", checker=checker, audit=o.audit).gate
+    return PlanfenceGuardrail(store, policy, agent="executor", gate=gate, audit=o.audit).gate
 
 
-def _langgraph_graph(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
-    from planfence.adapters.langgraph import GraphFence
+def _maf(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
+    from planfence.adapters.maf import PlanfenceFunctionMiddleware
 
-    fence = GraphFence(store, policy, planner="planner", checker=checker, audit=o.audit)
+    return PlanfenceFunctionMiddleware(
+        store, policy, agent="executor", gate=gate, audit=o.audit
+    ).gate
+
+
+def _langgraph(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
+    from planfence.adapters.langgraph import PlanfenceAgentMiddleware
+
+    return PlanfenceAgentMiddleware(store, policy, agent="executor", gate=gate, audit=o.audit).gate
+
+
+def _langgraph_graph(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
+    from planfence.adapters.langgraph import PlanfenceToolNode
+
+    fence = PlanfenceToolNode(store, policy, planner="planner", gate=gate, audit=o.audit)
     return fence.gate
 
 
-def _autogen(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+def _autogen(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
     from autogen_core.tools import StaticWorkbench
 
-    from planfence.adapters.autogen import FencedWorkbench
+    from planfence.adapters.autogen import PlanfenceWorkbench
 
-    bench = FencedWorkbench(
-        StaticWorkbench([]), store=store, policy=policy, checker=checker, audit=o.audit
+    bench = PlanfenceWorkbench(
+        StaticWorkbench([]), store=store, policy=policy, gate=gate, audit=o.audit
     )
     return bench.gate
 
 
-def _a2a(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
+def _a2a(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
     from a2a.server.agent_execution import AgentExecutor
 
-    from planfence.adapters.a2a import FencedExecutor
+    from planfence.adapters.a2a import PlanfenceAgentExecutor
 
     class Booking(AgentExecutor):  # type: ignore[misc]
         async def execute(self, context: Any, event_queue: Any) -> None:
@@ -286,20 +278,22 @@ def _a2a(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any
         async def cancel(self, context: Any, event_queue: Any) -> None:
             return None
 
-    fenced = FencedExecutor(
-        Booking(), store, policy, agent="executor", checker=checker, audit=o.audit
+    fenced = PlanfenceAgentExecutor(
+        Booking(), store, policy, agent="executor", gate=gate, audit=o.audit
     )
     return fenced.gate
 
 
-def _mcp_in_server(store: AsyncStore, policy: Policy, checker: Factory, o: Options) -> Any:
-    from planfence.adapters.mcp import PlanFenceGate
+def _mcp_in_server(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
+    from planfence.adapters.mcp import PlanfenceServerMiddleware
 
     key = SigningKey.generate("gate-1", role="gate") if o.signed_tokens else None
-    return PlanFenceGate(store, policy, agent="executor", audit=o.audit, signing_key=key).seam
+    return PlanfenceServerMiddleware(
+        store, policy, agent="executor", gate=gate, audit=o.audit, signing_key=key
+    ).gate
 
 
-ADAPTERS: dict[str, Callable[[AsyncStore, Policy, Factory, Options], Any]] = {
+ADAPTERS: dict[str, Callable[[AsyncStore, Policy, Given, Options], Any]] = {
     "pydantic_ai": _pydantic_ai,
     "openai_agents": _openai_agents,
     "maf": _maf,
@@ -330,10 +324,7 @@ async def test_every_combination_refuses_what_it_promises_or_refuses_to_start(
     for attack in ATTACKS:
         got = await verdict_of(options, attack)
         if options.refused_at_start():
-            # An adapter builds the gate its `checker=` makes at its first call: a gate that
-            # cannot be built then blocks every call instead.
-            lazy = options.checker and options.audit == "deferred"
-            assert got == ("block" if lazy else "refused to start"), (options, attack, got)
+            assert got == "refused to start", (options, attack, got)
         elif options.promises(attack):
             assert got in ("replan", "block"), (options, attack, got)
         else:
@@ -351,16 +342,16 @@ async def test_owner_proof_holds_whatever_the_source_of_heads(heads: str) -> Non
 
 
 async def test_middleware_refuses_an_audit_it_would_drop() -> None:
-    """`GateMiddleware(audit=...)` configures the gate it builds: with a checker of the caller's
+    """`GateMiddleware(audit=...)` configures the gate it builds: with a gate of the caller's
     own, asking for another recording refuses to start instead of being ignored."""
     store = create_async_store("memory://")
     await store.setup()
     try:
         policy = Policy.from_toml(PLAIN)
         async with Gate(store, policy) as deferred, Gate(store, policy, audit="durable") as durable:
-            with pytest.raises(ConfigError, match="set the recording on the checker itself"):
-                GateMiddleware(store, policy, checker=deferred, audit="durable")
-            GateMiddleware(store, policy, checker=durable, audit="durable")  # says what it does
-            GateMiddleware(store, policy, checker=deferred)
+            with pytest.raises(ConfigError, match="set the recording on the gate itself"):
+                GateMiddleware(store, policy, gate=deferred, audit="durable")
+            GateMiddleware(store, policy, gate=durable, audit="durable")  # says what it does
+            GateMiddleware(store, policy, gate=deferred)
     finally:
         await store.aclose()

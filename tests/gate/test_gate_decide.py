@@ -18,7 +18,9 @@ from planfence.plugins.gate.decision import (
     decide,
 )
 from planfence.plugins.gate.values import value_digests
-from planfence.shared_memory import KIND_PLAN, Frontier, KeyState, Record
+from planfence.shared_memory import KeyState, Record
+from planfence.shared_memory.lineage import Frontier
+from planfence.shared_memory.records import KIND_PLAN
 
 ORDER, ADDR = "order/7", "address/ana"
 SCOPE = (ADDR, ORDER)
@@ -224,7 +226,9 @@ def test_allow_exactly_when_every_frontier_is_the_head(
 def test_reason_codes_are_an_enum_that_reads_as_its_value() -> None:
     import json
 
-    from planfence.plugins.gate import Decision, Reason, payload_of
+    from planfence.plugins.gate import Decision
+    from planfence.plugins.gate.decision import Reason
+    from planfence.plugins.gate.wire import payload_of
 
     got = decide(REQ, SCOPE, view(), ONE_CHANGED, budget_spent=False, max_records=100)
     assert got.reason is Reason.STALE

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from epoch_race import KEYS
 
-from planfence.plugins.gate import create_plan_sync
+from planfence.plugins.gate.plans import create_plan_sync
 from planfence.shared_memory import Entry, open_store
 
 CHECKERS = 3

@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planfence.adapters.owner_service import PublicKeyring, SigningKey
-from planfence.plugins.gate import Gate, HeadAnswer, Policy, ToolCall, create_plan
+from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan
+from planfence.plugins.gate.decision import HeadAnswer
 from planfence.plugins.gate.store_heads import SignedHeads
-from planfence.shared_memory import AsyncStore, KeyState, Record, sign_head
+from planfence.shared_memory import AsyncStore, KeyState, Record
 from planfence.shared_memory.conformance.checks_epochs import DigestSigner
+from planfence.shared_memory.signing import sign_head
 
 KEY = "order/7"
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n')

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from planfence.adapters.cli.main import main
 from planfence.plugins.gate.templates import KeyTemplate, ScopeError, encode_segment
-from planfence.shared_memory import validate_key
+from planfence.shared_memory.records import validate_key
 
 TEMPLATES = {
     kind: KeyTemplate.parse(f"k/{{v{':' + kind if kind else ''}}}") for kind in ("", "path", "enc")

@@ -11,12 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.plugins.gate import (
-    BLOCKED,
-    DONE,
-    REPLANNING,
     Allowed,
     CallNext,
-    Checker,
     Gate,
     GateMiddleware,
     Judgement,
@@ -28,10 +24,12 @@ from planfence.plugins.gate import (
     Verdict,
     find_decisions,
     fold_step,
-    payload_of,
-    reads_of,
-    run_middleware,
 )
+from planfence.plugins.gate.call import Checker
+from planfence.plugins.gate.middleware import judge_with, run_middleware
+from planfence.plugins.gate.reads import reads_of
+from planfence.plugins.gate.steps import BLOCKED, DONE, REPLANNING
+from planfence.plugins.gate.wire import payload_of
 from planfence.shared_memory import AsyncStore, Record, Store
 
 REQ = "trip/7/requirements"
@@ -121,7 +119,7 @@ async def test_anything_that_goes_wrong_is_a_refusal(
     first, stamper = await seeded(astore)
     plan = await stamper.stamp([first.id])
     if how == "checker":
-        gate = GateMiddleware(astore, POLICY, checker=exploding)  # its own recording
+        gate = judge_with(GateMiddleware(astore, POLICY), exploding)  # its own recording
     elif how == "middleware":
         gate = GateMiddleware(astore, POLICY, middleware=[Broken()], audit=audit)
     else:
@@ -147,12 +145,12 @@ async def test_one_checker_per_store_and_a_ready_checker_is_used_as_is(
 
     first, stamper = await seeded(astore)
     plan = await stamper.stamp([first.id])
-    gate = GateMiddleware(astore, POLICY, checker=counting)
+    gate = judge_with(GateMiddleware(astore, POLICY), counting)
     for _ in range(3):
         assert (await gate.judge(ToolCall("book", {}, plan.id))).allowed
     assert built == [astore]
     ready = Gate(astore, POLICY, agent="ready")
-    fixed = GateMiddleware(astore, POLICY, checker=ready)
+    fixed = GateMiddleware(astore, POLICY, gate=ready)
     assert fixed.checker_for(astore) is ready
     assert (await fixed.judge(ToolCall("book", {}, plan.id))).verdict.agent == "ready"
 

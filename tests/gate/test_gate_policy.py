@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planfence.plugins.gate import KeyTemplate, Policy, PolicyError, ScopeError
+from planfence.plugins.gate import Policy, PolicyError, ScopeError
+from planfence.plugins.gate.policy import KeyTemplate
 
 GOOD = """
 [tools.ship_order]

@@ -26,12 +26,8 @@ from hypothesis.stateful import (
 )
 
 from planfence.demos.baselines import FreshnessOnly
-from planfence.plugins.gate import (
-    Policy,
-    SyncGate,
-    ToolCall,
-    create_plan_sync,
-)
+from planfence.plugins.gate import Policy, SyncGate, ToolCall
+from planfence.plugins.gate.plans import create_plan_sync
 from planfence.shared_memory import Store, open_store
 
 KEYS = ("doc/a", "doc/b", "doc/c")

@@ -11,14 +11,12 @@ import httpx
 import pytest
 
 from planfence import fence
-from planfence.adapters.owner_service import (
-    HttpOwnerHeads,
-    PublicKeyring,
-    SigningKey,
-    create_app,
-)
-from planfence.plugins.gate import Gate, GateMiddleware, HeadAnswer, Policy, ToolCall, create_plan
-from planfence.shared_memory import AsyncStore, ReassignOwner, Record, WriteBatch
+from planfence.adapters.owner_service import HttpOwnerHeads, PublicKeyring, SigningKey
+from planfence.adapters.owner_service.server import create_app
+from planfence.plugins.gate import Gate, GateMiddleware, Policy, ToolCall, create_plan
+from planfence.plugins.gate.decision import HeadAnswer
+from planfence.shared_memory import AsyncStore, Record, WriteBatch
+from planfence.shared_memory.batches import ReassignOwner
 
 KEY = "order/7"
 POLICY_TEXT = '[tools.ship]\ndepends_on = ["order/{id}"]\n'

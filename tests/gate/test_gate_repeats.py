@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planfence.plugins.gate import AUDIT_SOURCE, Gate, Policy, ToolCall, create_plan
+from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan
+from planfence.plugins.gate.audit import AUDIT_SOURCE
 from planfence.plugins.gate.call import args_digest
 from planfence.plugins.gate.values import value_digests
 from planfence.shared_memory import AsyncStore, Record, StoreUnavailableError, create_async_store

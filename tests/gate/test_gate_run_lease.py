@@ -10,15 +10,8 @@ from typing import Any
 import pytest
 
 from planfence import fence
-from planfence.plugins.gate import (
-    Gate,
-    GateMiddleware,
-    Policy,
-    SyncGate,
-    ToolCall,
-    create_plan,
-    create_plan_sync,
-)
+from planfence.plugins.gate import Gate, GateMiddleware, Policy, SyncGate, ToolCall, create_plan
+from planfence.plugins.gate.plans import create_plan_sync
 from planfence.shared_memory import AsyncStore, LeaseHeldError, Store
 
 ORDER = "order/7"
@@ -40,7 +33,7 @@ async def test_the_seam_runs_a_tool_holding_the_lease_with_the_token_bound(
             await astore.put(ORDER, {"status": "cancelled"}, author="sales", wait=False)
         return "shipped"
 
-    seam = GateMiddleware(astore, LEASED, checker=gate)
+    seam = GateMiddleware(astore, LEASED, gate=gate)
     outcome = await seam.run(ToolCall("ship", {"id": "7"}, plan.id), ship)
     assert outcome.executed and outcome.result == "shipped"
     [token] = seen

@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planfence.adapters.cli.main import main
-from planfence.plugins.gate import Policy, SyncGate, ToolCall, create_plan_sync, find_decisions_sync
+from planfence.plugins.gate import Policy, SyncGate, ToolCall, find_decisions_sync
+from planfence.plugins.gate.plans import create_plan_sync
 from planfence.plugins.gate.values import digest, leaves, value_digests
 from planfence.shared_memory import open_store
 

@@ -10,17 +10,11 @@ import pytest
 from hypothesis import event, example, find, given
 from hypothesis import strategies as st
 
-from planfence.plugins.gate import (
-    Gate,
-    KeyTemplate,
-    Policy,
-    PolicyError,
-    ScopeError,
-    ToolCall,
-    create_plan,
-)
+from planfence.plugins.gate import Gate, Policy, PolicyError, ScopeError, ToolCall, create_plan
+from planfence.plugins.gate.policy import KeyTemplate
 from planfence.plugins.gate.templates import decode_segment, encode_segment
-from planfence.shared_memory import StoreLimits, open_async_store, validate_key
+from planfence.shared_memory import StoreLimits, open_async_store
+from planfence.shared_memory.records import validate_key
 
 UNBOUNDED = StoreLimits(max_key_length=1 << 30)
 POLICY = """

@@ -11,13 +11,13 @@ from pydantic import ValidationError
 from planfence.plugins.gate import (
     AllowPayload,
     RefusalPayload,
-    StaleKey,
     StepOutcome,
     Verdict,
     fold_step,
     parse_payload,
-    payload_of,
 )
+from planfence.plugins.gate.decision import StaleKey
+from planfence.plugins.gate.wire import payload_of
 
 STALE = Verdict(
     "replan",
@@ -96,7 +96,7 @@ def test_the_readme_documents_every_field_of_the_wire_model() -> None:
 
 
 def test_the_audit_detail_the_gate_writes_is_the_models() -> None:
-    from planfence.plugins.gate import DecisionDetail
+    from planfence.plugins.gate.wire import DecisionDetail
 
     full = STALE.evolve(
         scope=("trip/1",),

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from janus_scripted_llm import ScriptedLLM
 
-from planfence.plugins.janus import ChatClient, LLMSettings
+from planfence.plugins.janus.llm import ChatClient, LLMSettings
 
 
 @pytest.fixture

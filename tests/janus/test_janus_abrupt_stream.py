@@ -16,14 +16,9 @@ from dataclasses import dataclass
 import pytest
 from abrupt_stream import AbruptStream, accuracy, solved
 
-from planfence.plugins.janus import (
-    CachedEncoder,
-    FunctionEvaluator,
-    HashingEncoder,
-    JanusConfig,
-    JanusController,
-    MomentumSource,
-)
+from planfence.plugins.janus import FunctionEvaluator, HashingEncoder, JanusConfig, JanusController
+from planfence.plugins.janus.config import MomentumSource
+from planfence.plugins.janus.encoders import CachedEncoder
 
 SEEDS = range(6)
 

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 from janus_scripted_llm import ScriptedLLM
 
-from planfence.demos.bench import janus as bench
+from planfence.demos.bench.janus import command as bench
 from planfence.demos.bench.janus.llm import run_tasks
 from planfence.demos.bench.janus.run import (
     STRATEGIES,
@@ -24,9 +25,14 @@ from planfence.demos.bench.janus.run import (
 )
 from planfence.demos.bench.janus.runbook import RunbookConfig, RunbookStream
 from planfence.demos.bench.janus.stats import mean_ci, paired, pairs, t_quantile
-from planfence.demos.bench.janus.strategies import PAPER_STRATEGIES, settle_point
+from planfence.demos.bench.janus.strategies import (
+    PAPER_STRATEGIES,
+    settle_point,
+    strategy_config,
+)
 from planfence.demos.bench.janus.stream import Rule, Stream, StreamConfig
-from planfence.plugins.janus import HashingEncoder, Task
+from planfence.plugins.janus import HashingEncoder, JanusConfig, Task
+from planfence.plugins.janus.config import TIE_RULES
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -335,3 +341,14 @@ def test_every_strategy_is_paired_with_janus() -> None:
     found = pairs([*STRATEGIES, "memory-free", "ceiling"])
     others = {a for a, b in found if b == "janus"} | {b for a, b in found if a == "janus"}
     assert others == (set(STRATEGIES) - {"janus"}) | {"ceiling"}
+
+
+def test_the_default_row_keeps_on_a_tie_and_the_other_tie_rules_run_beside_it() -> None:
+    base = JanusConfig(seed=3)
+    names = ("janus", "janus-tie-score", "janus-tie-deploy")
+    rules = {name: strategy_config(name, base, 0.2).on_tie for name in names}
+    assert rules == {"janus": "keep", "janus-tie-score": "score", "janus-tie-deploy": "deploy"}
+    assert set(rules.values()) == set(TIE_RULES) and set(names) <= set(STRATEGIES)
+    for name in names:  # each differs from the default row by its tie rule alone
+        assert replace(strategy_config(name, base, 0.2), on_tie="keep") == base
+    assert len(STRATEGIES) >= 14

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from planfence.demos.bench import janus as bench
-from planfence.plugins.janus import wordllama_available
+from planfence.demos.bench.janus import command as bench
+from planfence.plugins.janus.encoders import wordllama_available
 
 GOLDEN = json.loads((Path(__file__).parent / "janus_bench_golden.json").read_text())
 ARGV = (

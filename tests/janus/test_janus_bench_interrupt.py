@@ -33,7 +33,7 @@ def processes_with(marker: str) -> list[int]:
 def test_interrupted_parallel_run_keeps_the_finished_seeds(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
     marker = f"planfence-janus-interrupt-{uuid.uuid4().hex}"
-    argv = ["bench", "janus", "--seeds", "8", "--rho", "0.8", "--steps", "200"]
+    argv = ["bench", "janus", "--seeds", "8", "--rho", "0.8", "--steps", "60"]
     argv += ["--encoder", "hashing", "--jobs", "2", "--out", str(out)]
     proc = subprocess.Popen(
         interruptible([sys.executable, "-m", "planfence.adapters.cli", *argv]),

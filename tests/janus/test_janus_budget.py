@@ -11,11 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planfence.plugins.janus import JanusConfig, JanusState, Task, finish_step, plan_step
+from planfence.plugins.janus import JanusConfig, Task
 from planfence.plugins.janus.aim import aim, row_dots
 from planfence.plugins.janus.budget import decide_budget
 from planfence.plugins.janus.calibration import PRIOR, fit, probability
+from planfence.plugins.janus.decision import finish_step, plan_step
 from planfence.plugins.janus.signals import SIGNALS, Edit, measure
+from planfence.plugins.janus.state import JanusState
 
 BUDGET = JanusConfig(support_size=4, coverage_size=2, fresh_size=2, seed=3, aim_size=0)
 VECS = {f"t{i}": [float(i % 2), float(i // 2)] for i in range(12)}
@@ -171,13 +173,21 @@ def test_ties_are_decided_by_the_tie_rule(rule: str, deploy: bool) -> None:
     assert state.examples == [[*plan.signals, 0.0]]  # type: ignore[attr-defined]
 
 
-def test_under_the_score_rule_an_unsuspicious_tie_deploys() -> None:
-    state = warmed(replace(BUDGET, trigger="always", on_tie="score"))
+@pytest.mark.parametrize(("rule", "deploy"), [(None, False), ("score", True), ("deploy", True)])
+def test_an_unsuspicious_tie_is_kept_by_default_and_deployed_under_score(
+    rule: str | None, deploy: bool
+) -> None:
+    config = replace(BUDGET, trigger="always")
+    state = warmed(config if rule is None else replace(config, on_tie=rule))  # type: ignore[arg-type]
     edit = Edit.between(memory(10), memory(11))  # an append
     plan = plan_step(state, TASKS["t4"], z(1, 0), vectors_of, edit=edit)
     assert plan.compare and plan.trigger is not None and plan.trigger.score < 0.5
     n = len(plan.eval_ids)
-    assert finish_step(state, plan, [True] * n, [True] * n).deploy
+    verdict = finish_step(state, plan, [True] * n, [True] * n)
+    assert verdict.deploy is deploy
+    if rule is None:  # nothing is deployed without evidence, and the log says why
+        assert verdict.reason.endswith("(a tie keeps the current memory)")
+        assert state.counters.rejected == 1
 
 
 # ---- aimed tasks

@@ -15,13 +15,12 @@ from planfence.plugins.janus import (
     FunctionEvaluator,
     JanusConfig,
     JanusController,
-    JanusStateError,
-    JanusUpdater,
+    JanusVerdict,
     Task,
-    Verdict,
-    read_state_file,
-    write_state_file,
 )
+from planfence.plugins.janus.controller import JanusUpdater
+from planfence.plugins.janus.errors import JanusStateError
+from planfence.plugins.janus.state import read_state_file, write_state_file
 from planfence.plugins.janus.tasks import Feedback
 
 TOPICS = ["algebra", "geometry", "probability", "chemistry", "history", "poetry"]
@@ -51,7 +50,7 @@ def propose(memory: list[str], task: Task, step: int) -> list[str]:
     return new
 
 
-def summary(v: Verdict) -> tuple[Any, ...]:
+def summary(v: JanusVerdict) -> tuple[Any, ...]:
     return (v.deploy, v.compared, v.coverage, v.boundary, v.fresh, v.acc_old, v.acc_new)
 
 

@@ -8,7 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from planfence.plugins.janus import JanusConfig, JanusState, Task, accept, finish_step, plan_step
+from planfence.plugins.janus import JanusConfig, Task, accept
+from planfence.plugins.janus.decision import finish_step, plan_step
+from planfence.plugins.janus.state import JanusState
 
 # The authors' method with their momentum rule (every candidate feeds the momentum as soon as
 # it is planned); the `deployed` source has its own tests below, the budgeted trigger and the

@@ -11,18 +11,16 @@ import numpy as np
 import pytest
 
 from planfence.plugins.janus import (
-    CachedEncoder,
     ChunkPooledEncoder,
     Encoder,
     HashingEncoder,
     SentenceEncoder,
     WordLlamaEncoder,
     cosine,
-    default_encoder,
     encoders,
-    render_memory,
-    wordllama_available,
 )
+from planfence.plugins.janus.encoders import CachedEncoder, default_encoder, wordllama_available
+from planfence.plugins.janus.memory import render_memory
 from planfence.shared_memory import MissingExtraError
 
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planfence.plugins.janus import WordLlamaEncoder, wordllama_available
+from planfence.plugins.janus import WordLlamaEncoder
+from planfence.plugins.janus.encoders import wordllama_available
 from planfence.plugins.janus.linetokens import LineTokenizer, newline_splits
 
 pytestmark = pytest.mark.skipif(

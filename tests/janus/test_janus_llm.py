@@ -6,18 +6,14 @@ import httpx
 import pytest
 from janus_scripted_llm import ScriptedLLM
 
-from planfence.plugins.janus import (
-    ChatClient,
-    JanusConfigError,
+from planfence.plugins.janus import JanusConfigError, LLMEvaluator, Task
+from planfence.plugins.janus.errors import (
     LLMBudgetExceededError,
-    LLMEvaluator,
     LLMResponseError,
-    LLMSettings,
     LLMUnavailableError,
-    Task,
-    check_answer,
 )
-from planfence.plugins.janus.evaluators import extract_answer
+from planfence.plugins.janus.evaluators import check_answer, extract_answer
+from planfence.plugins.janus.llm import ChatClient, LLMSettings
 
 
 async def no_sleep(_: float) -> None:

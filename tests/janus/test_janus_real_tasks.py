@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from janus_scripted_llm import ScriptedLLM
 
-from planfence.demos.bench import janus as bench
+from planfence.demos.bench.janus import command as bench
 from planfence.demos.bench.janus.llm import run_tasks
 from planfence.demos.bench.janus.tasks import generate
 from planfence.shared_memory import MissingExtraError

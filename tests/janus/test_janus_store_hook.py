@@ -10,12 +10,11 @@ import pytest
 from planfence.plugins.janus import (
     FunctionEvaluator,
     JanusConfig,
-    JanusConflictError,
     JanusController,
-    JanusStateError,
     JanusStoreHook,
     Task,
 )
+from planfence.plugins.janus.errors import JanusConflictError, JanusStateError
 from planfence.shared_memory import AsyncStore, NotOwnerError, create_async_store
 
 CONFIG = JanusConfig(support_size=2, coverage_size=1, fresh_size=2, trigger="always", seed=5)

@@ -1,6 +1,6 @@
-"""The store hook and `JanusStore` run the budgeted trigger by default, and its state (window,
-change norms, calibration examples and weights) survives a restart: a resumed hook decides
-exactly as one that never stopped."""
+"""The store hook and `JanusStore` run the budgeted trigger by default and keep the deployed
+memory on a tie, and the trigger's state (window, change norms, calibration examples and
+weights) survives a restart: a resumed hook decides exactly as one that never stopped."""
 
 from __future__ import annotations
 
@@ -55,6 +55,28 @@ async def run(hook: JanusStoreHook, start: int, stop: int) -> list[tuple[Any, ..
 
 def test_the_default_is_the_budgeted_trigger() -> None:
     assert JanusConfig().trigger == "budget" and controller().config.trigger == "budget"
+
+
+async def test_by_default_the_hook_keeps_the_deployed_memory_on_a_tie() -> None:
+    """A compared candidate that the evaluation cannot tell from the deployed memory is kept
+    out: nothing is deployed without evidence."""
+    store = create_async_store("memory://")
+    await store.setup()
+    try:
+        hook = await JanusStoreHook(store, "team/mem", controller(), owner="j").open()
+        memory = ""
+        for step in range(CONFIG.support_size):  # warm-up: every candidate is deployed
+            memory = f"{memory}\n{FACTS[step % 8]}".strip()
+            assert (await hook.submit(memory, TASKS[step])).verdict.deploy
+        head = await store.head("team/mem")
+        tied = await hook.submit(f"{memory}\nthe weather was fine", TASKS[CONFIG.support_size])
+        verdict = tied.verdict
+        assert verdict.compared and verdict.acc_new == verdict.acc_old
+        assert not verdict.deploy and verdict.reason.endswith("(a tie keeps the current memory)")
+        assert await store.head("team/mem") == head
+        assert await hook.current() == (head, memory)
+    finally:
+        await store.aclose()
 
 
 async def test_the_hooks_budgeted_state_survives_a_restart(store_url: str) -> None:
@@ -134,4 +156,29 @@ async def test_janus_store_runs_the_budgeted_trigger_and_resumes_it() -> None:
         assert saved["config"]["trigger"] == "budget" and saved["window"] and saved["norms"]
     finally:
         await whole_records.aclose()
+        await records.aclose()
+
+
+async def test_by_default_janus_store_keeps_a_tied_write_out_of_the_store() -> None:
+    pytest.importorskip("langgraph")
+    from langgraph.store.memory import InMemoryStore
+
+    from planfence.adapters.langgraph import JanusStore
+
+    ns = ("memories", "team")
+    inner, records = InMemoryStore(), create_async_store("memory://")
+    await records.setup()
+    try:
+        store = JanusStore(inner, namespace=ns, controller=controller(), records=records)
+        for step in range(CONFIG.support_size):
+            with store.working_on(TASKS[step]):
+                await store.aput(ns, f"k{step}", {"content": FACTS[step % 8]})
+        with store.working_on(TASKS[CONFIG.support_size]):
+            await store.aput(ns, "weather", {"content": "the weather was fine"})
+        assert store.last is not None
+        verdict = store.last.verdict
+        assert verdict.compared and verdict.acc_new == verdict.acc_old and not verdict.deploy
+        assert await inner.aget(ns, "weather") is None
+        assert len(await inner.asearch(ns, limit=100)) == CONFIG.support_size
+    finally:
         await records.aclose()

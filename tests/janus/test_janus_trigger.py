@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from planfence.plugins.janus import JanusConfig, JanusConfigError, cosine, decide_trigger
-from planfence.plugins.janus import momentum_update as update
+from planfence.plugins.janus import JanusConfig, JanusConfigError, cosine
+from planfence.plugins.janus.trigger import decide_trigger
+from planfence.plugins.janus.trigger import momentum_update as update
 
 
 def v(*xs: float) -> np.ndarray:
@@ -122,7 +123,7 @@ def test_reference_defaults() -> None:
     assert JanusConfig.from_dict(cfg.to_dict()) == cfg
     # planfence's defaults differ from the paper's in exactly these three settings
     default = JanusConfig()
-    assert (default.trigger, default.on_tie, default.aim_size) == ("budget", "score", 8)
+    assert (default.trigger, default.on_tie, default.aim_size) == ("budget", "keep", 8)
     assert replace(default, trigger="momentum", on_tie="deploy", aim_size=0) == cfg
 
 

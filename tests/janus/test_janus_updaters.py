@@ -8,16 +8,11 @@ from typing import Any
 import pytest
 from janus_scripted_llm import ScriptedLLM
 
-from planfence.plugins.janus import (
-    ChatClient,
-    DCRSUpdater,
-    ExpeLUpdater,
-    Feedback,
-    MemoryUpdater,
-    Task,
-    UpdaterOutputError,
-)
-from planfence.plugins.janus.updaters import Operation, apply_operations, parse_operations
+from planfence.plugins.janus import DCRSUpdater, ExpeLUpdater, MemoryUpdater, Task
+from planfence.plugins.janus.errors import UpdaterOutputError
+from planfence.plugins.janus.llm import ChatClient
+from planfence.plugins.janus.tasks import Feedback
+from planfence.plugins.janus.updaters.expel import Operation, apply_operations, parse_operations
 
 
 def task(q: str, a: str = "1") -> Task:

@@ -1,4 +1,4 @@
-"""End to end: `create_agent` with `PlanfenceMiddleware` and a scripted model, sync and async.
+"""End to end: `create_agent` with `PlanfenceAgentMiddleware` and a scripted model, sync and async.
 
 The customer revises the trip requirements while the model is thinking, after it saw them: the
 gate catches the stale plan, the model replans once and books the new destination; stale again
@@ -16,8 +16,9 @@ from langchain.agents import create_agent
 from langchain_core.messages import SystemMessage, ToolMessage
 from langgraph_helpers import POLICY, REQ, Trip, book
 
-from planfence.adapters.langgraph import PlanfenceMiddleware
+from planfence.adapters.langgraph import PlanfenceAgentMiddleware
 from planfence.demos.baselines import freshness_checker
+from planfence.demos.executors import on_baseline
 from planfence.plugins.gate import (
     CallNext,
     Judgement,
@@ -55,9 +56,12 @@ async def any_store(
 
 def agent_for(
     trip: Trip, store: AsyncStore | Store, answers: list[Any], revisions: dict[int, str], **kw: Any
-) -> tuple[Any, Any, PlanfenceMiddleware]:
+) -> tuple[Any, Any, PlanfenceAgentMiddleware]:
     model = trip.model(answers, revisions)
-    fence = PlanfenceMiddleware(store, POLICY, keys=[REQ], agent="booker", **kw)
+    baseline = kw.pop("checker", None)
+    fence = PlanfenceAgentMiddleware(store, POLICY, keys=[REQ], agent="booker", **kw)
+    if baseline is not None:  # the control: a baseline judges instead of the gate
+        on_baseline(fence.gate, baseline)
     return create_agent(model, [trip.tool], middleware=[fence]), model, fence
 
 

@@ -18,10 +18,10 @@ from langgraph.graph import MessagesState, StateGraph
 from langgraph_helpers import POLICY, REQ, Trip, book
 
 from planfence.adapters.langgraph import (
-    GraphFence,
-    PlanfenceMiddleware,
+    PlanfenceAgentMiddleware,
     PlanfenceState,
     PlanfenceStore,
+    PlanfenceToolNode,
 )
 from planfence.plugins.gate import find_decisions_sync
 from planfence.shared_memory import Store, open_store
@@ -69,11 +69,11 @@ def plan_ids(store: Store) -> list[str]:
 
 def graph_for(
     trip: Trip, store: Store, answers: list[Any], revisions: dict[int, str]
-) -> tuple[Any, Any, GraphFence]:
+) -> tuple[Any, Any, PlanfenceToolNode]:
     model = trip.model(answers, revisions)
     reader = PlanfenceStore(store)
     # `proceed="planner"`: after calls that ran, the planner plans the next step of the task.
-    fence = GraphFence(store, WEATHER_POLICY, planner="planner", proceed="planner")
+    fence = PlanfenceToolNode(store, WEATHER_POLICY, planner="planner", proceed="planner")
 
     def planner(state: State) -> dict[str, Any]:
         item = reader.get(("trip", "42"), "requirements")
@@ -156,9 +156,9 @@ def test_graph_gated_allow_starts_a_fresh_budget(sync_store: Store) -> None:
 
 def agent_for(
     trip: Trip, store: Store, answers: list[Any], revisions: dict[int, str]
-) -> tuple[Any, PlanfenceMiddleware]:
+) -> tuple[Any, PlanfenceAgentMiddleware]:
     model = trip.model(answers, revisions)
-    fence = PlanfenceMiddleware(store, WEATHER_POLICY, keys=[REQ], agent="booker")
+    fence = PlanfenceAgentMiddleware(store, WEATHER_POLICY, keys=[REQ], agent="booker")
     return create_agent(model, [trip.tool, weather], middleware=[fence]), fence
 
 
@@ -191,7 +191,7 @@ def test_agent_new_invocation_supersedes_nothing(sync_store: Store) -> None:
     trip.put("Lisbon")
     script = [book("Lisbon", 0), book("Porto", 1), book("Madrid", 2), book("Rome", 3), "Done."]
     model = trip.model(script, {0: "Porto", 1: "Madrid", 2: "Rome"})
-    fence = PlanfenceMiddleware(sync_store, WEATHER_POLICY, keys=[REQ], agent="booker")
+    fence = PlanfenceAgentMiddleware(sync_store, WEATHER_POLICY, keys=[REQ], agent="booker")
     agent = create_agent(model, [trip.tool], middleware=[fence], checkpointer=InMemorySaver())
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     first = agent.invoke(TASK, config)

@@ -14,8 +14,9 @@ from langgraph.constants import END, START
 from langgraph.graph import MessagesState, StateGraph
 from langgraph_helpers import POLICY, Trip, book
 
-from planfence.adapters.langgraph import GraphFence, PlanfenceState, PlanfenceStore
+from planfence.adapters.langgraph import PlanfenceState, PlanfenceStore, PlanfenceToolNode
 from planfence.demos.baselines import freshness_checker
+from planfence.demos.executors import on_baseline
 from planfence.shared_memory import AsyncStore, Store, create_async_store, open_store
 
 
@@ -32,7 +33,10 @@ def build(
     answers = [book(d, i) for i, d in enumerate(calls)]
     model = trip.model(answers, revisions)
     reader = PlanfenceStore(store)
-    fence = GraphFence(store, POLICY, planner="planner", proceed="report", **kw)
+    baseline = kw.pop("checker", None)
+    fence = PlanfenceToolNode(store, POLICY, planner="planner", proceed="report", **kw)
+    if baseline is not None:  # the control: a baseline judges instead of the gate
+        on_baseline(fence.gate, baseline)
 
     def planner(state: State) -> dict[str, Any]:
         item = reader.get(("trip", "42"), "requirements")
@@ -149,7 +153,7 @@ def parallel_graph(
     """A planner whose model books the flight and the hotel in one message (two tool calls that
     run in one step); the flight depends on the requirements, the hotel on the hotel record."""
     policy = POLICY.declare("book_hotel", depends_on=[HOTEL])
-    fence = GraphFence(store, policy, planner="planner", proceed="report")
+    fence = PlanfenceToolNode(store, policy, planner="planner", proceed="report")
     reader = PlanfenceStore(store)
     hotels: list[str] = []
     model = trip.model(answers, revisions)

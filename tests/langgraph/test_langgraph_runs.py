@@ -24,10 +24,10 @@ from langgraph.graph import MessagesState, StateGraph
 from langgraph_helpers import REQ, Trip
 
 from planfence.adapters.langgraph import (
-    GraphFence,
-    PlanfenceMiddleware,
+    PlanfenceAgentMiddleware,
     PlanfenceState,
     PlanfenceStore,
+    PlanfenceToolNode,
     track_reads,
 )
 from planfence.plugins.gate import Policy
@@ -130,7 +130,7 @@ async def test_concurrent_agent_runs_cite_only_their_own_reads(astore: AsyncStor
         booked.append((trip, destination))
         return "booked"
 
-    fence = PlanfenceMiddleware(astore, POLICY, reads=reader, agent="booker")
+    fence = PlanfenceAgentMiddleware(astore, POLICY, reads=reader, agent="booker")
     agent = create_agent(TripAgentModel(), [get_requirements, book_flight], middleware=[fence])
     states = await asyncio.gather(*(agent.ainvoke(task(t)) for t in TRIPS))
 
@@ -177,7 +177,7 @@ def test_a_plan_cites_every_version_its_run_read(tmp_path: Any) -> None:
             flights.append(destination)
             return "booked"
 
-        fence = PlanfenceMiddleware(store, POLICY, keys=[REQ], reads=reader, agent="booker")
+        fence = PlanfenceAgentMiddleware(store, POLICY, keys=[REQ], reads=reader, agent="booker")
         agent = create_agent(model, [get_requirements, book_flight], middleware=[fence])
         state = agent.invoke(task("42"))
 
@@ -221,7 +221,7 @@ def test_a_replan_cites_the_versions_its_refusal_showed(tmp_path: Any) -> None:
             ],
             {1: "Porto"},
         )
-        fence = PlanfenceMiddleware(store, POLICY, reads=reader, agent="booker")
+        fence = PlanfenceAgentMiddleware(store, POLICY, reads=reader, agent="booker")
         agent = create_agent(model, [get_requirements, book_flight], middleware=[fence])
         state = agent.invoke(task("42"))
 
@@ -247,7 +247,7 @@ def trip_graph(
 ) -> Any:
     """A hand-written planner -> tools graph; the planner reads its trip and meets the other run
     before it takes its reads and stamps."""
-    fence = GraphFence(store, POLICY, planner="planner")
+    fence = PlanfenceToolNode(store, POLICY, planner="planner")
 
     @tool
     def book_flight(trip: str, destination: str) -> str:

@@ -58,7 +58,7 @@ def test_missing_extra_names_the_pip_command() -> None:
         "    sys.modules[name] = None\n"
         "from planfence.shared_memory import MissingExtraError\n"
         "try:\n"
-        "    from planfence.adapters.langgraph import PlanfenceMiddleware\n"
+        "    from planfence.adapters.langgraph import PlanfenceAgentMiddleware\n"
         "except MissingExtraError as exc:\n"
         "    print(exc)\n"
     )

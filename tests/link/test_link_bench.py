@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from planfence.adapters.cli.main import main
-from planfence.demos.bench import netem
+from planfence.demos.bench.netem.sources import TRACES_ENV
 
 GATE_FIELDS = {
     "path",
@@ -86,7 +86,7 @@ def test_bench_link_quick_writes_the_documented_json(
 def test_bench_link_with_an_empty_traces_folder_says_how_to_pass_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(netem.TRACES_ENV, str(tmp_path))  # a folder with no traces in it
+    monkeypatch.setenv(TRACES_ENV, str(tmp_path))  # a folder with no traces in it
     assert main(["bench", "link", "--quick"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("planfence: error: $PLANFENCE_TRACES is")

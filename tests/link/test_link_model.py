@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from planfence.demos.bench.netem import (
+from planfence.demos.bench.netem.model import (
     Direction,
     Flow,
-    Trace,
-    TraceError,
     TraceQueue,
     default_rto_ms,
     split_packets,
 )
+from planfence.demos.bench.netem.trace import Trace, TraceError
 
 
 def departures(queue: TraceQueue, sends: list[tuple[int, float]]) -> list[float]:

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from planfence.adapters.owner_service import Keyring, create_app
+from planfence.adapters.owner_service import Keyring
+from planfence.adapters.owner_service.server import create_app
 from planfence.demos.bench.harness.wire import CountedOwnerHeads
-from planfence.demos.bench.netem import Link, LinkRelay, Trace
+from planfence.demos.bench.netem.relay import Link, LinkRelay
+from planfence.demos.bench.netem.trace import Trace
 from planfence.shared_memory import create_async_store
 
 FAST = "1\n"

@@ -13,8 +13,8 @@ from typing import Any
 
 from agent_framework import Agent, ChatResponse, Content, Message
 
-from planfence.adapters.conformance.harnesses.maf import ScriptedClient
-from planfence.adapters.maf import PlanfenceMiddleware
+from planfence.adapters.maf import PlanfenceFunctionMiddleware
+from planfence.adapters.maf.conformance import ScriptedClient
 from planfence.plugins.gate import Policy, find_decisions_sync, parse_payload
 from planfence.shared_memory import open_async_store, open_store
 
@@ -93,7 +93,7 @@ def fenced(answer: Answer, booked: list[str]) -> tuple[Any, Agent, Client]:
         return f"booked a flight to {destination}"
 
     policy = Policy().declare("book_flight", depends_on=[REQ])
-    fence = PlanfenceMiddleware(store, policy, keys=[REQ], agent="booker")
+    fence = PlanfenceFunctionMiddleware(store, policy, keys=[REQ], agent="booker")
     client = Client(answer)
     agent = Agent(client, tools=[book_flight], context_providers=[fence], middleware=[fence])
     return store, agent, client
@@ -102,7 +102,7 @@ def fenced(answer: Answer, booked: list[str]) -> tuple[Any, Agent, Client]:
 def audited(store: Any, agent: Agent) -> list[Any]:
     """The gate's journal once the fence wrote the allows its deferred audit queued."""
     for fence in agent.context_providers:
-        if isinstance(fence, PlanfenceMiddleware):
+        if isinstance(fence, PlanfenceFunctionMiddleware):
             fence.close()
     return find_decisions_sync(store, source="gate")
 
@@ -211,7 +211,7 @@ async def test_a_closed_store_blocks_as_store_unavailable(tmp_path: Path) -> Non
 
     client = Client(lambda messages, options: book("Lisbon"))
     policy = Policy().declare("book_flight", depends_on=[REQ])
-    fence = PlanfenceMiddleware(store, policy, keys=[REQ], agent="booker")
+    fence = PlanfenceFunctionMiddleware(store, policy, keys=[REQ], agent="booker")
     agent = Agent(client, tools=[book_flight], context_providers=[fence], middleware=[fence])
     response = await agent.run("Book the flight for trip 42.")
     assert booked == []

@@ -13,7 +13,8 @@ from mcp_helpers import POLICY, World, free_port
 
 from planfence.adapters.mcp.meta import forwardable_meta
 from planfence.adapters.mcp.results import ProxyFailure, to_wire_result
-from planfence.plugins.gate import StaleKey, Verdict
+from planfence.plugins.gate import Verdict
+from planfence.plugins.gate.decision import StaleKey
 
 
 def planfence(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -1,5 +1,6 @@
-"""The gate inside a FastMCP server (`FastMCPGate`, FastMCP middleware), on the proxy's
-contract: the plan in `_meta`, refusals fitted to the tool's output schema, the TOML policy."""
+"""The gate inside a FastMCP server (`PlanfenceFastMCPMiddleware`, FastMCP middleware), on the
+proxy's contract: the plan in `_meta`, refusals fitted to the tool's output schema, the TOML
+policy."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ pytest.importorskip("fastmcp")
 
 from fastmcp import Client, FastMCP
 
-from planfence.adapters.mcp.fastmcp_gate import FastMCPGate
+from planfence.adapters.mcp.fastmcp_gate import PlanfenceFastMCPMiddleware
 
 ARGS = {"destination": "Lisbon", "trip": "t1"}
 
@@ -32,7 +33,9 @@ def refusal_body(result: object) -> dict[str, object]:
 async def test_the_gate_inside_a_fastmcp_server(world: World) -> None:
     ran: list[str] = []
     app = FastMCP("trips")
-    app.add_middleware(FastMCPGate(world.store, str(world.policy)))  # the README's line
+    app.add_middleware(
+        PlanfenceFastMCPMiddleware(world.store, str(world.policy))
+    )  # the README's line
 
     @app.tool
     def book(destination: str, trip: str) -> Booking:

@@ -1,5 +1,5 @@
-"""The gate inside an official-SDK MCP server (`PlanFenceGate`, a server middleware): no proxy
-process, the proxy's contract. For the high-level `MCPServer` and the low-level `Server`, in
+"""The gate inside an official-SDK MCP server (`PlanfenceServerMiddleware`, a server middleware): no
+proxy process, the proxy's contract. For the high-level `MCPServer` and the low-level `Server`, in
 both client modes; the policy is the proxy's TOML file."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_helpers import World, plan_meta, refusal
 from pydantic import BaseModel
 
-from planfence.adapters.mcp.in_server import PlanFenceGate
+from planfence.adapters.mcp.in_server import PlanfenceServerMiddleware
 from planfence.plugins.gate import find_decisions
 
 ARGS = {"destination": "Lisbon", "trip": "t1"}
@@ -27,7 +27,7 @@ class Booking(BaseModel):
 
 
 def high_level(world: World, ran: list[str]) -> MCPServer:
-    app = MCPServer("trips", middleware=[PlanFenceGate(world.store, world.policy)])
+    app = MCPServer("trips", middleware=[PlanfenceServerMiddleware(world.store, world.policy)])
 
     @app.tool()
     def book(destination: str, trip: str) -> Booking:
@@ -59,7 +59,9 @@ def low_level(world: World, ran: list[str]) -> Server[Any]:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     server: Server[Any] = Server("trips", on_list_tools=list_tools, on_call_tool=call_tool)
-    server.middleware.append(PlanFenceGate(world.store, str(world.policy)))  # the README's line
+    server.middleware.append(
+        PlanfenceServerMiddleware(world.store, str(world.policy))
+    )  # the README's line
     return server
 
 
@@ -94,14 +96,14 @@ async def test_the_gate_inside_the_server(world: World, mode: str, kind: str) ->
 async def test_the_server_lifespan_closes_the_gate_and_its_allows_are_on_record(
     world: World, audit: str
 ) -> None:
-    gate = PlanFenceGate(world.store, world.policy, audit=audit)  # type: ignore[arg-type]
+    gate = PlanfenceServerMiddleware(world.store, world.policy, audit=audit)  # type: ignore[arg-type]
     app = MCPServer("trips", lifespan=gate.lifespan, middleware=[gate])
 
     @app.tool()
     def book(destination: str, trip: str) -> str:
         return f"{trip}-{destination}"
 
-    queued = gate.seam.checker_for(world.store).deferred  # type: ignore[attr-defined]
+    queued = gate.gate.checker_for(world.store).deferred  # type: ignore[attr-defined]
     if queued is not None:  # no batch written by time: only closing the gate writes it
         queued.max_delay, queued.max_wait = 60.0, 120.0
     async with Client(app) as client:

@@ -12,7 +12,7 @@ from mcp_helpers import TRIP_KEY, World, connect, plan_meta
 from planfence import fence
 from planfence.adapters.owner_service import SigningKey
 from planfence.adapters.owner_service.keys import PublicKeyring
-from planfence.plugins.gate import AUDIT_SOURCE
+from planfence.plugins.gate.audit import AUDIT_SOURCE
 
 ARGS = {"destination": "Lisbon", "trip": "t1"}
 

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS, SERVER_NOTIFICATIONS
 
-from planfence.adapters.mcp.proxy import PlanFenceProxy
+from planfence.adapters.mcp.proxy import PlanfenceProxy
 from planfence.adapters.mcp.upstream import Upstream
 from planfence.plugins.gate import Gate, Policy, create_plan, find_decisions
 from planfence.shared_memory import AsyncStore, open_async_store
@@ -135,7 +135,7 @@ class Link:
 
 @dataclass
 class Wire:
-    proxy: PlanFenceProxy
+    proxy: PlanfenceProxy
     link: Link
     store: AsyncStore
     plan: str
@@ -180,7 +180,7 @@ async def _wire(upstream_era: str, client_era: str) -> AsyncIterator[Wire]:
             return self.recording
 
     upstream = Recorded("http://upstream.test/mcp", call_timeout=5, request_timeout=5)
-    proxy = PlanFenceProxy(gate, upstream, single_client=True)
+    proxy = PlanfenceProxy(gate, upstream, single_client=True)
     await upstream.ensure()
     wire = Wire(proxy, upstream.recording, store, plan, client_era)
     wire.peer = proxy.connect(lambda data, call, final: wire.got.append((data, final)))

@@ -8,6 +8,7 @@ Without Node the tests skip, except under CI (`CI=true`), where a missing Node i
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -37,16 +38,19 @@ def install() -> str:
         _unavailable("the TypeScript-client tests need Node.js and npm on PATH")
     assert node is not None and npm is not None
     lock = TS_DIR / "package-lock.json"
-    if not _INSTALLED.exists() or _INSTALLED.stat().st_mtime < lock.stat().st_mtime:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=TS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0:
-            _unavailable(f"npm ci in {TS_DIR} failed: {done.stderr.strip()[-500:]}")
+    # Test processes running side by side (pytest-xdist workers) install one at a time.
+    with (TS_DIR / ".install.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not _INSTALLED.exists() or _INSTALLED.stat().st_mtime < lock.stat().st_mtime:
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=TS_DIR,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if done.returncode != 0:
+                _unavailable(f"npm ci in {TS_DIR} failed: {done.stderr.strip()[-500:]}")
     return node
 
 

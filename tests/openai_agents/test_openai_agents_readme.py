@@ -26,7 +26,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from planfence.adapters.openai_agents import Planfence
+from planfence.adapters.openai_agents import PlanfenceGuardrail
 from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import open_async_store, open_store
 
@@ -100,7 +100,9 @@ def test_a_block_ends_the_run_with_the_refusal_payload() -> None:
         return "booked"
 
     policy = Policy().declare("book_flight", depends_on=[REQ])
-    fence = Planfence(store, policy, agent="booker")  # shows no records: its calls have no plan
+    fence = PlanfenceGuardrail(
+        store, policy, agent="booker"
+    )  # shows no records: its calls have no plan
     model = ScriptedModel([book("Lisbon"), say("Booked.")])
     agent = Agent(
         name="b", model=model, instructions=fence.instructions(), tools=[fence.tool(book_flight)]
@@ -148,7 +150,7 @@ async def test_a_closed_store_blocks_as_store_unavailable(tmp_path: Path) -> Non
         return "booked"
 
     policy = Policy().declare("book_flight", depends_on=[REQ])
-    fence = Planfence(store, policy, keys=[REQ], agent="booker")
+    fence = PlanfenceGuardrail(store, policy, keys=[REQ], agent="booker")
     model = ScriptedModel([book("Lisbon"), say("Booked.")])
     agent = Agent(
         name="b", model=model, instructions=fence.instructions(), tools=[fence.tool(book_flight)]

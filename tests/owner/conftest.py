@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 from owner_helpers import AGENTS, HERE, Owners, Server, free_port, seed_team, start_server
 
-from planfence.adapters.owner_service import KEYRING_ENV, Keyring
+from planfence.adapters.owner_service import Keyring
+from planfence.adapters.owner_service.keyring import KEYRING_ENV
 
 
 @pytest.fixture(scope="session")

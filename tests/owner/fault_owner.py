@@ -20,7 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from planfence.adapters.owner_service import Keyring, create_app, load_keyring, signed_answer
+from planfence.adapters.owner_service import Keyring, load_keyring
+from planfence.adapters.owner_service.server import create_app
+from planfence.adapters.owner_service.wire import signed_answer
 from planfence.shared_memory import AsyncStore, create_async_store
 
 MODES = (

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import uvicorn
 
-from planfence.adapters.owner_service import SigningKey, create_app, load_keyring
+from planfence.adapters.owner_service import SigningKey, load_keyring
+from planfence.adapters.owner_service.server import create_app
 from planfence.shared_memory import KeyState, create_async_store
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from planfence.plugins.gate import Policy, create_plan_sync
+from planfence.plugins.gate import Policy
+from planfence.plugins.gate.plans import create_plan_sync
 from planfence.shared_memory import open_store
 
 REQ = "trip/42/requirements"

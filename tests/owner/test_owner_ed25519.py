@@ -21,21 +21,25 @@ from owner_helpers import BUDGET, POLICY, REQ, Server, free_port, seed_team, sta
 
 from planfence.adapters.cli.main import main
 from planfence.adapters.owner_service import (
-    HeadsAnswer,
     HttpOwnerHeads,
     Keyring,
     KeyringError,
     PublicKeyring,
     SigningKey,
-    add_public_key,
-    create_app,
     load_keyring,
-    signed_answer,
-    signed_request,
     verify,
 )
-from planfence.adapters.owner_service.keys import b64url, retire_key, unb64url
-from planfence.adapters.owner_service.wire import ANSWER_TYPE, REQUEST_TYPE, new_nonce, now_ms
+from planfence.adapters.owner_service.keys import add_public_key, b64url, retire_key, unb64url
+from planfence.adapters.owner_service.server import create_app
+from planfence.adapters.owner_service.wire import (
+    ANSWER_TYPE,
+    REQUEST_TYPE,
+    HeadsAnswer,
+    new_nonce,
+    now_ms,
+    signed_answer,
+    signed_request,
+)
 from planfence.plugins.gate import Gate, ToolCall
 from planfence.shared_memory import open_async_store
 

@@ -16,7 +16,8 @@ import pytest
 from fault_owner import EXPECTED_BLOCK
 from owner_helpers import BUDGET, POLICY, REQ, Owners, free_port
 
-from planfence.adapters.owner_service import KEYRING_ENV, HttpOwnerHeads, Keyring
+from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
+from planfence.adapters.owner_service.keyring import KEYRING_ENV
 from planfence.demos.bench.harness.wire import CountedOwnerHeads
 from planfence.plugins.gate import (
     Gate,
@@ -96,7 +97,7 @@ async def test_stale_plan_is_replanned_once_then_allowed(
 
     gate = gate_for(store, keyring, owners.directory)
     try:
-        seam = GateMiddleware(store, POLICY, checker=gate)
+        seam = GateMiddleware(store, POLICY, gate=gate)
         action = ToolCall("book_trip", {"trip": "7", "to": "Lisbon"}, plan.id)
         outcome = await seam.run(action, book, replan)
         assert [v.verdict for v in outcome.verdicts] == ["replan", "allow"]

@@ -15,16 +15,9 @@ import pytest
 from fault_owner import EXPECTED_BLOCK, create_fault_app
 from owner_helpers import BUDGET, POLICY, REQ, free_port
 
-from planfence.adapters.owner_service import (
-    KEYRING_ENV,
-    HttpOwnerHeads,
-    Keyring,
-    KeyringError,
-    NonceCache,
-    create_app,
-    load_keyring,
-    signed_request,
-)
+from planfence.adapters.owner_service import HttpOwnerHeads, Keyring, KeyringError, load_keyring
+from planfence.adapters.owner_service.keyring import KEYRING_ENV
+from planfence.adapters.owner_service.server import NonceCache, create_app
 from planfence.adapters.owner_service.wire import (
     ANSWER_PURPOSE,
     REQUEST_PURPOSE,
@@ -32,6 +25,7 @@ from planfence.adapters.owner_service.wire import (
     new_nonce,
     now_ms,
     signature,
+    signed_request,
     verify,
 )
 from planfence.demos.bench.harness.wire import CountingTransport

@@ -22,15 +22,10 @@ from owner_helpers import HERE, Server, free_port, start_server
 
 from planfence import fence
 from planfence.adapters.owner_service import HttpOwnerHeads, PublicKeyring, SigningKey
-from planfence.plugins.gate import (
-    Gate,
-    GateMiddleware,
-    HeadAnswer,
-    Policy,
-    ToolCall,
-    create_plan,
-)
-from planfence.shared_memory import AdvanceHead, AsyncStore, Record, WriteBatch, open_async_store
+from planfence.plugins.gate import Gate, GateMiddleware, Policy, ToolCall, create_plan
+from planfence.plugins.gate.decision import HeadAnswer
+from planfence.shared_memory import AsyncStore, Record, WriteBatch, open_async_store
+from planfence.shared_memory.batches import AdvanceHead
 
 KEYS = ("fleet/0", "fleet/1")
 POLICY_TEXT = '[tools.ship]\ndepends_on = ["fleet/0", "fleet/1"]\nlease_ms = 60000\n'
@@ -143,7 +138,7 @@ async def test_a_frozen_owner_is_fenced_after_its_keys_are_reassigned(
         asking = Gate(store, POLICY, heads=source)  # asks the owner services
         untrusting = Gate(store, POLICY, verify_heads=ring, owner_assigners={"admin"})
         gate_key = SigningKey.generate("gate-1", role="gate")
-        middleware = GateMiddleware(store, POLICY_TEXT, checker=asking, signing_key=gate_key)
+        middleware = GateMiddleware(store, POLICY_TEXT, gate=asking, signing_key=gate_key)
 
         # Epoch 1: the old owner answers; an allow's token and lease name its epoch.
         old_plan = await plan_on(store, old_heads)

@@ -19,7 +19,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from planfence.adapters.pydantic_ai import Planfence
+from planfence.adapters.pydantic_ai import PlanfenceCapability
 from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import open_async_store, open_store
 
@@ -101,7 +101,7 @@ def test_a_stale_plan_reaches_the_model_as_a_failed_tool_return_and_the_retry_bo
         store.put(REQ, {"destination": "Porto"}, author="customer")  # while the model thinks
         return ModelResponse(parts=[ToolCallPart("book_flight", {"destination": "Lisbon"})])
 
-    fence = Planfence(store, POLICY, keys=[REQ], agent="booker")
+    fence = PlanfenceCapability(store, POLICY, keys=[REQ], agent="booker")
     agent = Agent(FunctionModel(answer), tools=[book_flight], capabilities=[fence])
     try:
         assert agent.run_sync("Book the flight for trip 42.").output == "Booked."
@@ -140,7 +140,7 @@ def test_a_malformed_call_first_does_not_use_up_the_replan() -> None:
             store.put(REQ, {"destination": "Porto"}, author="customer")  # while it thinks
         return ModelResponse(parts=[ToolCallPart("book_flight", args)])
 
-    fence = Planfence(store, POLICY, keys=[REQ], agent="booker")
+    fence = PlanfenceCapability(store, POLICY, keys=[REQ], agent="booker")
     agent = Agent(FunctionModel(answer), tools=[book_flight], capabilities=[fence])
     try:
         assert agent.run_sync("Book the flight for trip 42.").output == "Booked."
@@ -175,7 +175,7 @@ async def test_a_closed_store_is_a_store_unavailable_block_not_an_exception(
             return ModelResponse(parts=[TextPart("Not booked.")])
         return ModelResponse(parts=[ToolCallPart("book_flight", {"destination": "Lisbon"})])
 
-    fence = Planfence(store, POLICY, keys=[REQ], agent="booker")
+    fence = PlanfenceCapability(store, POLICY, keys=[REQ], agent="booker")
     agent = Agent(FunctionModel(answer), tools=[book_flight], capabilities=[fence])
     assert (await agent.run("Book the flight for trip 42.")).output == "Not booked."
     assert booked == []

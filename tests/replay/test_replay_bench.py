@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from planfence.adapters.cli.main import main
-from planfence.demos.bench.replay import EXECUTORS, RATES, SAFE, plot
+from planfence.demos.bench.replay.executors import EXECUTORS, SAFE
+from planfence.demos.bench.replay.report import plot
+from planfence.demos.bench.replay.schedule import RATES
 
 ROW_FIELDS = {
     "path",

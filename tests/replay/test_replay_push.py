@@ -16,16 +16,11 @@ from hypothesis import strategies as st
 
 from planfence.adapters.owner_service import PublicKeyring, SigningKey
 from planfence.demos.baselines import EagerReplica, EagerSync
-from planfence.demos.bench.replay import Pusher, PushRefused, create_replica_app
-from planfence.demos.pushes import PushCheck, PushedHead
-from planfence.shared_memory import (
-    AsyncStore,
-    KeyState,
-    Record,
-    canonical_json,
-    open_async_store,
-    sign_head,
-)
+from planfence.demos.bench.replay.push import Pusher, create_replica_app
+from planfence.demos.pushes import PushCheck, PushedHead, PushRefused
+from planfence.shared_memory import AsyncStore, KeyState, Record, open_async_store
+from planfence.shared_memory.records import canonical_json
+from planfence.shared_memory.signing import sign_head
 
 REPLICAS = ("executor-0", "executor-1", "executor-2")
 KEYS = {a: SigningKey.generate(a) for a in ("owner-0", "owner-1", "outsider")}

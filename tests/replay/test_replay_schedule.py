@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from planfence.demos.bench.replay import RATES, Window, crossover, expect, schedule
+from planfence.demos.bench.replay.schedule import RATES, Window, crossover, expect, schedule
 
 
 def test_same_seed_same_stream_other_seed_other_stream() -> None:

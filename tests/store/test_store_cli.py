@@ -170,7 +170,8 @@ def test_console_script_subprocess(tmp_path: Path) -> None:
 
 def test_transfer_and_signed_put(cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from planfence.adapters.owner_service import PublicKeyring, SigningKey
-    from planfence.shared_memory import head_signed_by, open_store
+    from planfence.shared_memory import open_store
+    from planfence.shared_memory.signing import head_signed_by
 
     assert cli("own", KEY, "--owner", "planner")[0] == 0
     monkeypatch.delenv("PLANFENCE_AGENT", raising=False)
@@ -203,7 +204,8 @@ def test_transfer_and_signed_put(cli: CLI, tmp_path: Path, monkeypatch: pytest.M
 
 def test_signed_own_and_transfer_prove_the_owner(cli: CLI, tmp_path: Path) -> None:
     from planfence.adapters.owner_service import PublicKeyring, SigningKey
-    from planfence.shared_memory import GetOwnerChanges, open_store, owner_signed_by
+    from planfence.shared_memory import GetOwnerChanges, open_store
+    from planfence.shared_memory.signing import owner_signed_by
 
     keys = {a: SigningKey.generate(a) for a in ("admin", "planner", "reviewer")}
     for agent, k in keys.items():

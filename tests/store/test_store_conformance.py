@@ -8,12 +8,13 @@ import pytest
 from toy_store import ToyStore
 
 from planfence.shared_memory import create_async_store
-from planfence.shared_memory.conformance import CHECKS, TAMPER, TAMPER_HEADS, Check, run_check
+from planfence.shared_memory.conformance import CHECKS, TAMPER, TAMPER_HEADS, run_check
 from planfence.shared_memory.conformance.checks_leases import (
     NEEDS_LEASES,
     a_backend_without_leases_refuses_them,
 )
 from planfence.shared_memory.conformance.checks_races import RACE_CHECKS
+from planfence.shared_memory.conformance.runner import Check
 
 
 def check_id(check: Check) -> str:

@@ -11,8 +11,14 @@ from collections.abc import Mapping
 
 import pytest
 
-from planfence.shared_memory import Frontier, Record, frontier_async, frontier_sync, walk_frontier
-from planfence.shared_memory.lineage import find_cycle
+from planfence.shared_memory import Record
+from planfence.shared_memory.lineage import (
+    Frontier,
+    find_cycle,
+    frontier_async,
+    frontier_sync,
+    walk_frontier,
+)
 
 
 def rid(name: str) -> str:
@@ -133,8 +139,9 @@ async def test_async_driver_matches_sync() -> None:
 
 
 async def test_an_ambiguous_short_id_lists_its_candidates() -> None:
-    from planfence.shared_memory import AmbiguousIdError, UnknownRecordError
+    from planfence.shared_memory import UnknownRecordError
     from planfence.shared_memory.backends.memory import MemoryStore
+    from planfence.shared_memory.errors import AmbiguousIdError
 
     store = MemoryStore()
     await store.own("a/b", "ana")

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planfence.shared_memory import Record, frontier_sync
-from planfence.shared_memory.lineage import Fetch, Frontier
+from planfence.shared_memory import Record
+from planfence.shared_memory.lineage import Fetch, Frontier, frontier_sync
 from planfence.shared_memory.lineage_memo import FrontierMemo, memo_walk
 
 KEYS = ("a", "b", "c", "d", "e")

@@ -44,8 +44,9 @@ from planfence.shared_memory import (
     open_store,
 )
 from planfence.shared_memory.backends import postgres_pooler
-from planfence.shared_memory.conformance import CHECKS, TAMPER, TAMPER_HEADS, Check, run_check
+from planfence.shared_memory.conformance import CHECKS, TAMPER, TAMPER_HEADS, run_check
 from planfence.shared_memory.conformance.checks_leases import a_backend_without_leases_refuses_them
+from planfence.shared_memory.conformance.runner import Check
 
 pytestmark = pytest.mark.postgres
 

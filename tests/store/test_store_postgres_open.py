@@ -14,8 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from planfence.adapters.cli.main import main
-from planfence.shared_memory import ConfigError, StoreNotFoundError, open_async_store, open_store
+from planfence.shared_memory import ConfigError, open_async_store, open_store
 from planfence.shared_memory.backends.postgres import PostgresStore, split_schema
+from planfence.shared_memory.errors import StoreNotFoundError
 
 pytestmark = pytest.mark.postgres
 

@@ -18,14 +18,9 @@ from audit_modes import check_until_recorded
 
 from planfence.plugins.gate import Gate, Policy, ToolCall, create_plan
 from planfence.plugins.gate.audit_writer import AuditBacklogError
-from planfence.shared_memory import (
-    ConfigError,
-    Record,
-    StoreUnavailableError,
-    create_async_store,
-    sqlite_on_loop,
-)
+from planfence.shared_memory import ConfigError, Record, StoreUnavailableError, create_async_store
 from planfence.shared_memory.backends.sqlite import SQLiteStore
+from planfence.shared_memory.factory import sqlite_on_loop
 
 T = TypeVar("T")
 POLICY = Policy.from_toml('[tools.ship]\ndepends_on = ["order/{id}"]\n')

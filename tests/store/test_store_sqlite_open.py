@@ -10,13 +10,8 @@ from typing import Any
 
 import pytest
 
-from planfence.shared_memory import (
-    ConfigError,
-    StoreNotFoundError,
-    create_async_store,
-    open_async_store,
-    open_store,
-)
+from planfence.shared_memory import ConfigError, create_async_store, open_async_store, open_store
+from planfence.shared_memory.errors import StoreNotFoundError
 
 OPENERS = 8
 ROUNDS = 60

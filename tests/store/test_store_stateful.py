@@ -24,7 +24,6 @@ from hypothesis.stateful import (
 )
 
 from planfence.shared_memory import (
-    AlreadyOwnedError,
     HeadConflictError,
     NotOwnerError,
     Store,
@@ -32,6 +31,7 @@ from planfence.shared_memory import (
     UnknownRecordError,
     open_store,
 )
+from planfence.shared_memory.errors import AlreadyOwnedError
 
 KEYS = ("k/a", "k/b", "k/c")
 AGENTS = ("alice", "bob")

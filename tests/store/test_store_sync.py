@@ -12,7 +12,6 @@ import pytest
 
 from planfence.plugins.gate import Decision, find_decisions_sync
 from planfence.shared_memory import (
-    AdvanceHead,
     AsyncStore,
     ConfigError,
     HeadConflictError,
@@ -25,6 +24,7 @@ from planfence.shared_memory import (
     create_async_store,
     open_store,
 )
+from planfence.shared_memory.batches import AdvanceHead
 from planfence.shared_memory.bridge import StoreBridge
 from planfence.shared_memory.sync import Portal, stream_twin, twin
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from planfence.shared_memory import (
-    ConfigError,
-    create_async_store,
-    open_store,
-    redact_url,
-)
+from planfence.shared_memory import ConfigError, create_async_store, open_store
+from planfence.shared_memory.urls import redact_url
 
 
 @pytest.mark.parametrize(

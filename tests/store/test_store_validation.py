@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planfence.shared_memory import (
-    InvalidKeyError,
-    InvalidValueError,
+from planfence.shared_memory import InvalidKeyError
+from planfence.shared_memory.errors import InvalidValueError
+from planfence.shared_memory.records import (
     is_record_id,
     validate_agent,
     validate_key,
+    validate_record_id,
 )
-from planfence.shared_memory.records import validate_record_id
 
 # Every control character, with the ones a regex anchor or a terminal treats specially first.
 CONTROL = st.sampled_from("\n\r\x00\t\x0b\x0c\x1b\x7f\x85") | st.characters(categories=["Cc"])

@@ -18,7 +18,7 @@ from autogen_ext.models.replay import ReplayChatCompletionClient
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from planfence.adapters.autogen import FencedWorkbench
+from planfence.adapters.autogen import PlanfenceWorkbench
 from planfence.plugins.gate import Policy, create_plan
 from planfence.shared_memory import AsyncStore, open_async_store
 
@@ -55,7 +55,7 @@ async def _run(store: AsyncStore, plan: str, destinations: list[str]) -> list[st
         return f"booked {destination}"
 
     tools = StaticWorkbench([FunctionTool(book_flight, description="Book a flight.")])
-    fence = FencedWorkbench(tools, store=store, policy=POLICY, agent="executor")
+    fence = PlanfenceWorkbench(tools, store=store, policy=POLICY, agent="executor")
     fence.bind(plan)
     agent = AssistantAgent(
         "executor",

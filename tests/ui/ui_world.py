@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 
 from planfence.plugins.gate import Policy, SyncGate, ToolCall
-from planfence.shared_memory import KIND_PLAN, Store
+from planfence.shared_memory import Store
+from planfence.shared_memory.records import KIND_PLAN
 
 POLICY = Policy.from_toml(
     """

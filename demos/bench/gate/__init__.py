@@ -20,7 +20,3 @@ answers). With `--store URL`, that backend alone, in a throwaway file or schema 
 Modules: `command` (options and the run), `cases` (the plans checked), `measure` (the timed
 checks and the traffic count), `report` (the tables).
 """
-
-from .command import HELP, add_arguments, run
-
-__all__ = ["HELP", "add_arguments", "run"]

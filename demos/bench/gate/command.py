@@ -10,21 +10,18 @@ from typing import Any
 
 from planfence.adapters.cli.common import add_output
 from planfence.adapters.owner_service import Keyring
-from planfence.shared_memory import open_async_store, sqlite_on_loop
-
-from ..harness import (
-    Progress,
-    add_bench_store,
-    add_quick,
-    add_repeat,
+from planfence.demos.bench.harness.options import add_bench_store, add_quick, add_repeat, pick
+from planfence.demos.bench.harness.output import new_results, run_bench
+from planfence.demos.bench.harness.stores import (
     check_store,
     extra_postgres,
-    new_results,
     open_bench_store,
     open_extra_postgres,
-    pick,
-    run_bench,
 )
+from planfence.demos.support import Progress
+from planfence.shared_memory import open_async_store
+from planfence.shared_memory.factory import sqlite_on_loop
+
 from ..harness.owners import OWNERS, REQUESTER, owner_services
 from ..harness.scratch import scratch_folder
 from .cases import seed_latency, seed_traffic

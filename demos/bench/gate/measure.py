@@ -9,11 +9,12 @@ from typing import Any
 
 from planfence.adapters.owner_service import HttpOwnerHeads, Keyring
 from planfence.demos.baselines import store_key_space
+from planfence.demos.bench.harness.stats import percentile
 from planfence.demos.executors import Wiring, build_executor, flush_audit
+from planfence.demos.support import Progress
 from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall
 from planfence.shared_memory import AsyncStore
 
-from ..harness import Progress, percentile
 from ..harness.owners import REQUESTER
 from ..harness.wire import CountedOwnerHeads
 from .cases import Case

@@ -8,11 +8,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.support import Progress
 from planfence.plugins import telemetry
 from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall
 from planfence.shared_memory import AsyncStore
 
-from ..harness import Progress, percentile
 from ..harness.owners import REQUESTER
 from .cases import Case
 

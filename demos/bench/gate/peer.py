@@ -18,10 +18,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.support import Progress
 from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall
-from planfence.shared_memory import open_async_store, sqlite_on_loop
+from planfence.shared_memory import open_async_store
+from planfence.shared_memory.factory import sqlite_on_loop
 
-from ..harness import Progress, percentile
 from ..harness.owners import REQUESTER, plan_at_depth, seed_keys
 from ..harness.scratch import scratch_folder
 

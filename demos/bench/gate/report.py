@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..harness import print_context
+from planfence.demos.bench.harness.output import print_context
 
 SIGNING_LABELS = {
     "owner_answer": "owner answer",

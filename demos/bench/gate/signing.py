@@ -23,28 +23,13 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from planfence.adapters.owner_service import (
-    Keyring,
-    PublicKeyring,
-    SigningKey,
-    signed_answer,
-    signed_request,
-    verify,
-)
-from planfence.adapters.owner_service.wire import new_nonce, now_ms
+from planfence.adapters.owner_service import Keyring, PublicKeyring, SigningKey, verify
+from planfence.adapters.owner_service.wire import new_nonce, now_ms, signed_answer, signed_request
+from planfence.demos.bench.harness.stats import percentile
 from planfence.plugins.gate.store_heads import SignedHeads, untrusted_store
-from planfence.shared_memory import (
-    Change,
-    GetOwnerChanges,
-    HeadSigner,
-    HeadVerifier,
-    KeyState,
-    TransferOwner,
-    WriteBatch,
-    open_async_store,
-)
-
-from ..harness import percentile
+from planfence.shared_memory import Change, GetOwnerChanges, KeyState, WriteBatch, open_async_store
+from planfence.shared_memory.batches import TransferOwner
+from planfence.shared_memory.signing import HeadSigner, HeadVerifier
 
 KEYS = [f"lat/k{i:03d}" for i in range(4)]
 AGENTS = ("executor", "planner")  # the requester, and the owner of every key

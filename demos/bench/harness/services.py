@@ -58,7 +58,8 @@ def owner_app() -> Starlette:
     $PLANFENCE_BENCH_OWNER over the store at $PLANFENCE_BENCH_STORE (keyring from
     $PLANFENCE_KEYRING; with a public keyring, the owner's private key file from
     $PLANFENCE_BENCH_SIGNING_KEY)."""
-    from planfence.adapters.owner_service import SigningKey, create_app, load_keyring
+    from planfence.adapters.owner_service import SigningKey, load_keyring
+    from planfence.adapters.owner_service.server import create_app
 
     key_file = os.environ.get(SIGNING_KEY_ENV)
     signing_key = SigningKey.load(key_file) if key_file else None
@@ -77,7 +78,7 @@ def owner_service(
 ) -> Service:
     """`keyring`: shared secrets (agent -> secret, deprecated) or a public JWK Set
     (`{"keys": [...]}`, with `signing_key` the owner's private key file)."""
-    from planfence.adapters.owner_service import KEYRING_ENV
+    from planfence.adapters.owner_service.keyring import KEYRING_ENV
 
     env = {OWNER_ENV: owner, STORE_URL_ENV: store_url, KEYRING_ENV: json.dumps(dict(keyring))}
     if signing_key is not None:

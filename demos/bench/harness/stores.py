@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from planfence.adapters.cli.common import UsageError
-from planfence.shared_memory import AsyncStore, PlanFenceError, open_async_store, redact_url
+from planfence.shared_memory import AsyncStore, PlanfenceError, open_async_store
+from planfence.shared_memory.urls import redact_url
 
 from .scratch import Scratch
 
@@ -145,7 +146,7 @@ async def open_extra_postgres(
     stack.callback(target.cleanup)
     try:
         store = await asyncio.wait_for(open_async_store(target.url), 15)
-    except (PlanFenceError, OSError, asyncio.TimeoutError) as exc:
+    except (PlanfenceError, OSError, asyncio.TimeoutError) as exc:
         why = f"{type(exc).__name__}: {exc}".strip()
         results["notes"].append(f"PostgreSQL rows skipped, no server at {url} ({why})")
         return None

@@ -14,7 +14,7 @@ import httpx
 
 from planfence.adapters.owner_service import HttpOwnerHeads, SigningKey
 from planfence.adapters.owner_service.wire import Verifier
-from planfence.plugins.gate import HeadAnswer
+from planfence.plugins.gate.decision import HeadAnswer
 
 
 @dataclass

@@ -5,7 +5,3 @@ strategy, every strategy over seeds and rho), `stats` (paired differences with c
 intervals), `report` (tables, verdict, plot), `llm` (the real path on a task file) and
 `command` (the command line).
 """
-
-from .command import HELP, add_arguments, run
-
-__all__ = ["HELP", "add_arguments", "run"]

@@ -19,15 +19,13 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from planfence.adapters.cli.common import UsageError, add_output, positive_int
-from planfence.plugins.janus import (
-    MOMENTUM_SOURCES,
-    Encoder,
-    JanusConfig,
-    MomentumSource,
-    wordllama_available,
-)
+from planfence.demos.bench.harness.options import add_quick, pick
+from planfence.demos.bench.harness.output import new_results, run_bench
+from planfence.demos.support import Progress
+from planfence.plugins.janus import Encoder, JanusConfig
+from planfence.plugins.janus.config import MOMENTUM_SOURCES, MomentumSource
+from planfence.plugins.janus.encoders import wordllama_available
 
-from ..harness import Progress, add_quick, new_results, pick, run_bench
 from .report import BANNER, plot, print_calibration, print_paired, print_tables, verdict_lines
 from .run import STREAMS, Plan, Run, SharedEncoder, run_all
 from .runbook import RunbookConfig
@@ -110,9 +108,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--janus",
         choices=("default", "paper"),
         default="default",
-        help="the Janus under test: planfence's defaults (budgeted trigger, aimed tasks, ties "
-        "by harm probability), with its ablations and the paper's method beside it; or the "
-        "paper's method with the paper's study (default: %(default)s)",
+        help="the Janus under test: planfence's defaults (budgeted trigger, aimed tasks, a tie "
+        "keeps the current memory), with its ablations and the paper's method beside it; or "
+        "the paper's method with the paper's study (default: %(default)s)",
     )
     p.add_argument(
         "--encoder",

@@ -21,20 +21,18 @@ import httpx
 
 from planfence.adapters.cli.common import write_out
 from planfence.plugins.janus import (
-    ChatClient,
     DCRSUpdater,
     ExpeLUpdater,
-    Feedback,
     JanusConfig,
     JanusConfigError,
     JanusController,
-    LLMError,
     LLMEvaluator,
-    LLMSettings,
     MemoryUpdater,
     Task,
-    UpdaterOutputError,
 )
+from planfence.plugins.janus.errors import LLMError, UpdaterOutputError
+from planfence.plugins.janus.llm import ChatClient, LLMSettings
+from planfence.plugins.janus.tasks import Feedback
 
 
 def load_tasks(path: str) -> list[Task]:

@@ -161,7 +161,18 @@ def print_calibration(cal: Mapping[str, Any]) -> None:
     print()
 
 
-PLOTTED = ("plain", "janus", "janus-momentum", "janus-paper", "always", "random", "periodic")
+PLOTTED = (
+    "plain",
+    "janus",
+    "janus-tie-score",
+    "janus-momentum",
+    "janus-paper",
+    "always",
+    "random",
+    "periodic",
+)
+"""The strategies drawn: the defaults, the score tie rule beside them, the momentum trigger, the
+paper's method and the baselines."""
 
 
 def plot(doc: Mapping[str, Any], path: str) -> None:

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from planfence.plugins.janus import (
-    CachedEncoder,
     CoverageMemo,
     Encoder,
     HashingEncoder,
     JanusConfig,
     JanusController,
-    MomentumSource,
     Task,
     WordLlamaEncoder,
 )
 from planfence.plugins.janus.calibration import PRIOR
+from planfence.plugins.janus.config import MomentumSource
+from planfence.plugins.janus.encoders import CachedEncoder
 from planfence.shared_memory.extras import extra_imports
 
 from ..harness.lifeline import die_with_parent
@@ -44,7 +44,7 @@ from .strategies import (
     source_strategy,
     strategy_config,
 )
-from .stream import Stream, StreamConfig
+from .stream import Proposal, Stream, StreamConfig
 
 __all__ = ["REFERENCE", "STRATEGIES", "STREAMS", "LatentEvaluator", "Plan", "Run", "run_all"]
 
@@ -74,7 +74,7 @@ class BenchStream(Protocol):
     def render(self, memory: Any) -> str: ...
     def expected_accuracy(self, memory: Any) -> float: ...
     def attempt(self, memory: Any, step: int) -> bool: ...
-    def propose(self, memory: Any, step: int, solved: bool) -> Any: ...
+    def propose(self, memory: Any, step: int, solved: bool) -> Proposal[Any]: ...
 
 
 @dataclass

@@ -36,6 +36,8 @@ from typing import NamedTuple
 from planfence.plugins.janus import Task
 from planfence.shared_memory.extras import extra_imports
 
+from .stream import Proposal
+
 with extra_imports("janus", "planfence bench janus"):
     import numpy as np
 
@@ -120,16 +122,6 @@ class RunbookConfig:
     truncate_keep: tuple[float, float] = (0.3, 0.7)
 
 
-@dataclass(frozen=True)
-class Proposal:
-    memory: Runbook
-    label: str  # "none", "benign:<what>" or "harm:<mode>:abrupt"
-
-    @property
-    def harmful(self) -> bool:
-        return self.label.startswith("harm:")
-
-
 @dataclass
 class RunbookStream:
     """Tasks, held-out set, solver and curator of the runbook stream for one seed."""
@@ -160,7 +152,7 @@ class RunbookStream:
         self._hold_pairs = np.array([t.meta["pair"] for t in self.holdout], dtype=np.int64)
         self._known: dict[Runbook, np.ndarray] = {}
         self._rendered: dict[Runbook, str] = {}
-        self._proposals: dict[tuple[Runbook, int, bool], Proposal] = {}
+        self._proposals: dict[tuple[Runbook, int, bool], Proposal[Runbook]] = {}
         self._draws: dict[int, float] = {}
 
     def _rng(self, *key: int) -> np.random.Generator:
@@ -219,14 +211,14 @@ class RunbookStream:
 
     # ---- curator
 
-    def propose(self, memory: Runbook, step: int, solved: bool) -> Proposal:
+    def propose(self, memory: Runbook, step: int, solved: bool) -> Proposal[Runbook]:
         key = (memory, step, solved)
         found = self._proposals.get(key)
         if found is None:
             found = self._proposals[key] = self._propose(memory, step, solved)
         return found
 
-    def _propose(self, memory: Runbook, step: int, solved: bool) -> Proposal:
+    def _propose(self, memory: Runbook, step: int, solved: bool) -> Proposal[Runbook]:
         c = self.config
         rng = self._rng(4, step)
         task = self.tasks[step]

@@ -15,7 +15,7 @@ from typing import Any
 ABLATIONS = ("janus-no-coverage", "janus-no-boundary", "janus-no-fresh")
 VARIANTS = (
     "janus-no-aim",
-    "janus-tie-keep",
+    "janus-tie-score",
     "janus-tie-deploy",
     "janus-uncalibrated",
     "janus-momentum",

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from planfence.plugins.janus import JanusConfig, MomentumSource
+from planfence.plugins.janus import JanusConfig
+from planfence.plugins.janus.config import MomentumSource
 from planfence.shared_memory.extras import extra_imports
 
 with extra_imports("janus", "planfence bench janus"):
@@ -27,13 +28,15 @@ PAPER_STRATEGIES = (
 STRATEGIES = (
     *PAPER_STRATEGIES,
     "janus-no-aim",
-    "janus-tie-keep",
+    "janus-tie-score",
     "janus-tie-deploy",
     "janus-uncalibrated",
     "janus-momentum",
     "janus-paper",
 )
-"""Janus with planfence's defaults, its baselines and ablations, and the paper's method."""
+"""Janus with planfence's defaults (a tie keeps the current memory), its baselines and
+ablations, the other two tie rules (`janus-tie-score`, `janus-tie-deploy`), and the paper's
+method."""
 REFERENCE = ("memory-free", "ceiling")
 """Calibration runs without a controller: no memory, and only harmless candidates deployed."""
 STREAMS = ("calibrated", "runbook")
@@ -64,7 +67,7 @@ def strategy_config(name: str, base: JanusConfig, rate: float) -> JanusConfig:
         "janus-no-boundary": {"use_boundary": False},
         "janus-no-fresh": {"use_fresh": False},
         "janus-no-aim": {"aim_size": 0},
-        "janus-tie-keep": {"on_tie": "keep"},
+        "janus-tie-score": {"on_tie": "score"},
         "janus-tie-deploy": {"on_tie": "deploy"},
         "janus-uncalibrated": {"calibrate": False},
         "janus-momentum": {"trigger": "momentum"},

@@ -84,7 +84,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Generic, Literal, NamedTuple, TypeVar
 
 from planfence.plugins.janus import Task
 from planfence.shared_memory.extras import extra_imports
@@ -139,12 +139,16 @@ class StreamConfig:
     replace_drop: float = 0.5
 
 
-@dataclass(frozen=True)
-class Proposal:
-    """A curator's candidate and what it is (for the report; the controller never sees it)."""
+M = TypeVar("M")
 
-    memory: Cheatsheet
-    label: str  # "none", "benign:<what>" or "harm:<mode>:<form>"
+
+@dataclass(frozen=True)
+class Proposal(Generic[M]):
+    """A curator's candidate and what it is (for the report; the controller never sees it).
+    Both streams' curators propose these (a `Cheatsheet` here, a `runbook.Runbook` there)."""
+
+    memory: M
+    label: str  # "none", "benign:<what>" or "harm:<mode>:<form>" (form: abrupt, incremental)
 
     @property
     def harmful(self) -> bool:
@@ -174,7 +178,7 @@ class Stream:
         # Every strategy walks the same stream, and their memories agree for long stretches:
         # the solver's draws, the curator's candidates and the held-out score are pure
         # functions of (memory, step), so each is computed once per stream.
-        self._proposals: dict[tuple[Cheatsheet, int, bool], Proposal] = {}
+        self._proposals: dict[tuple[Cheatsheet, int, bool], Proposal[Cheatsheet]] = {}
         self._accuracy: dict[Cheatsheet, float] = {}
         self._draws: dict[int, float] = {}
         self._rendered: dict[Cheatsheet, str] = {}
@@ -311,7 +315,7 @@ class Stream:
     def _bias(self, k: int) -> Rule:
         return Rule("bias", k, BIAS.format(name=KINDS[k].name, method=KINDS[k].method))
 
-    def propose(self, memory: Cheatsheet, step: int, solved: bool) -> Proposal:
+    def propose(self, memory: Cheatsheet, step: int, solved: bool) -> Proposal[Cheatsheet]:
         """The curator's candidate after stream task `step` (memory is not changed)."""
         key = (memory, step, solved)
         proposal = self._proposals.get(key)
@@ -319,7 +323,7 @@ class Stream:
             proposal = self._proposals[key] = self._propose(memory, step, solved)
         return proposal
 
-    def _propose(self, memory: Cheatsheet, step: int, solved: bool) -> Proposal:
+    def _propose(self, memory: Cheatsheet, step: int, solved: bool) -> Proposal[Cheatsheet]:
         c = self.config
         rng = self._rng(4, step)
         task = self.tasks[step]

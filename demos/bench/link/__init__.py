@@ -15,7 +15,3 @@ The benchmark, in one run, interleaved:
 Modules: `command` (options, settings, the run), `rows` (the gate and sync measurements),
 `report` (the tables).
 """
-
-from .command import HELP, add_arguments, run
-
-__all__ = ["HELP", "add_arguments", "run"]

@@ -11,32 +11,25 @@ from typing import Any
 
 from planfence.adapters.cli.common import add_output
 from planfence.adapters.owner_service import Keyring
-
-from ..harness import (
-    Progress,
+from planfence.demos.bench.harness.options import (
     add_bench_store,
     add_quick,
     add_repeat,
-    check_store,
-    new_results,
     non_negative_float,
-    open_bench_store,
-    percentile,
     pick,
-    run_bench,
 )
+from planfence.demos.bench.harness.output import new_results, run_bench
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.bench.harness.stores import check_store, open_bench_store
+from planfence.demos.bench.netem.model import MIN_RTO_MS, default_rto_ms
+from planfence.demos.bench.netem.relay import Link, LinkRelay
+from planfence.demos.bench.netem.sources import add_link_arguments, load_traces
+from planfence.demos.bench.netem.trace import Trace
+from planfence.demos.support import Progress
+
 from ..harness.owners import OWNERS, REQUESTER, owner_services
 from ..harness.scratch import scratch_folder
 from ..harness.services import port_of
-from ..netem import (
-    MIN_RTO_MS,
-    Link,
-    LinkRelay,
-    Trace,
-    add_link_arguments,
-    default_rto_ms,
-    load_traces,
-)
 from .report import print_tables
 from .rows import (
     GATE_WARMUP,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..harness import print_context
-from ..netem import describe_trace
+from planfence.demos.bench.harness.output import print_context
+from planfence.demos.bench.netem.sources import describe_trace
 
 
 def _pair(p50: float, p95: float) -> str:

@@ -12,11 +12,12 @@ import httpx
 
 from planfence.adapters.owner_service import Keyring
 from planfence.demos.baselines import store_key_space
+from planfence.demos.bench.harness.stats import percentile, rotate
 from planfence.demos.executors import Wiring, build_executor, flush_audit
+from planfence.demos.support import Progress
 from planfence.plugins.gate import ALLOW, Policy, ToolCall
 from planfence.shared_memory import AsyncStore
 
-from ..harness import Progress, percentile, rotate
 from ..harness.owners import OWNERS, REQUESTER, plan_at_depth, seed_keys
 from ..harness.wire import CountedOwnerHeads
 

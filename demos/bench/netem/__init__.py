@@ -30,39 +30,3 @@ Modules: `trace` (mahimahi traces), `synthetic` (the shipped synthetic cellular 
 statistics), `sources` (which trace a run uses: options, `$PLANFENCE_TRACES`, or the synthetic
 one), `model` (queue, delay, loss), `relay` (the TCP relay that applies the model).
 """
-
-from .model import (
-    DEFAULT_DELAY_MS,
-    MIN_RTO_MS,
-    Direction,
-    Flow,
-    Packet,
-    TraceQueue,
-    default_rto_ms,
-    split_packets,
-)
-from .relay import Link, LinkRelay, drained
-from .sources import DEFAULT_TRACE, TRACES_ENV, add_link_arguments, describe_trace, load_traces
-from .trace import MTU, Trace, TraceError
-
-__all__ = [
-    "DEFAULT_DELAY_MS",
-    "DEFAULT_TRACE",
-    "MIN_RTO_MS",
-    "MTU",
-    "TRACES_ENV",
-    "Direction",
-    "Flow",
-    "Link",
-    "LinkRelay",
-    "Packet",
-    "Trace",
-    "TraceError",
-    "TraceQueue",
-    "add_link_arguments",
-    "default_rto_ms",
-    "describe_trace",
-    "drained",
-    "load_traces",
-    "split_packets",
-]

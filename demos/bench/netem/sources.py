@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from planfence.adapters.cli.common import UsageError
+from planfence.demos.bench.harness.options import non_negative_float
 
-from ..harness import non_negative_float
 from .model import DEFAULT_DELAY_MS
 from .synthetic import SYNTHETIC_SEED, synthetic_source, synthetic_times
 from .trace import Trace, TraceError

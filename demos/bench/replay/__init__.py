@@ -77,29 +77,3 @@ and writer), `executors` (the registry's executors, in the replay's order), `con
 executor's replicas on one stream), `sweep` (rates, paths, processes, links), `report` (summaries,
 tables, figure), `command` (options and the run).
 """
-
-from planfence.demos.pushes import PushRefused
-
-from .command import HELP, add_arguments, run
-from .executors import EXECUTORS, SAFE
-from .push import Pusher, create_replica_app
-from .report import plot
-from .schedule import RATES, Expected, Window, crossover, expect, schedule
-
-__all__ = [
-    "EXECUTORS",
-    "HELP",
-    "RATES",
-    "SAFE",
-    "Expected",
-    "PushRefused",
-    "Pusher",
-    "Window",
-    "add_arguments",
-    "create_replica_app",
-    "crossover",
-    "expect",
-    "plot",
-    "run",
-    "schedule",
-]

@@ -8,9 +8,11 @@ import math
 import sys
 
 from planfence.adapters.cli.common import UsageError, add_output, non_negative_int, positive_int
+from planfence.demos.bench.harness.options import add_bench_store, add_quick, pick
+from planfence.demos.bench.harness.output import new_results, run_bench
+from planfence.demos.bench.harness.stores import check_store
+from planfence.demos.bench.netem.sources import add_link_arguments, load_traces
 
-from ..harness import add_bench_store, add_quick, check_store, new_results, pick, run_bench
-from ..netem import add_link_arguments, load_traces
 from .config import (
     DEFAULT_ACTIONS,
     DEFAULT_OWNERS,

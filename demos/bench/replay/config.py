@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from planfence.adapters.owner_service import PublicKeyring, SigningKey
+from planfence.demos.bench.netem.trace import Trace
 
-from ..netem import Trace
 from .executors import EXECUTORS
 from .schedule import LATE_SHARE
 

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 
 from planfence.demos.baselines import EagerSync, store_key_space
 from planfence.demos.executors import Wiring, build_executor
-from planfence.plugins.gate import Checker, HeadSource, Policy, ToolCall, Verdict
-from planfence.shared_memory import AsyncStore, Replica
+from planfence.plugins.gate import HeadSource, Policy, ToolCall, Verdict
+from planfence.plugins.gate.call import Checker
+from planfence.shared_memory import AsyncStore
+from planfence.shared_memory.replica import Replica
 
 EXECUTORS = ("planfence", "eager", "allkeys", "freshness")
 SAFE = ("planfence", "eager", "allkeys")

@@ -17,12 +17,14 @@ import httpx
 
 from planfence.adapters.owner_service import KeyringError, PublicKeyring, load_keyring
 from planfence.demos.baselines import EagerReplica
+from planfence.demos.bench.harness.tasks import together
 from planfence.demos.pushes import RECORD_MISMATCH, PushCheck, PushedHead, PushRefused
 from planfence.plugins.gate.decision import HEAD_ROLLBACK
-from planfence.shared_memory import HeadVerifier, PlanFenceError, canonical_json
+from planfence.shared_memory import PlanfenceError
 from planfence.shared_memory.extras import extra_imports
+from planfence.shared_memory.records import canonical_json
+from planfence.shared_memory.signing import HeadVerifier
 
-from ..harness import together
 from ..harness.wire import request_size, response_head_size
 
 with extra_imports("bench", "planfence bench replay"):
@@ -55,7 +57,7 @@ def create_replica_app(name: str, keyring: HeadVerifier) -> Starlette:
             data = json.loads(await request.body())
             pushed = PushedHead.from_dict(data)
             replica = data["replica"]
-        except (ValueError, KeyError, TypeError, AttributeError, PlanFenceError):
+        except (ValueError, KeyError, TypeError, AttributeError, PlanfenceError):
             return JSONResponse({"error": "malformed"}, status_code=400)
         if replica != name:
             return JSONResponse({"error": "wrong_replica"}, status_code=403)

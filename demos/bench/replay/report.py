@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..harness import print_context
-from ..netem import describe_trace
+from planfence.demos.bench.harness.output import print_context
+from planfence.demos.bench.netem.sources import describe_trace
+
 from .executors import EXECUTORS, SAFE
 from .schedule import crossover
 

@@ -12,12 +12,14 @@ import httpx
 
 from planfence.adapters.owner_service import PublicKeyring
 from planfence.demos.baselines import EagerExecutor, EagerSync, FreshnessOnly
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.bench.harness.tasks import together
 from planfence.demos.executors import flush_audit, run_action
 from planfence.demos.judging import heads_as_of, used_versions
-from planfence.plugins.gate import BLOCK, Checker, Policy, Replanned, ToolCall, Verdict, create_plan
+from planfence.plugins.gate import BLOCK, Policy, Replanned, ToolCall, Verdict, create_plan
+from planfence.plugins.gate.call import Checker
 from planfence.shared_memory import AsyncStore, Change
 
-from ..harness import percentile, together
 from ..harness.wire import CountedOwnerHeads
 from .config import Config, Team
 from .executors import Timed, replica_executor

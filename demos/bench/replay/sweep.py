@@ -9,21 +9,18 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from planfence.adapters.owner_service import KEYRING_ENV
+from planfence.adapters.owner_service.keyring import KEYRING_ENV
+from planfence.demos.bench.harness.stats import percentile, rotate
+from planfence.demos.bench.harness.stores import open_bench_store
+from planfence.demos.bench.harness.tasks import together
+from planfence.demos.bench.netem.relay import Link, LinkRelay, drained
+from planfence.demos.support import Progress
 from planfence.plugins.gate import Policy
 from planfence.shared_memory import AsyncStore
 
-from ..harness import (
-    Progress,
-    open_bench_store,
-    percentile,
-    rotate,
-    services,
-    together,
-)
+from ..harness import services
 from ..harness.scratch import scratch_folder
 from ..harness.services import port_of
-from ..netem import Link, LinkRelay, drained
 from . import push
 from .config import Config, Team
 from .executors import EXECUTORS

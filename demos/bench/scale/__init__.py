@@ -13,7 +13,3 @@ Every store is a throwaway one (a temporary SQLite file, a new PostgreSQL schema
 user's default store. Modules: `command` (options and the run), `axes` (the measurements),
 `worker` (one gate process), `report` (the tables and the plot).
 """
-
-from .command import HELP, add_arguments, run
-
-__all__ = ["HELP", "add_arguments", "run"]

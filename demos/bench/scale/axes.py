@@ -9,11 +9,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.support import Progress
 from planfence.plugins.gate import ALLOW, Gate, Policy, ToolCall, create_plan
 from planfence.shared_memory import AsyncStore, Record
 from planfence.shared_memory.batches import AdvanceHead, AssignOwner, WriteBatch
 
-from ..harness import Progress, percentile
 from ..harness.lifeline import lifeline
 from ..harness.scratch import scratch_folder
 

@@ -8,21 +8,22 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from planfence.adapters.cli.common import add_output
-
-from ..harness import (
-    Progress,
+from planfence.demos.bench.harness.options import (
     add_bench_store,
     add_quick,
     add_repeat,
-    check_store,
-    extra_postgres,
-    new_results,
-    open_bench_store,
-    open_extra_postgres,
     pick,
     positive_float,
-    run_bench,
 )
+from planfence.demos.bench.harness.output import new_results, run_bench
+from planfence.demos.bench.harness.stores import (
+    check_store,
+    extra_postgres,
+    open_bench_store,
+    open_extra_postgres,
+)
+from planfence.demos.support import Progress
+
 from .axes import deps_axis, process_axis, size_axis, slope
 from .report import plot, print_tables
 

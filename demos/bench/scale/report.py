@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..harness import print_context
+from planfence.demos.bench.harness.output import print_context
 
 
 def print_tables(result: Mapping[str, Any]) -> None:

@@ -20,7 +20,3 @@ gate or the executors reported. The owner reports how long each of its head adva
 Modules: `command` (options and the run), `workers` (the executor and owner processes),
 `judge` (on-stale effects from the history), `report` (the table).
 """
-
-from .command import HELP, add_arguments, run
-
-__all__ = ["HELP", "add_arguments", "run"]

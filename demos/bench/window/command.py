@@ -12,20 +12,14 @@ from queue import Empty
 from typing import Any
 
 from planfence.adapters.cli.common import add_output, positive_int
+from planfence.demos.bench.harness.children import ctrl_c_spares_children
+from planfence.demos.bench.harness.options import add_bench_store, add_quick, non_negative_float
+from planfence.demos.bench.harness.output import new_results, run_bench
+from planfence.demos.bench.harness.stats import percentile
+from planfence.demos.bench.harness.stores import check_store, open_bench_store
+from planfence.demos.support import Progress
 from planfence.shared_memory import AsyncStore
 
-from ..harness import (
-    Progress,
-    add_bench_store,
-    add_quick,
-    check_store,
-    ctrl_c_spares_children,
-    new_results,
-    non_negative_float,
-    open_bench_store,
-    percentile,
-    run_bench,
-)
 from .judge import judge_history
 from .report import print_table
 from .workers import (

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from planfence.demos.bench.harness.output import print_context
 from planfence.shared_memory.extras import extra_imports
-
-from ..harness import print_context
 
 with extra_imports("bench", "planfence bench window"):
     from rich.console import Console

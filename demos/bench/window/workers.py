@@ -12,13 +12,13 @@ from typing import Any
 from planfence.plugins.gate import Allowed, GateMiddleware, Policy, ToolCall, create_plan
 from planfence.plugins.gate.fence import StaleFenceError, fenced_write
 from planfence.shared_memory import (
-    AdvanceHead,
     AsyncStore,
     HeadConflictError,
     Record,
     WriteBatch,
     open_async_store,
 )
+from planfence.shared_memory.batches import AdvanceHead
 
 from ..harness.lifeline import die_with_parent
 

@@ -1,14 +1,2 @@
-"""Base memory updaters Janus wraps: DC-RS (cheatsheet) and ExpeL (insight rules)."""
-
-from .base import MemoryUpdater
-from .dcrs import DCRSUpdater
-from .expel import ExpeLUpdater, Operation, apply_operations, parse_operations
-
-__all__ = [
-    "DCRSUpdater",
-    "ExpeLUpdater",
-    "MemoryUpdater",
-    "Operation",
-    "apply_operations",
-    "parse_operations",
-]
+"""Base memory updaters Janus wraps: DC-RS (cheatsheet) and ExpeL (insight rules), public as
+`planfence.plugins.janus.DCRSUpdater` and `ExpeLUpdater`."""

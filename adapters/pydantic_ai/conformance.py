@@ -1,16 +1,16 @@
-"""PydanticAI harness: an `Agent` with the `Planfence` capability and a `FunctionModel` that asks
-the script what to do on every request."""
+"""PydanticAI harness: an `Agent` with the `PlanfenceCapability` capability and a `FunctionModel`
+that asks the script what to do on every request."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("pydantic-ai", "the PydanticAI conformance harness"):
     from pydantic_ai import Agent, Tool
@@ -27,7 +27,7 @@ with extra_imports("pydantic-ai", "the PydanticAI conformance harness"):
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    from planfence.adapters.pydantic_ai import Planfence
+    from planfence.adapters.pydantic_ai import PlanfenceCapability
 
 
 def _result(part: Any) -> str | None:
@@ -78,9 +78,10 @@ class PydanticAIHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = Planfence(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
+        fence = PlanfenceCapability(
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
         )
+        controlled(fence.gate, checker)
         tools = [Tool(fn, name=name) for name, fn in world.tools().items()]
         told: list[str] = []
         # The framework's own tracing, so that its tool span exists (case h).

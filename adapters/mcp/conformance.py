@@ -14,24 +14,18 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, cast
 
-from planfence.plugins.gate import (
-    CheckerFactory,
-    Gate,
-    GateMiddleware,
-    PlanStamper,
-    ToolCall,
-    Verdict,
-)
+from planfence.plugins.gate import Gate, GateMiddleware, PlanStamper
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, Script, World
 
 with extra_imports("mcp", "the MCP conformance harness"):
     from mcp import Client
     from mcp.server.mcpserver import MCPServer
 
-    from planfence.adapters.mcp.in_server import PlanFenceGate
+    from planfence.adapters.mcp.in_server import PlanfenceServerMiddleware
     from planfence.adapters.mcp.meta import META_PLAN
     from planfence.adapters.mcp.proxy import open_proxy
     from planfence.adapters.mcp.sessions import READ
@@ -68,32 +62,6 @@ async def drive_runs(
     return run
 
 
-class _Judged:
-    """The proxy's gate replaced by another checker (the cases' controls): the proxy's own
-    record tools keep the world's store, only the judging changes."""
-
-    def __init__(self, world: World, checker: CheckerFactory) -> None:
-        self.store = world.store
-        self.policy = world.policy
-        self.inner = checker(world.store, world.policy, AGENT)
-
-    name = "control"
-
-    async def check(self, call: ToolCall) -> Verdict:
-        return await self.inner.check(call)
-
-    async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
-
-
-def _checker(world: World, checker: CheckerFactory | None) -> Gate:
-    if checker is None:
-        return Gate(world.store, world.policy, agent=AGENT)
-    return cast(Gate, _Judged(world, checker))
-
-
 class ProxyHarness:
     """`planfence proxy --agent booker -- python -m ...mcp_upstream`, run in this process. Its
     runs are conversations one after the other over the same client connection, as in a
@@ -114,14 +82,21 @@ class ProxyHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        command = [sys.executable, "-m", f"{__package__}.mcp_upstream", str(world.effects.path)]
-        gate = _checker(world, checker)
+        command = [
+            sys.executable,
+            "-m",
+            f"{__package__}.conformance_upstream",
+            str(world.effects.path),
+        ]
+        gate = Gate(world.store, world.policy, agent=AGENT)
         agent = AGENT if plans else None
+        seams: list[GateMiddleware] = []
         try:
             async with (
-                open_proxy(gate, stdio_upstream(command), agent=agent) as (_, server),
+                open_proxy(gate, stdio_upstream(command), agent=agent) as (proxy, server),
                 Client(server, mode="legacy") as client,
             ):
+                seams.append(controlled(proxy.seam, checker))
 
                 async def read() -> list[str]:
                     if not plans:
@@ -133,15 +108,16 @@ class ProxyHarness:
 
                 return await drive_runs(script, runs, lambda: (read, send))
         finally:
-            close_gate = getattr(gate, "aclose", None)
-            if close and close_gate is not None:
-                await close_gate()
+            if close:
+                for seam in seams:  # what a control's checker built
+                    await seam.aclose()
+                await gate.aclose()
 
 
 class InServerHarness:
-    """`MCPServer(..., middleware=[PlanFenceGate(store, policy)])`; the client plans. The client
-    is another process with its own connection to the shared store (`world.others`): it reads
-    and stamps there, and each of its runs starts its own plan chain."""
+    """`MCPServer(..., middleware=[PlanfenceServerMiddleware(store, policy)])`; the client plans.
+    The client is another process with its own connection to the shared store (`world.others`): it
+    reads and stamps there, and each of its runs starts its own plan chain."""
 
     name: ClassVar[str] = "mcp.in_server"
     extra: ClassVar[str] = "mcp"
@@ -158,10 +134,8 @@ class InServerHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        gate = PlanFenceGate(world.store, world.policy, agent=AGENT)
-        if checker is not None:
-            # `PlanFenceGate` takes no checker of its own: its seam is replaced, for the control.
-            gate.seam = GateMiddleware(world.store, world.policy, checker=checker, agent=AGENT)
+        gate = PlanfenceServerMiddleware(world.store, world.policy, agent=AGENT)
+        controlled(gate.gate, checker)
         server = MCPServer("trips", middleware=[gate])
         for name, fn in world.tools().items():
             server.tool(name=name, description=fn.__doc__)(fn)

@@ -1,5 +1,5 @@
-"""LangGraph harnesses: `create_agent` with `PlanfenceMiddleware`, and a hand-written graph with a
-planner node reading through `PlanfenceStore` and a `GraphFence` tool node."""
+"""LangGraph harnesses: `create_agent` with `PlanfenceAgentMiddleware`, and a hand-written graph
+with a planner node reading through `PlanfenceStore` and a `PlanfenceToolNode` tool node."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory import StoreUnavailableError
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("langgraph", "the LangGraph conformance harness"):
     from langchain.agents import create_agent
@@ -24,10 +24,10 @@ with extra_imports("langgraph", "the LangGraph conformance harness"):
     from langgraph.graph import MessagesState, StateGraph
 
     from planfence.adapters.langgraph import (
-        GraphFence,
-        PlanfenceMiddleware,
+        PlanfenceAgentMiddleware,
         PlanfenceState,
         PlanfenceStore,
+        PlanfenceToolNode,
     )
 
 
@@ -76,7 +76,7 @@ TASK_INPUT: Any = {"messages": [{"role": "user", "content": TASK}]}
 
 
 class CreateAgent:
-    """`create_agent(model, tools, middleware=[PlanfenceMiddleware(...)])`."""
+    """`create_agent(model, tools, middleware=[PlanfenceAgentMiddleware(...)])`."""
 
     name: ClassVar[str] = "langgraph.create_agent"
     extra: ClassVar[str] = "langgraph"
@@ -94,9 +94,8 @@ class CreateAgent:
         close: bool = True,
     ) -> Run:
         keys = [KEY] if plans else []
-        fence = PlanfenceMiddleware(
-            world.store, world.policy, keys=keys, agent=AGENT, checker=checker
-        )
+        fence = PlanfenceAgentMiddleware(world.store, world.policy, keys=keys, agent=AGENT)
+        controlled(fence.gate, checker)
         agent = create_agent(ScriptedChatModel(script=script), lc_tools(world), middleware=[fence])
         run = Run()
         try:
@@ -116,8 +115,8 @@ class GraphState(MessagesState, PlanfenceState):
 
 
 class HandWrittenGraph:
-    """A planner node that reads through `PlanfenceStore` and stamps with `GraphFence`, and the
-    fence's tool node routing a refusal back to the planner."""
+    """A planner node that reads through `PlanfenceStore` and stamps with `PlanfenceToolNode`, and
+    the fence's tool node routing a refusal back to the planner."""
 
     name: ClassVar[str] = "langgraph.graph"
     extra: ClassVar[str] = "langgraph"
@@ -136,9 +135,8 @@ class HandWrittenGraph:
     ) -> Run:
         model = ScriptedChatModel(script=script)
         reader = PlanfenceStore(world.store)
-        fence = GraphFence(
-            world.store, world.policy, planner="planner", proceed="planner", checker=checker
-        )
+        fence = PlanfenceToolNode(world.store, world.policy, planner="planner", proceed="planner")
+        controlled(fence.gate, checker)
         namespace, _, leaf = KEY.rpartition("/")
 
         async def planner(state: GraphState) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Microsoft Agent Framework harness: an `Agent` over a scripted chat client (the framework's
 own client layers: function invocation, chat middleware, telemetry), the world's tools as its
-functions, and one `PlanfenceMiddleware` as the agent's context provider and function
+functions, and one `PlanfenceFunctionMiddleware` as the agent's context provider and function
 middleware."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("maf", "the Microsoft Agent Framework conformance harness"):
     from agent_framework import (
@@ -28,7 +28,7 @@ with extra_imports("maf", "the Microsoft Agent Framework conformance harness"):
     )
     from agent_framework.observability import ChatTelemetryLayer
 
-    from planfence.adapters.maf import PlanfenceMiddleware
+    from planfence.adapters.maf import PlanfenceFunctionMiddleware
 
 
 def _text(value: Any) -> str:
@@ -97,9 +97,10 @@ class MAFHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = PlanfenceMiddleware(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
+        fence = PlanfenceFunctionMiddleware(
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
         )
+        controlled(fence.gate, checker)
         tools = [
             FunctionTool(name=name, description=fn.__doc__ or name, func=fn)
             for name, fn in world.tools().items()

@@ -1,7 +1,7 @@
 """The MCP server the proxy harness puts upstream: the world's two tools, each recording its side
 effect (with the fencing token the proxy sent in `_meta`) in the effects file.
 
-    python -m planfence.adapters.conformance.harnesses.mcp_upstream EFFECTS_FILE
+    python -m planfence.adapters.mcp.conformance_upstream EFFECTS_FILE
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from planfence.adapters.mcp.meta import META_FENCE
 
-from ..world import BOOK, WEATHER, Effects
+from ..conformance.world import BOOK, WEATHER, Effects
 
 
 def build(effects: Effects) -> MCPServer:

@@ -1,6 +1,6 @@
 """A2A harness: a real A2A server (the JSON-RPC routes, the default request handler, an in-memory
-task store) whose receiving agent runs the world's tools behind `FencedExecutor`, and a real A2A
-client in the same process (over httpx's ASGI transport) with `PlanfenceInterceptor`. The
+task store) whose receiving agent runs the world's tools behind `PlanfenceAgentExecutor`, and a real
+A2A client in the same process (over httpx's ASGI transport) with `PlanfenceInterceptor`. The
 sender is the scripted model: shown the records, it plans (`PlanStamper`) and calls the skill
 the script names; the receiving agent checks the sender's plan against the shared store."""
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, Script, World
 
 with extra_imports("a2a", "the A2A conformance harness"):
     import httpx
@@ -36,7 +36,7 @@ with extra_imports("a2a", "the A2A conformance harness"):
     from starlette.applications import Starlette
 
     from planfence.adapters.a2a import (
-        FencedExecutor,
+        PlanfenceAgentExecutor,
         PlanfenceInterceptor,
         SenderPlans,
         skill_call,
@@ -116,9 +116,10 @@ class A2AHarness:
         close: bool = True,
     ) -> Run:
         agent_card = card(world)
-        executor = FencedExecutor(
-            ToolsAgent(world), world.store, world.policy, agent=RECEIVER, checker=checker
+        executor = PlanfenceAgentExecutor(
+            ToolsAgent(world), world.store, world.policy, agent=RECEIVER
         )
+        controlled(executor.gate, checker)
         handler = DefaultRequestHandlerV2(executor, InMemoryTaskStore(), agent_card)
         app = Starlette(
             routes=[*create_agent_card_routes(agent_card), *create_jsonrpc_routes(handler, "/")]

@@ -1,5 +1,5 @@
 """CrewAI harness: a one-agent `Crew` whose model is a `BaseLLM` subclass that asks the script
-what to do on every call (returning native tool calls), with the `Planfence` hooks installed.
+what to do on every call (returning native tool calls), with the `PlanfenceHooks` hooks installed.
 
 CrewAI opens no OpenTelemetry span of its own around a tool (its telemetry records a "Tool Usage"
 span on a private provider after the call), so case (h) checks that the gate's span is inside
@@ -17,11 +17,11 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # no reports to CrewAI's collector
 _HOME: dict[str, str] = {}
@@ -97,16 +97,15 @@ class CrewAIHarness:
             from crewai import Agent, Crew, Task
             from crewai.tools import tool
 
-            from planfence.adapters.crewai import Planfence
+            from planfence.adapters.crewai import PlanfenceHooks
 
         llm = scripted_llm(script, asyncio.get_running_loop())
         tools = [tool(name)(fn) for name, fn in world.tools().items()]
         booker = Agent(role=AGENT, goal="Book trips", backstory="Books.", llm=llm, tools=tools)
         task = Task(description=TASK, expected_output="the booking", agent=booker)
         crew = Crew(agents=[booker], tasks=[task])
-        fence = Planfence(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
-        )
+        fence = PlanfenceHooks(world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT)
+        controlled(fence.gate, checker)
         fence.install()
         try:
             for n in range(runs):  # the same crew, kicked off again

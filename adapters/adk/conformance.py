@@ -7,11 +7,11 @@ import json
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("adk", "the Google ADK conformance harness"):
     from google.adk.agents import LlmAgent
@@ -86,8 +86,9 @@ class ADKHarness:
         close: bool = True,
     ) -> Run:
         plugin = PlanfencePlugin(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
         )
+        controlled(plugin.gate, checker)
         llm = ScriptedLlm(model="scripted", script=script, told=[])
         agent = LlmAgent(
             name=AGENT,

@@ -1,5 +1,5 @@
 """AutoGen AgentChat harness: a `PlanningAgent` shown the records by `SharedMemory`, a
-`FencedAgent` whose `FencedWorkbench` gates the tools, in a round-robin team."""
+`FencedAgent` whose `PlanfenceWorkbench` gates the tools, in a round-robin team."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("autogen", "the AutoGen conformance harness"):
     from autogen_agentchat.conditions import MaxMessageTermination
@@ -31,8 +31,8 @@ with extra_imports("autogen", "the AutoGen conformance harness"):
 
     from planfence.adapters.autogen import (
         FencedAgent,
-        FencedWorkbench,
         PlanfenceTermination,
+        PlanfenceWorkbench,
         PlanningAgent,
         SharedMemory,
     )
@@ -126,13 +126,13 @@ class AutoGenHarness:
             FunctionTool(fn, description=fn.__doc__ or name, name=name)
             for name, fn in world.tools().items()
         ]
-        workbench = FencedWorkbench(
+        workbench = PlanfenceWorkbench(
             StaticWorkbench(tools),
             store=world.store,
             policy=world.policy,
             agent=AGENT,
-            checker=checker,
         )
+        controlled(workbench.gate, checker)
         executor = FencedAgent("executor", executor_client(script), workbench=workbench)
         team = None
         if plans:

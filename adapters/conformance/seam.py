@@ -5,19 +5,20 @@ framework's own agent, model interface and extension points in place of the loop
 The loop is the framework here, so it does what a framework does around a tool: a call whose
 arguments do not fit the tool is answered with the error (the model may try again), and a store
 that cannot be reached while it shows the records or stamps the plan is a refusal, never an
-exception (see `planfence.adapters._fenced`)."""
+exception (see `planfence.adapters.base`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import ClassVar
 
-from planfence.adapters._fenced import read, reads_or_down, shown_text, stamp
-from planfence.adapters._records import DEFAULT_HEADER
-from planfence.plugins.gate import CheckerFactory, GateMiddleware, PlanStamper, ToolCall, explain
+from planfence.adapters.base import DEFAULT_HEADER, read, reads_or_down, shown_text, stamp
+from planfence.plugins.gate import GateMiddleware, PlanStamper, ToolCall
+from planfence.plugins.gate.checkers import CheckerFactory
+from planfence.plugins.gate.explain import explain
 
-from ..harness import Run
-from ..world import AGENT, KEY, Script, World
+from .harness import Run, controlled
+from .world import AGENT, KEY, Script, World
 
 
 class SeamHarness:
@@ -36,7 +37,7 @@ class SeamHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        gate = GateMiddleware(world.store, world.policy, checker=checker, agent=AGENT)
+        gate = controlled(GateMiddleware(world.store, world.policy, agent=AGENT), checker)
         run = Run()
         try:
             for n in range(runs):

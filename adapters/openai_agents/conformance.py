@@ -1,5 +1,6 @@
-"""OpenAI Agents SDK harness: an `Agent` whose instructions and tools come from `Planfence`,
-run by `Runner` on the SDK's own `ScriptedModel` whose every step asks the script."""
+"""OpenAI Agents SDK harness: an `Agent` whose instructions and tools come from
+`PlanfenceGuardrail`, run by `Runner` on the SDK's own `ScriptedModel` whose every step asks the
+script."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from planfence.plugins.gate import CheckerFactory
+from planfence.plugins.gate.checkers import CheckerFactory
 from planfence.shared_memory.extras import extra_imports
 
-from ..harness import Run
-from ..world import AGENT, KEY, TASK, Script, World
+from ..conformance.harness import Run, controlled
+from ..conformance.world import AGENT, KEY, TASK, Script, World
 
 with extra_imports("openai-agents", "the OpenAI Agents SDK conformance harness"):
     from agents import Agent, RunConfig, Runner, ToolInputGuardrailTripwireTriggered
@@ -23,7 +24,7 @@ with extra_imports("openai-agents", "the OpenAI Agents SDK conformance harness")
         ResponseOutputText,
     )
 
-    from planfence.adapters.openai_agents import Planfence
+    from planfence.adapters.openai_agents import PlanfenceGuardrail
 
 
 def _texts(call: ModelCall) -> tuple[list[str], str | None]:
@@ -80,9 +81,10 @@ class OpenAIAgentsHarness:
         runs: int = 1,
         close: bool = True,
     ) -> Run:
-        fence = Planfence(
-            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT, checker=checker
+        fence = PlanfenceGuardrail(
+            world.store, world.policy, keys=[KEY] if plans else [], agent=AGENT
         )
+        controlled(fence.gate, checker)
         told: list[str] = []
         agent = Agent(
             name=AGENT,
