@@ -48,21 +48,21 @@ class InFlight:
             call.task = self.proxy.spawn(self._reconnected(call, message))
             return
         try:
-            self.send(call, message, raw, upstream.request_timeout)
+            self.send(call, message, raw, self.timeout(call))
         except UpstreamFailure as exc:
             self.lost(call, exc)
 
     async def _reconnected(self, call: Call, message: dict[str, Any]) -> None:
         try:
             await self.upstream.ensure()
-            self.send(call, message, None, self.upstream.request_timeout)
+            self.send(call, message, None, self.timeout(call))
         except UpstreamFailure as exc:
             self.lost(call, exc)
 
     async def _bridged(self, call: Call, message: dict[str, Any]) -> None:
         """A handshake-era client's request to a 2026-era upstream that may ask for input."""
         try:
-            got = await bridge.exchange(self.proxy, call, message, self.upstream.request_timeout)
+            got = await bridge.exchange(self.proxy, call, message, self.timeout(call))
         except bridge.InputRefused as exc:
             call.answer(rpc.error(call.id, **exc.error))
             return
@@ -70,6 +70,11 @@ class InFlight:
             call.fail(rpc.INTERNAL_ERROR, str(exc))
             return
         self.respond(call, got, None)
+
+    def timeout(self, call: Call) -> float | None:
+        """How long the upstream may take: a task's result comes when its tool call ends."""
+        upstream = self.upstream
+        return upstream.call_timeout if call.method == "tasks/result" else upstream.request_timeout
 
     def send(
         self, call: Call, message: dict[str, Any], raw: bytes | None, timeout: float | None

@@ -63,9 +63,11 @@ class StdioLink:
 
     def send(self, message: dict[str, Any], raw: bytes | None, related: Any) -> None:
         assert self.process is not None and self.process.stdin is not None
-        data = raw if raw is not None and b"\n" not in raw else rpc.encode(message)
+        data = raw.rstrip(b"\r\n") if raw is not None else rpc.encode(message)
+        if b"\n" in data:  # a message sent over HTTP may span lines; one line here
+            data = rpc.encode(message)
         try:
-            self.process.stdin.write(data if data.endswith(b"\n") else data + b"\n")
+            self.process.stdin.writelines((data, b"\n"))  # no copy of a large message
         except (OSError, RuntimeError) as exc:
             from .upstream import UPSTREAM_UNAVAILABLE, UpstreamFailure
 
