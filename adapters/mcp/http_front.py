@@ -5,7 +5,10 @@
   stream that carries the request's progress, logs and the upstream's questions, then its answer.
 - Handshake era: `initialize` starts a session (`Mcp-Session-Id`); the session's other requests
   carry its id (400 without one, 404 for a session the proxy does not know); a GET opens the
-  session's stream for what belongs to no request; DELETE ends the session.
+  session's stream for what belongs to no request; DELETE ends the session, and so does
+  `idle_timeout` (30 minutes) without a request, an open stream or a call in progress (a client
+  that vanished without DELETE leaves nothing behind; its next request is answered 404, and MCP
+  clients then start a new session).
 - 2026 era: each request stands alone (no session); closing its response stream cancels it.
 
 A body over `MAX_BODY` (4 MiB) is answered 413 before it is read. Who may connect is the
@@ -16,8 +19,10 @@ token names travels with each message (`agent_of`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +35,7 @@ logger = logging.getLogger("planfence.mcp")
 MAX_BODY = 4 * 1024 * 1024
 SESSION = b"mcp-session-id"
 BUFFERED = 256  # messages kept for a session's GET stream before it opens
+IDLE_TIMEOUT = 30 * 60.0  # seconds a handshake-era session may sit unused before it is ended
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -62,6 +68,12 @@ class _Session:
         self.peer: Peer | None = None
         self.outside: asyncio.Queue[bytes] = asyncio.Queue(BUFFERED)
         self.listening = False
+        self.last_used = 0.0
+
+    def idle_since(self, moment: float) -> bool:
+        """Unused since `moment`: no request after it, no open stream, no call in progress."""
+        busy = self.listening or (self.peer is not None and bool(self.peer.calls))
+        return not busy and self.last_used < moment
 
     def deliver(self, data: bytes, call: Any, final: bool) -> None:
         exchange = getattr(call, "exchange", None)
@@ -86,14 +98,49 @@ class HttpFront:
     Args:
         proxy: the proxy its clients talk to.
         agent_of: the agent an ASGI request's validated access token names (OAuth mode).
+        idle_timeout: seconds after which an unused session is ended (None: never).
+        clock: monotonic seconds (tests pass their own).
     """
 
     def __init__(
-        self, proxy: PlanfenceProxy, *, agent_of: Callable[[Scope], str | None] | None = None
+        self,
+        proxy: PlanfenceProxy,
+        *,
+        agent_of: Callable[[Scope], str | None] | None = None,
+        idle_timeout: float | None = IDLE_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be positive seconds, not {idle_timeout!r}")
         self.proxy = proxy
         self.agent_of = agent_of
         self.sessions: dict[str, _Session] = {}
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self._swept = clock()
+
+    def _end(self, session: _Session) -> None:
+        if self.sessions.pop(session.id, None) is None:
+            return
+        if session.peer is not None:
+            self.proxy.disconnect(session.peer)
+        with contextlib.suppress(asyncio.QueueFull):
+            session.outside.put_nowait(b"")  # wakes its open stream, which then ends
+
+    def _sweep(self) -> None:
+        """End the sessions unused for `idle_timeout`; looks at most four times a timeout."""
+        if self.idle_timeout is None:
+            return
+        now = self.clock()
+        if now - self._swept < self.idle_timeout / 4:
+            return
+        self._swept = now
+        for session in [s for s in self.sessions.values() if s.idle_since(now - self.idle_timeout)]:
+            logger.info("ended MCP session %s: unused for %.0f s", session.id, self.idle_timeout)
+            self._end(session)
+
+    def _use(self, session: _Session) -> None:
+        session.last_used = self.clock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -104,15 +151,16 @@ class HttpFront:
         if scope.get("path", "").rstrip("/") not in ("/mcp", ""):
             await _plain(send, 404, b"Not Found")
             return
+        self._sweep()
         method = scope["method"]
         if method == "POST":
             await self._post(scope, receive, send)
         elif method == "GET":
             await self._get(scope, send)
         elif method == "DELETE":
-            session = self.sessions.pop(_header(scope, SESSION) or "", None)
-            if session is not None and session.peer is not None:
-                self.proxy.disconnect(session.peer)
+            session = self.sessions.get(_header(scope, SESSION) or "")
+            if session is not None:
+                self._end(session)
             await _plain(send, 200 if session is not None else 404, b"")
         else:
             await _plain(send, 405, b"Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
@@ -147,6 +195,7 @@ class HttpFront:
             return
         if session is not None:
             assert session.peer is not None
+            self._use(session)
             peer, own = session.peer, False
         else:
             peer, own = self.proxy.connect(_request_deliver, session=False, modern=True), True
@@ -161,6 +210,8 @@ class HttpFront:
                 await self._answer(exchange, receive, send, extra)
         finally:
             exchange.open = False
+            if session is not None:
+                self._use(session)  # idle from the end of its last request, not the start
             if own:
                 self.proxy.disconnect(peer)  # a 2026-era request ends with its stream
 
@@ -206,9 +257,13 @@ class HttpFront:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             while session.id in self.sessions:
                 data = await session.outside.get()
+                if not data:
+                    break
                 await send({"type": "http.response.body", "body": _event(data), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             session.listening = False
+            self._use(session)
 
 
 class _Gone(Exception):
