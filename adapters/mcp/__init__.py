@@ -24,8 +24,9 @@ from .meta import META_FENCE
 if TYPE_CHECKING:
     from .fastmcp_gate import PlanfenceFastMCPMiddleware
     from .in_server import PlanfenceServerMiddleware
+    from .links import UpstreamFailure
     from .proxy import PlanfenceProxy, open_proxy
-    from .upstream import UpstreamFailure, stdio_upstream
+    from .upstream import stdio_upstream
 
 _EXPORTS = {
     "PlanfenceFastMCPMiddleware": "fastmcp_gate",

@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import jsonrpc as rpc
+from .links import UPSTREAM_ERROR, UpstreamFailure
 from .meta import with_fence
 from .peers import Call, Peer
 from .relay import DEFAULT_LEGACY_LOG_LEVEL
-from .upstream import UPSTREAM_ERROR, Upstream, UpstreamFailure, _version
+from .upstream import Upstream, _version
 
 if TYPE_CHECKING:
     from .proxy import PlanfenceProxy

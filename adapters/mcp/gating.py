@@ -25,6 +25,7 @@ from planfence.plugins.gate import (
 from . import jsonrpc as rpc
 from . import tracing
 from .bridge import InputRefused, Revoked, exchange, to_client
+from .links import UpstreamFailure
 from .meta import (
     AGENT_MISMATCH,
     META_AGENT,
@@ -45,7 +46,7 @@ from .results import (
     for_model,
     to_wire_result,
 )
-from .upstream import UpstreamFailure, error_text
+from .upstream import error_text
 
 if TYPE_CHECKING:
     from .proxy import PlanfenceProxy

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import bridge
 from . import jsonrpc as rpc
+from .links import UPSTREAM_TIMEOUT, UpstreamFailure
 from .peers import Call
-from .upstream import UPSTREAM_TIMEOUT, UpstreamFailure
 
 if TYPE_CHECKING:
     from .proxy import PlanfenceProxy

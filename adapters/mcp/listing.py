@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import mcp_types as types
 
-from .upstream import Upstream, UpstreamMode, UpstreamTarget
+from .links import UpstreamTarget
+from .upstream import Upstream, UpstreamMode
 
 MAX_PAGES = 100
 

@@ -39,10 +39,11 @@ from . import jsonrpc as rpc
 from .catalog import ToolCatalog
 from .gating import GatedCalls
 from .inflight import InFlight
+from .links import UpstreamFailure, UpstreamTarget
 from .peers import Batch, Call, Deliver, Loose, Peer
 from .relay import Relay
 from .sessions import SessionPlans
-from .upstream import Upstream, UpstreamFailure, UpstreamMode, UpstreamTarget
+from .upstream import Upstream, UpstreamMode
 
 if TYPE_CHECKING:
     from mcp.server import Server

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 from planfence.shared_memory.extras import extra_imports
 
 from . import jsonrpc as rpc
+from .links import UpstreamFailure
 from .peers import Call, Peer
-from .upstream import UpstreamFailure
 
 with extra_imports("mcp", "the MCP proxy"):
     from ._extra import require

@@ -43,8 +43,8 @@ from planfence.shared_memory import PlanfenceError
 from planfence.shared_memory.records import validate_agent
 
 from ..base import for_model
+from .links import UPSTREAM_ERROR, UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE
 from .meta import MALFORMED_META, META_AGENT, META_PLAN, META_REFUSAL
-from .upstream import UPSTREAM_ERROR, UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE
 
 if TYPE_CHECKING:
     from .catalog import ToolCatalog

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from planfence.shared_memory.extras import extra_imports
 
-from .upstream import Upstream, UpstreamMode, UpstreamTarget, stdio_upstream
+from .links import UpstreamTarget
+from .upstream import Upstream, UpstreamMode, stdio_upstream
 
 with extra_imports("mcp", "the MCP proxy"):
     from ._extra import require

@@ -22,21 +22,25 @@ import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
-
-from planfence.shared_memory import PlanfenceError
+from typing import Any, Literal
 
 from . import jsonrpc as rpc
-from .upstream_stdio import StdioLink, cannot_connect, named
+from .links import (
+    UPSTREAM_ERROR,
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_UNAVAILABLE,
+    Link,
+    StdioTarget,
+    UpstreamFailure,
+    UpstreamTarget,
+    cannot_connect,
+    named,
+)
+from .upstream_stdio import StdioLink
 
 logger = logging.getLogger("planfence.mcp")
 
 UpstreamMode = Literal["auto", "legacy"]
-# Why a request the gate allowed got no upstream result (`UpstreamFailure.code`).
-UPSTREAM_TIMEOUT = "upstream_timeout"
-UPSTREAM_UNAVAILABLE = "upstream_unavailable"
-UPSTREAM_ERROR = "upstream_error"
 # What the proxy declares to its upstream: it asks its own clients these questions for it.
 CAPABILITIES: dict[str, Any] = {
     "sampling": {},
@@ -45,50 +49,12 @@ CAPABILITIES: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class StdioTarget:
-    """A stdio upstream: the command the proxy starts, as an MCP client would."""
-
-    command: str
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] | None = None
-    cwd: str | None = None
-
-
-UpstreamTarget = StdioTarget | str
-
-
-class UpstreamFailure(PlanfenceError):
-    """The upstream could not answer: it is gone, it timed out, or it answered with an error."""
-
-    def __init__(self, code: str, message: str, error: Mapping[str, Any] | None = None) -> None:
-        self.code = code
-        self.error = dict(error) if error is not None else None  # the JSON-RPC error, if any
-        super().__init__(message)
-
-
 def stdio_upstream(command: list[str], *, cwd: str | None = None) -> StdioTarget:
     """Spawn parameters for an upstream command; it inherits the proxy's environment, as it
     would if the MCP client had launched it directly."""
     if not command:
         raise ValueError("an upstream command is required")
     return StdioTarget(command[0], list(command[1:]), dict(os.environ), cwd)
-
-
-class Link(Protocol):
-    """A transport to the upstream (stdio pipes, or streamable HTTP)."""
-
-    alive: bool
-
-    async def start(self) -> None: ...
-
-    def send(self, message: dict[str, Any], raw: bytes | None, related: Any) -> None: ...
-
-    def abort(self, upstream_id: Any) -> bool: ...
-
-    def handshake_done(self, version: str) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class _Own:

@@ -15,15 +15,12 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from . import jsonrpc as rpc
-from .upstream import UPSTREAM_UNAVAILABLE
-
-if TYPE_CHECKING:
-    from .upstream import Upstream
+from .links import UPSTREAM_UNAVAILABLE, LinkOwner, UpstreamFailure, cannot_connect
 
 logger = logging.getLogger("planfence.mcp")
 
@@ -39,7 +36,7 @@ _WRAPPED = re.compile(r"^=\?base64\?.*\?=$")
 class HttpLink:
     """The HTTP transport of one upstream connection (see the module docstring)."""
 
-    def __init__(self, upstream: Upstream, url: str) -> None:
+    def __init__(self, upstream: LinkOwner, url: str) -> None:
         self.upstream = upstream
         self.url = url
         self.alive = False
@@ -140,9 +137,6 @@ class HttpLink:
                     self.upstream.deliver(data, related)
                 answered = request_id not in self.upstream.pending
         except httpx.HTTPError as exc:
-            from .upstream import UpstreamFailure
-            from .upstream_stdio import cannot_connect
-
             if request_id is not None:
                 failure = UpstreamFailure(UPSTREAM_UNAVAILABLE, cannot_connect(self.url, exc))
                 self.upstream.fail(related, failure)
@@ -151,8 +145,6 @@ class HttpLink:
             if self._posts.get(request_id) is asyncio.current_task():
                 del self._posts[request_id]
         if not answered:
-            from .upstream import UpstreamFailure
-
             failure = UpstreamFailure(UPSTREAM_UNAVAILABLE, "the upstream's answer stream ended")
             self.upstream.fail(related, failure)
 

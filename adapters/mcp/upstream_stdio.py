@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from typing import TYPE_CHECKING, Any
-
-from planfence.shared_memory.urls import redact_url
+from typing import Any
 
 from . import jsonrpc as rpc
-
-if TYPE_CHECKING:
-    from .upstream import StdioTarget, Upstream, UpstreamTarget
+from .links import UPSTREAM_UNAVAILABLE, LinkOwner, StdioTarget, UpstreamFailure
 
 logger = logging.getLogger("planfence.mcp")
 LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; large tool results are legal
@@ -22,7 +17,7 @@ LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; large tool resul
 class StdioLink:
     """The upstream as a child process: one JSON-RPC message per line each way."""
 
-    def __init__(self, upstream: Upstream, target: StdioTarget) -> None:
+    def __init__(self, upstream: LinkOwner, target: StdioTarget) -> None:
         self.upstream = upstream
         self.target = target
         self.alive = False
@@ -69,8 +64,6 @@ class StdioLink:
         try:
             self.process.stdin.writelines((data, b"\n"))  # no copy of a large message
         except (OSError, RuntimeError) as exc:
-            from .upstream import UPSTREAM_UNAVAILABLE, UpstreamFailure
-
             self.alive = False
             raise UpstreamFailure(UPSTREAM_UNAVAILABLE, "the upstream server went away") from exc
 
@@ -96,38 +89,3 @@ class StdioLink:
                     continue
         if self._reader is not None:
             self._reader.cancel()
-
-
-def _first(exc: BaseException) -> BaseException:
-    while (inner := getattr(exc, "exceptions", None)) and isinstance(inner[0], BaseException):
-        exc = inner[0]
-    return exc
-
-
-def _leaf(exc: BaseException) -> str:
-    """The first underlying error of a (possibly nested) exception group, as text."""
-    return str(_first(exc)) or type(_first(exc)).__name__
-
-
-def named(target: UpstreamTarget) -> str:
-    """The upstream as its user gave it: the URL (its password hidden) or the command."""
-    if isinstance(target, str):
-        return f"at {redact_url(target)}"
-    return f"({target.command})"
-
-
-def cannot_connect(target: UpstreamTarget, exc: BaseException) -> str:
-    """Why the upstream could not be reached, naming it; a command that is not found says
-    where it was looked for (a desktop client starts the proxy with a PATH of its own)."""
-    if not isinstance(target, str) and isinstance(_first(exc), FileNotFoundError):
-        command = target.command
-        if os.sep in command:
-            return f"cannot start the upstream server: {command} does not exist"
-        return (
-            f"cannot start the upstream server: {command!r} is not on the PATH the proxy was "
-            "started with (an MCP client that starts the proxy has a PATH of its own): give its "
-            "absolute path"
-        )
-    if isinstance(target, str):
-        return f"cannot connect to the upstream server at {redact_url(target)}: {_leaf(exc)}"
-    return f"cannot start the upstream server ({target.command}): {_leaf(exc)}"

@@ -23,9 +23,6 @@ MAPPED["fence"] = "plugins/fence"
 # their types: circles through type-only imports, to be taken apart with a protocol for the proxy.
 KNOWN: set[frozenset[str]] = {
     frozenset(
-        f"planfence.adapters.mcp.{m}" for m in ("upstream", "upstream_http", "upstream_stdio")
-    ),
-    frozenset(
         f"planfence.adapters.mcp.{m}"
         for m in ("bridge", "gating", "in_process", "inflight", "proxy", "relay")
     ),
