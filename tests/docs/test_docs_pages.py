@@ -25,6 +25,7 @@ def run(code: str, cwd: Path) -> str:
 # against the same store (the same working folder).
 
 STORE = ("docs/operating/store.md", "The shared memory store")
+STORE_CLI = ("docs/operating/store.md", "From the command line")
 GATE = ("docs/gate.md", "Using the gate")
 
 
@@ -44,7 +45,7 @@ def test_store_commands_run_twice(
     monkeypatch.delenv("PLANFENCE_STORE", raising=False)
     ids: list[str] = []
     for _ in range(2):
-        for line in block(*STORE, "bash").splitlines():
+        for line in block(*STORE_CLI, "bash").splitlines():
             if not line.strip():
                 continue
             argv = shlex.split(line)

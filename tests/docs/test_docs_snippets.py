@@ -92,7 +92,7 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     ("docs/backends.md", "Prove it: the conformance suite", 1): Runs(
         "docs/test_docs_backends.py::test_the_backend_in_the_guide_is_the_one_the_suite_proves"
     ),
-    (FW + "mcp.md", "Putting the gate in front of an MCP server", 0): here(
+    (FW + "mcp.md", "The plan in `_meta`, and what comes back", 0): here(
         "test_mcp_client_snippet_calls_a_gated_tool"
     ),
     (FW + "mcp.md", "The gate inside your own MCP server", 0): Runs(
@@ -508,9 +508,11 @@ anyio.run(main)
 
 def test_mcp_client_snippet_calls_a_gated_tool(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
-    section = (FW + "mcp.md", "Putting the gate in front of an MCP server")
-    (tmp_path / "policy.toml").write_text(block(*section, "toml"))
-    body = textwrap.indent(block(*section), " " * 8)
+    policy = block(FW + "mcp.md", "A first policy from the server's tools", "toml")
+    (tmp_path / "policy.toml").write_text(policy)
+    body = textwrap.indent(
+        block(FW + "mcp.md", "The plan in `_meta`, and what comes back"), " " * 8
+    )
     out = run_python(MCP_CLIENT.replace("{body}", body), tmp_path)
     assert out.strip() == "allow committed release in /abs/path/repo"
 

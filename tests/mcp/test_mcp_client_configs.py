@@ -20,7 +20,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 PAGE = "docs/frameworks/mcp.md"
-SECTION = "Putting the gate in front of an MCP server"
+SECTION = "Desktop clients and coding assistants"
 
 
 def section(lang: str) -> list[str]:
