@@ -1,4 +1,4 @@
-"""A2A with a real server and client in one process: the README snippet runs as written, the
+"""A2A with a real server and client in one process: the A2A page's snippet runs as written, the
 receiving agent checks the sender's plan itself (a sender without the interceptor, or with a
 plan that does not exist, is refused before the agent acts), a sender-side gate answers a stale
 plan without sending, and over a real socket the receiver's check joins the sender's trace."""
@@ -6,7 +6,6 @@ plan without sending, and over a real socket the receiver's check joins the send
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from a2a.types import (
     Task,
     TaskState,
 )
+from docpages import block
 from google.protobuf import json_format
 from starlette.applications import Starlette
 
@@ -47,7 +47,7 @@ from planfence.plugins.gate import (
 from planfence.plugins.gate.reads import reads_of
 from planfence.shared_memory import Store, open_async_store, open_store
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/frameworks/a2a.md"
 REQ = "trip/42/requirements"
 URL = "http://airline.test/"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])
@@ -87,20 +87,14 @@ class Airline(AgentExecutor):
         raise NotImplementedError
 
 
-def readme_code() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("### Add planfence to agents that talk A2A\n")
-    end = text.find("\n### ", start + 1)
-    [code] = re.findall(r"```python\n(.*?)```", text[start:end], re.S)
-    return code
-
-
-def test_a2a_readme_snippet_runs_as_written(capsys: Any, tmp_path: Path) -> None:
+def test_a2a_page_snippet_runs_as_written(capsys: Any, tmp_path: Path) -> None:
     """Nothing is given to the snippet: its agent, card, sender and receiver are its own."""
     # The snippet closes its store: on a file, what it wrote can be read back after.
     url = f"sqlite:///{tmp_path / 'team.db'}"
-    code = readme_code().replace('open_store("memory://")', f"open_store({url!r})")
-    exec(compile(code, str(README), "exec"), {"__name__": "readme"})
+    code = block(PAGE, "Add planfence to agents that talk A2A").replace(
+        'open_store("memory://")', f"open_store({url!r})"
+    )
+    exec(compile(code, PAGE, "exec"), {"__name__": "snippet"})
     assert capsys.readouterr().out.strip() == "TASK_STATE_COMPLETED"
     store = open_store(url)
     try:

@@ -1,5 +1,6 @@
-"""Google ADK installs in a venv of its own (`.venv-adk`, see the README: it caps OpenTelemetry
-below what FastMCP needs). Where it is missing these tests are not collected; CI runs them there."""
+"""Google ADK installs in a venv of its own (`.venv-adk`, see docs/frameworks/adk.md: it caps
+OpenTelemetry below what FastMCP needs). Where it is missing these tests are not collected; CI
+runs them there."""
 
 from __future__ import annotations
 

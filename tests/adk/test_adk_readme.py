@@ -1,14 +1,14 @@
-"""The README's Google ADK snippet runs as written (on a scripted `BaseLlm`), and a refusal is
+"""The Google ADK page's snippet runs as written (on a scripted `BaseLlm`), and a refusal is
 the tool's result: ADK skips the tool and the model reads the refusal payload."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+from docpages import block
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.models import BaseLlm
@@ -22,16 +22,9 @@ from planfence.adapters.adk import PlanfencePlugin
 from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import open_async_store, open_store
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/frameworks/adk.md"
 REQ = "trip/42/requirements"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])
-
-
-def snippets(heading: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"### {heading}\n")
-    end = text.find("\n### ", start + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
 
 
 class Booking(BaseLlm):
@@ -58,14 +51,14 @@ class Booking(BaseLlm):
         yield LlmResponse(content=types.Content(role="model", parts=[part]))
 
 
-def test_adk_readme_snippet_runs(tmp_path: Path) -> None:
-    [code] = snippets("Add planfence to a Google ADK agent")
+def test_adk_page_snippet_runs(tmp_path: Path) -> None:
+    code = block(PAGE, "Add planfence to a Google ADK agent")
     # The snippet closes its store: on a file, what it wrote can be read back after.
     url = f"sqlite:///{tmp_path / 'team.db'}"
     code = code.replace('open_store("memory://")', f"open_store({url!r})")
     model = Booking(model="scripted", destinations=["Lisbon"])
-    namespace: dict[str, Any] = {"__name__": "readme", "model": model}
-    exec(compile(code, str(README), "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "snippet", "model": model}
+    exec(compile(code, PAGE, "exec"), namespace)
     store = open_store(url)
     try:
         [allow] = find_decisions_sync(store, source="gate")

@@ -1,4 +1,4 @@
-"""The AutoGen demo runs in scripted mode and tells the story the README promises."""
+"""The AutoGen demo runs in scripted mode and tells the story the AutoGen page promises."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""CrewAI runs in a venv of its own (`.venv-crewai`, see the README): without it these tests skip
-with that reason. CrewAI's telemetry is off, and its own files (credentials, settings, app data,
-which it keeps under the home directory whatever `XDG_DATA_HOME` says) go to a temporary folder
-set as the home before CrewAI is imported."""
+"""CrewAI runs in a venv of its own (`.venv-crewai`, see docs/frameworks/crewai.md): without it
+these tests skip with that reason. CrewAI's telemetry is off, and its own files (credentials,
+settings, app data, which it keeps under the home directory whatever `XDG_DATA_HOME` says) go
+to a temporary folder set as the home before CrewAI is imported."""
 
 from __future__ import annotations
 

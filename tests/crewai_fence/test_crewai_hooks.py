@@ -1,16 +1,16 @@
-"""The README's CrewAI snippet runs as written, and in a real crew (a scripted `BaseLLM` that
+"""The CrewAI page's snippet runs as written, and in a real crew (a scripted `BaseLLM` that
 returns native tool calls) the hooks show the records, gate the tools and fail closed."""
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from docpages import block
 
 pytest.importorskip("crewai", reason="CrewAI runs in its own venv: pip install 'planfence[crewai]'")
 
@@ -26,7 +26,7 @@ from planfence.fence import current
 from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import Store, open_async_store, open_store
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/frameworks/crewai.md"
 REQ = "trip/42/requirements"
 POLICY = Policy().declare("book_flight", depends_on=[REQ])
 # CrewAI reads its own deprecated fields on every run (its warnings come from `crewai`).
@@ -89,17 +89,14 @@ def crew(llm: FunctionLLM, booked: list[Any], role: str = "booker") -> Crew:
     return Crew(agents=[agent], tasks=[task])
 
 
-def test_crewai_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("### Add planfence to a CrewAI crew\n")
-    section = text[start : text.find("\n### ", start + 1)]
-    [code] = re.findall(r"```python\n(.*?)```", section, re.S)
+def test_crewai_page_snippet_runs(capsys: Any, tmp_path: Path) -> None:
+    code = block(PAGE, "Add planfence to a CrewAI crew")
     # The snippet closes its store: on a file, what it wrote can be read back after.
     url = f"sqlite:///{tmp_path / 'team.db'}"
     code = code.replace('open_store("memory://")', f"open_store({url!r})")
     llm = FunctionLLM(books_once)
-    namespace: dict[str, Any] = {"__name__": "readme", "llm": llm}
-    exec(compile(code, str(README), "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "snippet", "llm": llm}
+    exec(compile(code, PAGE, "exec"), namespace)
     store = open_store(url)
     try:
         assert capsys.readouterr().out.strip() == "Booked."

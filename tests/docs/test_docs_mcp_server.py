@@ -1,4 +1,4 @@
-"""The README's one-line wiring of the gate into an MCP server runs as written, and gates."""
+"""The MCP page's one-line wiring of the gate into an MCP server runs as written, and gates."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_docs_readme import python_blocks
+from docpages import block
 
 pytest.importorskip("mcp")
 
@@ -49,7 +49,7 @@ anyio.run(drive)
 
 
 def test_the_gate_inside_an_mcp_server(tmp_path: Path) -> None:
-    [code] = python_blocks("The gate inside your own MCP server")
+    code = block("docs/frameworks/mcp.md", "The gate inside your own MCP server")
     assert code.count("PlanfenceServerMiddleware(") == 1
     (tmp_path / "policy.toml").write_text(POLICY)
     for _ in range(2):  # users run a snippet again in the same folder

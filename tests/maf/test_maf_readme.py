@@ -1,4 +1,4 @@
-"""The README's Microsoft Agent Framework snippet runs as written (with a scripted chat client
+"""The Microsoft Agent Framework page's snippet runs as written (with a scripted chat client
 built on the framework's own client layers), and refusals reach the model the framework's way:
 a replan as the tool's result, a block as `MiddlewareTermination` ending the run."""
 
@@ -6,28 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agent_framework import Agent, ChatResponse, Content, Message
+from docpages import block
 
 from planfence.adapters.maf import PlanfenceFunctionMiddleware
 from planfence.adapters.maf.conformance import ScriptedClient
 from planfence.plugins.gate import Policy, find_decisions_sync, parse_payload
 from planfence.shared_memory import open_async_store, open_store
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/frameworks/maf.md"
 REQ = "trip/42/requirements"
 Answer = Callable[[Sequence[Message], Mapping[str, Any]], Message]
-
-
-def snippets(heading: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"### {heading}\n")
-    end = text.find("\n### ", start + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
 
 
 class Client(ScriptedClient):
@@ -57,19 +50,19 @@ def text_of(result: Content) -> str:
     return str(result.result)
 
 
-def test_maf_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
+def test_maf_page_snippet_runs(capsys: Any, tmp_path: Path) -> None:
     def answer(messages: Sequence[Message], options: Mapping[str, Any]) -> Message:
         if messages[-1].role == "tool":
             return Message(role="assistant", contents=["Booked."])
         return book("Lisbon")
 
     client = Client(answer)
-    [code] = snippets("Add planfence to a Microsoft Agent Framework agent")
+    code = block(PAGE, "Add planfence to a Microsoft Agent Framework agent")
     # The snippet closes its store: on a file, what it wrote can be read back after.
     url = f"sqlite:///{tmp_path / 'team.db'}"
     code = code.replace('open_store("memory://")', f"open_store({url!r})")
-    namespace: dict[str, Any] = {"__name__": "readme", "client": client}
-    exec(compile(code, str(README), "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "snippet", "client": client}
+    exec(compile(code, PAGE, "exec"), namespace)
     store = open_store(url)
     try:
         assert capsys.readouterr().out.strip() == "Booked."

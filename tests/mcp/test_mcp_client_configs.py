@@ -1,16 +1,16 @@
-"""The README's MCP client configurations (Claude Desktop / Cursor / Claude Code `mcpServers`,
-VS Code `servers`, Codex `[mcp_servers.NAME]`), taken from the README as written: each starts
+"""The MCP page's client configurations (Claude Desktop / Cursor / Claude Code `mcpServers`,
+VS Code `servers`, Codex `[mcp_servers.NAME]`), taken from the page as written: each starts
 the proxy with `--agent`, and its command line parses with planfence's own parser."""
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from docpages import page_blocks
 
 from planfence.adapters.cli.main import build_parser
 
@@ -19,33 +19,30 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "### Putting the gate in front of an MCP server\n"
+PAGE = "docs/frameworks/mcp.md"
+SECTION = "Desktop clients and coding assistants"
 
 
-def section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n### ", start + 1)
-    return text[start:end]
+def section(lang: str) -> list[str]:
+    return [b.code for b in page_blocks(PAGE, lang) if b.heading == SECTION]
 
 
 def configurations() -> dict[str, dict[str, Any]]:
     """Each client's server entries, by the map that holds them."""
     found: dict[str, dict[str, Any]] = {}
-    for block in re.findall(r"```json\n(.*?)```", section(), re.S):
+    for block in section("json"):
         data = json.loads(block)
         for name in ("mcpServers", "servers"):
             if name in data:
                 found[name] = data[name]
-    for block in re.findall(r"```toml\n(.*?)```", section(), re.S):
+    for block in section("toml"):
         data = tomllib.loads(block)
         if "mcp_servers" in data:
             found["mcp_servers"] = data["mcp_servers"]
     return found
 
 
-def test_the_readme_has_a_configuration_for_each_kind_of_client() -> None:
+def test_the_page_has_a_configuration_for_each_kind_of_client() -> None:
     assert set(configurations()) == {"mcpServers", "servers", "mcp_servers"}
 
 
@@ -70,7 +67,7 @@ def test_each_configuration_starts_the_proxy_as_an_agent(kind: str) -> None:
         assert args.handler is not None
 
 
-def test_a_configuration_without_agent_is_what_the_readme_warns_about() -> None:
+def test_a_configuration_without_agent_is_what_the_page_warns_about() -> None:
     # The parser is no rubber stamp: a mistyped option in a configuration fails to parse.
     argv = list(configurations()["mcpServers"]["git"]["args"])
     argv[argv.index("--agent")] = "--agnet"

@@ -35,7 +35,7 @@ async def test_the_gate_inside_a_fastmcp_server(world: World) -> None:
     app = FastMCP("trips")
     app.add_middleware(
         PlanfenceFastMCPMiddleware(world.store, str(world.policy))
-    )  # the README's line
+    )  # the MCP page's line
 
     @app.tool
     def book(destination: str, trip: str) -> Booking:

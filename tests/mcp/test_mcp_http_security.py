@@ -15,7 +15,7 @@ from mcp_helpers import World, background, free_port, wait_for_port
 from planfence.adapters.mcp.cli import add_parser
 from planfence.adapters.mcp.http_guard import TOKEN_ENV, HttpGuard, is_loopback
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+MCP_PAGE = Path(__file__).resolve().parents[2] / "docs" / "frameworks" / "mcp.md"
 TOKEN = "s3cret-token-for-tests"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -136,7 +136,7 @@ def test_allowed_origins_are_compared_normalised() -> None:
 async def test_a_body_over_the_documented_limit_gets_413(world: World, tmp_path: Path) -> None:
     from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE
 
-    said = " ".join(README.read_text(encoding="utf-8").split())
+    said = " ".join(MCP_PAGE.read_text(encoding="utf-8").split())
     assert DEFAULT_MAX_REQUEST_BODY_SIZE == 4 * 1024 * 1024
     assert "A request body over 4 MiB is answered 413 (`Request body too large`)" in said
     padding = {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"pad": ""}}

@@ -61,7 +61,7 @@ def low_level(world: World, ran: list[str]) -> Server[Any]:
     server: Server[Any] = Server("trips", on_list_tools=list_tools, on_call_tool=call_tool)
     server.middleware.append(
         PlanfenceServerMiddleware(world.store, str(world.policy))
-    )  # the README's line
+    )  # the MCP page's line
     return server
 
 

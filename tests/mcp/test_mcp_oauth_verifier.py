@@ -113,13 +113,13 @@ def test_the_refresh_interval_is_an_option() -> None:
         ResourceServer(ISSUER, AUDIENCE, RESOURCE, jwks_refresh_s=0)
 
 
-def test_the_readme_says_where_the_keys_come_from_and_for_how_long() -> None:
+def test_the_docs_say_where_the_keys_come_from_and_for_how_long() -> None:
     from pathlib import Path
 
     from planfence.adapters.mcp.oauth import DISCOVERY, JWKS_REFRESH_S
 
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    said = " ".join(readme.read_text(encoding="utf-8").split())
+    page = Path(__file__).resolve().parents[2] / "docs" / "frameworks" / "mcp.md"
+    said = " ".join(page.read_text(encoding="utf-8").split())
     first, then = (f"`ISSUER{path}`" for path in DISCOVERY)
     assert f"looked up at {first} (RFC 8414), then at {then}" in said
     assert "The proxy reads the JWKS when it starts, and refuses to start" in said

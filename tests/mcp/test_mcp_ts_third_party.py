@@ -1,4 +1,4 @@
-"""The README's example, end to end: `mcp-server-time` (a real third-party server whose tools
+"""The MCP page's example, end to end: `mcp-server-time` (a real third-party server whose tools
 declare output schemas) behind the proxy, a time-zone argument gated with `{name:path}`, driven
 by the official TypeScript client."""
 
@@ -18,13 +18,13 @@ from planfence.plugins.gate import Policy, create_plan
 
 pytest.importorskip("mcp_server_time")
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "frameworks" / "mcp.md"
 TIME_SERVER = [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
 
 
-def readme_time_policy() -> str:
-    """The README's policy block for `convert_time` (the MCP proxy section)."""
-    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+def page_time_policy() -> str:
+    """The MCP page's policy block for `convert_time` (the proxy section)."""
+    blocks = re.findall(r"```toml\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
     [block] = [b for b in blocks if "[tools.convert_time]" in b]
     return block
 
@@ -37,9 +37,9 @@ def node() -> str:
 async def test_path_arguments_gate_a_real_server_for_the_typescript_client(
     world: World, node: str
 ) -> None:
-    text = readme_time_policy()
-    Policy.from_toml(text)  # the README's block loads as it is
-    # The README's block, plus the single-segment spelling that cannot take a time zone.
+    text = page_time_policy()
+    Policy.from_toml(text)  # the page's block loads as it is
+    # The page's block, plus the single-segment spelling that cannot take a time zone.
     world.policy.write_text(
         text + '\n[tools.get_current_time]\ndepends_on = ["clock/{timezone}"]\n'
     )

@@ -1,11 +1,10 @@
-"""The README's OpenAI Agents SDK snippet runs as written (on the SDK's `ScriptedModel`), and a
+"""The OpenAI Agents SDK page's snippet runs as written (on the SDK's `ScriptedModel`), and a
 block ends the run the SDK's way, with the refusal's wire payload."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from agents import (
     set_tracing_disabled,
 )
 from agents.testing import ScriptedModel
+from docpages import block
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -30,7 +30,7 @@ from planfence.adapters.openai_agents import PlanfenceGuardrail
 from planfence.plugins.gate import Policy, find_decisions_sync
 from planfence.shared_memory import open_async_store, open_store
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/frameworks/openai-agents.md"
 REQ = "trip/42/requirements"
 
 
@@ -43,13 +43,6 @@ def no_trace_export() -> Any:
     set_tracing_disabled(True)  # the SDK would export traces to its platform
     yield
     set_tracing_disabled(False)
-
-
-def snippets(heading: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"### {heading}\n")
-    end = text.find("\n### ", start + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
 
 
 def book(destination: str, n: int = 0) -> list[Any]:
@@ -69,14 +62,14 @@ def say(text: str) -> list[Any]:
     ]
 
 
-def test_openai_agents_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
-    [code] = snippets("Add planfence to an OpenAI Agents SDK agent")
+def test_openai_agents_page_snippet_runs(capsys: Any, tmp_path: Path) -> None:
+    code = block(PAGE, "Add planfence to an OpenAI Agents SDK agent")
     # The snippet closes its store: on a file, what it wrote can be read back after.
     url = f"sqlite:///{tmp_path / 'team.db'}"
     code = code.replace('open_store("memory://")', f"open_store({url!r})")
     model = ScriptedModel([book("Lisbon"), say("Booked.")])
-    namespace: dict[str, Any] = {"__name__": "readme", "model": model}
-    exec(compile(code, str(README), "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "snippet", "model": model}
+    exec(compile(code, PAGE, "exec"), namespace)
     assert capsys.readouterr().out.strip() == "Booked."
     store = open_store(url)
     try:
@@ -117,9 +110,9 @@ def test_a_block_ends_the_run_with_the_refusal_payload() -> None:
         store.close()
 
 
-def test_the_readme_snippet_says_nothing_about_trace_export(tmp_path: Path) -> None:
+def test_the_page_snippet_says_nothing_about_trace_export(tmp_path: Path) -> None:
     """Run as a user runs it (its own process, no OpenAI key): no "skipping trace export"."""
-    [code] = snippets("Add planfence to an OpenAI Agents SDK agent")
+    code = block(PAGE, "Add planfence to an OpenAI Agents SDK agent")
     prelude = (
         "from agents.testing import ScriptedModel\n"
         f"from {__name__} import book, say\n"

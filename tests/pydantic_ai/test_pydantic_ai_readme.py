@@ -1,13 +1,13 @@
-"""The README's PydanticAI snippet runs as written (with a `FunctionModel` that books and
+"""The PydanticAI page's snippet runs as written (with a `FunctionModel` that books and
 answers), and the capability's refusals reach the model the framework's way."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from docpages import block
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -26,15 +26,8 @@ from planfence.shared_memory import open_async_store, open_store
 # `Agent.run_sync` leaves its event loop open as the thread's current loop.
 pytestmark = pytest.mark.usefixtures("closes_run_sync_loop")
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = "docs/frameworks/pydantic-ai.md"
 REQ = "trip/42/requirements"
-
-
-def snippets(heading: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"### {heading}\n")
-    end = text.find("\n### ", start + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
 
 
 def booking_model(destinations: list[str]) -> FunctionModel:
@@ -51,13 +44,13 @@ def booking_model(destinations: list[str]) -> FunctionModel:
     return FunctionModel(answer)
 
 
-def test_pydantic_ai_readme_snippet_runs(capsys: Any, tmp_path: Path) -> None:
-    [code] = snippets("Add planfence to a PydanticAI agent")
+def test_pydantic_ai_page_snippet_runs(capsys: Any, tmp_path: Path) -> None:
+    code = block(PAGE, "Add planfence to a PydanticAI agent")
     # The snippet closes its store: on a file, what it wrote can be read back after.
     url = f"sqlite:///{tmp_path / 'team.db'}"
     code = code.replace('open_store("memory://")', f"open_store({url!r})")
-    namespace: dict[str, Any] = {"__name__": "readme", "model": booking_model(["Lisbon"])}
-    exec(compile(code, str(README), "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "snippet", "model": booking_model(["Lisbon"])}
+    exec(compile(code, PAGE, "exec"), namespace)
     assert capsys.readouterr().out.strip() == "Booked."
     store = open_store(url)
     try:

@@ -8,8 +8,6 @@ fixture, otel_helpers.py).
 from __future__ import annotations
 
 import asyncio
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,17 +18,17 @@ from planfence.shared_memory import AsyncStore
 
 pytest.importorskip("opentelemetry.sdk", reason="pip install opentelemetry-sdk")
 
+from docpages import block
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 from otel_helpers import Collected, reset_globals
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 POLICY = Policy.from_toml('[tools.ship_order]\ndepends_on = ["order/{order_id}"]\n')
 
 
-def test_the_readme_gate_run_reports_its_decisions(otel: Collected) -> None:
-    code = re.findall(r"```python\n(.*?)```", _section("The gate"), re.S)[0]
-    exec(compile(code, "README-gate", "exec"), {"__name__": "readme"})
+def test_the_gate_pages_run_reports_its_decisions(otel: Collected) -> None:
+    code = block("docs/gate.md", "Using the gate")
+    exec(compile(code, "docs/gate.md", "exec"), {"__name__": "snippet"})
     spans = otel.finished()
     assert [s.name for s in spans] == ["planfence.check ship_order"] * 2
     replan, allow = (dict(s.attributes or {}) for s in spans)
@@ -113,16 +111,9 @@ def test_without_a_provider_nothing_is_made() -> None:
     assert not telemetry._tracing() and not telemetry._metering()
 
 
-def _section(heading: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"### {heading}\n")
-    end = text.find("\n### ", start + 1)
-    return text[start:end]
-
-
-def test_the_readme_exporter_setup_runs(otel: Collected) -> None:
-    [code] = re.findall(r"```python\n(.*?)```", _section("Tracing and metrics"), re.S)
+def test_the_observability_pages_exporter_setup_runs(otel: Collected) -> None:
+    code = block("docs/observability.md", "Tracing and metrics")
     reset_globals()
-    exec(compile(code, "README-otel", "exec"), {"__name__": "readme"})
+    exec(compile(code, "docs/observability.md", "exec"), {"__name__": "snippet"})
     assert telemetry._tracing()
     asyncio.run(asyncio.sleep(0))
