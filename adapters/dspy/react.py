@@ -32,10 +32,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from planfence.plugins.gate import (
     DEFAULT_AUDIT,
@@ -47,7 +47,7 @@ from planfence.plugins.gate import (
     Refused,
     ToolCall,
 )
-from planfence.plugins.gate.outage import PlanUnavailable
+from planfence.plugins.gate.outage import PlanUnavailable, store_down
 from planfence.shared_memory import AsyncStore, ConfigError, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
@@ -63,6 +63,7 @@ _MODEL_CALLS = (
     "_call_with_potential_trajectory_truncation",
     "_async_call_with_potential_trajectory_truncation",
 )
+_T = TypeVar("_T")
 _SHARED = frozenset({"gate", "bridge", "agent", "keys", "prefixes", "header"})
 
 
@@ -169,7 +170,7 @@ class PlanfenceReAct(Adapter, dspy.ReAct):  # type: ignore[misc]
     ) -> Any:
         run = self._mine()
         if run is not None and self._shows:
-            run.shown = self.bridge.run(read, run.stamper, self.keys, self.prefixes)
+            run.shown = self._blocking(read, run.stamper, self.keys, self.prefixes)
             run.fresh = True
             input_args[RECORDS] = shown_text(self.header, run.shown)
         return super()._call_with_potential_trajectory_truncation(module, trajectory, **input_args)
@@ -185,13 +186,22 @@ class PlanfenceReAct(Adapter, dspy.ReAct):  # type: ignore[misc]
         call = super()._async_call_with_potential_trajectory_truncation
         return await call(module, trajectory, **input_args)
 
+    def _blocking(self, fn: Callable[..., Awaitable[_T]], *args: Any, **kw: Any) -> _T:
+        """`read` or `stamp` from sync code: a store closed under the bridge is down too."""
+        try:
+            return self.bridge.run(fn, *args, **kw)
+        except Exception as exc:
+            if not store_down(exc):
+                raise
+            return cast(_T, PlanUnavailable.of(exc))
+
     def _stamp_value(self, tool: str) -> dict[str, Any]:
         return {"agent": self.agent, "tool": tool}
 
     def _plan(self, run: _Run | None, tool: str) -> str | PlanUnavailable | None:
         if run is not None and run.fresh:
             reads = reads_or_down(run.shown)
-            run.plan = self.bridge.run(stamp, run.stamper, reads, value=self._stamp_value(tool))
+            run.plan = self._blocking(stamp, run.stamper, reads, value=self._stamp_value(tool))
             run.fresh = False
         return run.plan if run is not None else None
 

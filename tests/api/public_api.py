@@ -32,6 +32,7 @@ PUBLIC = (
     "planfence.adapters.adk",
     "planfence.adapters.autogen",
     "planfence.adapters.crewai",
+    "planfence.adapters.dspy",
     "planfence.adapters.langgraph",
     "planfence.adapters.maf",
     "planfence.adapters.mcp",
