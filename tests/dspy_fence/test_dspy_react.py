@@ -231,3 +231,16 @@ def test_a_tool_called_outside_a_run_has_no_plan(store: Store) -> None:
 def test_a_signature_with_its_own_records_field_is_refused(store: Store) -> None:
     with pytest.raises(ConfigError, match="records"):
         PlanfenceReAct(store, POLICY, "records, task -> answer", [Booker().tool()], keys=[REQ])
+
+
+async def test_concurrent_runs_each_act_under_their_own_plan(store: Store) -> None:
+    booker = Booker()
+    lm, _ = scripted(book_once)
+    react = fence(store, booker)
+    with dspy.context(lm=lm):
+        await asyncio.gather(react.acall(task=TASK), react.acall(task=TASK))
+    await react.aclose()
+    assert booker.booked == ["Lisbon", "Lisbon"]
+    allows = find_decisions_sync(store, source="gate")
+    assert [d.verdict for d in allows] == ["allow", "allow"]
+    assert len({d.plan for d in allows}) == 2
