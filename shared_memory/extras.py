@@ -41,6 +41,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "a2a": ("a2a",),
     "crewai": ("crewai", "crewai_core"),
     "dspy": ("dspy", "litellm"),
+    "semantic-kernel": ("semantic_kernel",),
 }
 
 
