@@ -38,6 +38,7 @@ PUBLIC = (
     "planfence.adapters.mcp",
     "planfence.adapters.openai_agents",
     "planfence.adapters.pydantic_ai",
+    "planfence.adapters.semantic_kernel",
     "planfence.adapters.ui",
 )
 
