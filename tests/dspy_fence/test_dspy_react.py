@@ -244,3 +244,26 @@ async def test_concurrent_runs_each_act_under_their_own_plan(store: Store) -> No
     allows = find_decisions_sync(store, source="gate")
     assert [d.verdict for d in allows] == ["allow", "allow"]
     assert len({d.plan for d in allows}) == 2
+
+
+def test_an_async_tool_from_sync_code_runs_inside_the_gate_only_when_dspy_allows_it(
+    store: Store,
+) -> None:
+    tokens: list[Any] = []
+
+    async def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        tokens.append(current())
+        return f"booked a flight to {destination}"
+
+    react = PlanfenceReAct(store, POLICY, "task -> answer", [book_flight], keys=[REQ])
+    lm, _ = scripted(book_once)
+    with dspy.context(lm=lm):
+        refused = react(task=TASK).trajectory["observation_0"]
+    assert refused.startswith("Execution error in book_flight") and tokens == []
+    lm, _ = scripted(book_once)
+    with dspy.context(lm=lm, allow_tool_async_sync_conversion=True):
+        ran = react(task=TASK).trajectory["observation_0"]
+    react.close()
+    assert ran == "booked a flight to Lisbon"
+    assert len(tokens) == 1 and tokens[0] is not None
