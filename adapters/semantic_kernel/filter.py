@@ -115,14 +115,14 @@ class PlanfenceFilter(Adapter):
             "answer": None,
             "done": 0,
         }
-        message = ChatMessageContent(
-            role=AuthorRole.SYSTEM,
-            content=shown_text(self.header, records),
-            metadata={SOURCE: state},
-        )
-        if found is not None:
-            history.messages[found[0]] = message
+        text = shown_text(self.header, records)
+        if found is not None:  # in place: an agent's copy of a thread holds the same message
+            message = history.messages[found[0]]
+            message.content, message.metadata[SOURCE] = text, state
         else:
+            message = ChatMessageContent(
+                role=AuthorRole.SYSTEM, content=text, metadata={SOURCE: state}
+            )
             at = next(
                 (i for i, m in enumerate(history.messages) if m.role != AuthorRole.SYSTEM),
                 len(history.messages),

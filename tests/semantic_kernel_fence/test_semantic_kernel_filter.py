@@ -18,6 +18,7 @@ pytest.importorskip(
 
 from docpages import block
 from semantic_kernel import Kernel
+from semantic_kernel.agents import ChatCompletionAgent, ChatHistoryAgentThread
 from semantic_kernel.connectors.ai import FunctionChoiceBehavior, PromptExecutionSettings
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 from semantic_kernel.contents import (
@@ -27,7 +28,7 @@ from semantic_kernel.contents import (
     FunctionCallContent,
     FunctionResultContent,
 )
-from semantic_kernel.functions import kernel_function
+from semantic_kernel.functions import KernelArguments, kernel_function
 
 from planfence.adapters.semantic_kernel import PlanfenceFilter
 from planfence.fence import current
@@ -257,3 +258,35 @@ def test_install_is_idempotent(store: Store) -> None:
     fence.uninstall(kernel)
     assert kernel.auto_function_invocation_filters == []
     fence.close()
+
+
+async def test_a_chat_completion_agent_shown_the_records_before_each_response(
+    store: Store,
+) -> None:
+    """The agent copies its thread's history for each response: `show` on that history before
+    each one keeps what it copies current (a change in between needs no replan)."""
+
+    def decide(messages: list[ChatMessageContent]) -> list[dict[str, Any]] | str:
+        if messages[-1].role == AuthorRole.TOOL:
+            return "Booked."
+        [shown] = records(messages)
+        return book("Porto" if "Porto" in shown else "Lisbon")
+
+    trip = Trip()
+    fence = PlanfenceFilter(store, POLICY, keys=[REQ], agent="booker")
+    kernel = fence.install(Kernel())
+    kernel.add_plugin(trip, "trip")
+    kernel.add_service(Chat(ai_model_id="scripted", decide=decide, seen=[]))
+    settings = PromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+    agent = ChatCompletionAgent(
+        kernel=kernel, name="booker", arguments=KernelArguments(settings=settings)
+    )
+    history = ChatHistory()
+    thread = ChatHistoryAgentThread(chat_history=history)
+    for destination in ("Lisbon", "Porto"):
+        store.put(REQ, {"destination": destination}, author="customer")
+        await fence.show(history)
+        await agent.get_response(messages=TASK, thread=thread)
+    await fence.aclose()
+    assert trip.booked == ["Lisbon", "Porto"]
+    assert verdicts(store) == [("allow", "current"), ("allow", "current")]
