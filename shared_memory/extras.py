@@ -40,6 +40,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "maf": ("agent_framework",),
     "a2a": ("a2a",),
     "crewai": ("crewai", "crewai_core"),
+    "dspy": ("dspy", "litellm"),
+    "semantic-kernel": ("semantic_kernel",),
 }
 
 

@@ -32,11 +32,13 @@ PUBLIC = (
     "planfence.adapters.adk",
     "planfence.adapters.autogen",
     "planfence.adapters.crewai",
+    "planfence.adapters.dspy",
     "planfence.adapters.langgraph",
     "planfence.adapters.maf",
     "planfence.adapters.mcp",
     "planfence.adapters.openai_agents",
     "planfence.adapters.pydantic_ai",
+    "planfence.adapters.semantic_kernel",
     "planfence.adapters.ui",
 )
 
