@@ -116,6 +116,13 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     (FW + "crewai.md", "Add planfence to a CrewAI crew", 0): Runs(
         "crewai_fence/test_crewai_hooks.py::test_crewai_page_snippet_runs", venv=".venv-crewai"
     ),
+    (FW + "dspy.md", "Example", 0): Runs(
+        "dspy_fence/test_dspy_react.py::test_the_docs_example_runs"
+    ),
+    (FW + "semantic-kernel.md", "Example", 0): Runs(
+        "semantic_kernel_fence/test_semantic_kernel_filter.py::test_the_docs_example_runs",
+        venv=".venv-semantic_kernel",
+    ),
     (FW + "maf.md", "Add planfence to a Microsoft Agent Framework agent", 0): Runs(
         "maf/test_maf_readme.py::test_maf_page_snippet_runs"
     ),
@@ -214,15 +221,14 @@ SHELL_COMMANDS: dict[tuple[str, str], Entry] = {
         ".venv-crewai/bin/python -m pytest tests/crewai_fence && "
         ".venv-crewai/bin/python -m planfence.adapters.conformance --adapter crewai",
     ): CREWAI_VENV,
-    ("docs/benchmarks.md", "pip install 'planfence[tasks]'"): Skipped(
-        "installs packages from the network"
-    ),
     (
         "docs/benchmarks.md",
         "export PLANFENCE_LLM_BASE_URL=http://localhost:8000/v1 PLANFENCE_LLM_MODEL=qwen3-8b",
     ): LLM,
     ("docs/benchmarks.md", "export PLANFENCE_LLM_API_KEY=..."): LLM,
 }
+
+INSTALLS = Skipped("installs an extra's packages from the network (CI installs every extra)")
 
 
 def commands_of(code: str) -> list[str]:
@@ -241,7 +247,8 @@ def shell_commands() -> list[tuple[str, str]]:
 
 
 def shell_entry(page: str, command: str) -> Entry:
-    """A command's entry: those that serve or benchmark are known by their first words."""
+    """A command's entry: those that serve, benchmark or install an extra are known by their
+    first words."""
     if (page, command) in SHELL_RUN:
         return here("test_shell_commands_run_against_a_temporary_store")
     if (page, command) in SHELL_COMMANDS:
@@ -250,6 +257,8 @@ def shell_entry(page: str, command: str) -> Entry:
         return SERVES
     if command.startswith("planfence bench"):
         return BENCH
+    if re.fullmatch(r"pip install '(planfence\[[\w,-]+\]'\s*)+", command + " "):
+        return INSTALLS
     raise KeyError((page, command))
 
 
