@@ -13,12 +13,15 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from docpages import REPO, Block, block, page_blocks
 
 TIME_LIMIT_S = 120
@@ -137,3 +140,228 @@ def test_getting_started_links_where_next() -> None:
     text = (REPO / TOUR).read_text(encoding="utf-8")
     for target in ("concepts.md", "frameworks/index.md", "troubleshooting.md"):
         assert f"]({target})" in text
+
+
+# ---- docs/troubleshooting.md
+
+TROUBLE = "docs/troubleshooting.md"
+CODE_ROOTS = ("shared_memory", "plugins", "adapters", "demos")
+ALLOW_REASONS = {"current", "ungated"}
+
+
+def planfence(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run the `planfence` command; its exit status and what it printed (stderr after stdout)."""
+    proc = subprocess.run(
+        [str(BIN / "planfence"), *args],
+        cwd=cwd,
+        env=env or tour_env(cwd),
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT_S,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def refusal_reasons() -> set[str]:
+    """Every reason code a refusal can carry: the gate's `Reason`s but the two an allow gives,
+    and each code the adapters refuse with themselves (`gate.refuse(call, CODE, ...)`), found in
+    the source, so a new one cannot go without an entry."""
+    from planfence.plugins.gate.verdicts import Reason
+
+    codes = {r.value for r in Reason} - ALLOW_REASONS
+    constants: dict[str, str] = {}
+    refused: list[ast.expr] = []
+    for root in CODE_ROOTS:
+        for path in sorted((REPO / root).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)
+                ):
+                    constants[node.targets[0].id] = node.value.value
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "refuse"
+                    and len(node.args) >= 2
+                ):
+                    refused.append(node.args[1])
+    assert refused, "found no `refuse(...)` call: the scan no longer sees the adapters' refusals"
+    for arg in refused:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            codes.add(arg.value)
+        elif isinstance(arg, ast.Name) and arg.id in constants:
+            codes.add(constants[arg.id])
+        elif isinstance(arg, ast.Attribute) and arg.attr in constants:
+            codes.add(constants[arg.attr])
+        # else a variable carrying a code decided elsewhere (a lease's refusal: a `Reason`)
+    return codes
+
+
+def reason_entries() -> list[str]:
+    """The reason codes this page has an entry for: its `### `code`` headings."""
+    text = (REPO / TROUBLE).read_text(encoding="utf-8")
+    return re.findall(r"^### `([a-z_]+)`$", text, re.M)
+
+
+def test_every_refusal_reason_has_an_entry() -> None:
+    codes = refusal_reasons()
+    assert {"missing_plan", "stale_after_replan", "malformed_meta", "agent_mismatch"} <= codes
+    entries = reason_entries()
+    assert len(entries) == len(set(entries)), "a reason with two entries"
+    assert sorted(codes - set(entries)) == [], "reasons without an entry"
+    assert sorted(set(entries) - codes) == [], "entries for reasons the code does not give"
+
+
+@pytest.fixture
+def changed_trip(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The getting-started store after the customer's change: a plan on the old requirements
+    (`$PLAN` in the environment), and the tutorial's policy file."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    env = tour_env(tmp_path)
+    (folder / "policy.toml").write_text(
+        block(TOUR, "Say what the tool depends on", "toml"), encoding="utf-8"
+    )
+    key = "trip/42/requirements"
+    assert planfence("memory", "own", key, "--owner", "customer", cwd=folder)[0] == 0
+    value = '{"city": "Lisbon", "nights": 3}'
+    rc, req = planfence("memory", "put", key, "--as", "customer", "--value", value, cwd=folder)
+    assert rc == 0
+    rc, plan = planfence(
+        "plan", "create", "--as", "planner", "--parents", req.strip(), "--value", value, cwd=folder
+    )
+    assert rc == 0
+    porto = '{"city": "Porto", "nights": 4}'
+    assert planfence("memory", "put", key, "--as", "customer", "--value", porto, cwd=folder)[0] == 0
+    env["PLAN"] = plan.strip()
+    return folder, env
+
+
+def run_shell(code: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT_S,
+    )
+
+
+def test_the_check_example_shows_what_check_prints(changed_trip: tuple[Path, dict[str, str]]):
+    folder, env = changed_trip
+    proc = run_shell(block(TROUBLE, "How to see why", "bash", 1), folder, env)
+    assert proc.returncode == 3, proc.stderr  # a replan
+    shown = block(TROUBLE, "How to see why", "text")
+    assert Normaliser(str(folder))(proc.stdout) == Normaliser(str(folder))(shown)
+
+
+def test_the_audit_commands_run(changed_trip: tuple[Path, dict[str, str]]) -> None:
+    folder, env = changed_trip
+    code = block(TROUBLE, "How to see why", "bash", 0).replace("PLAN_ID", "$PLAN")
+    for line in code.strip().splitlines():
+        proc = run_shell(line, folder, env)
+        assert proc.returncode == 0, (line, proc.stderr)
+
+
+def test_the_messages_quoted_are_the_gates(changed_trip: tuple[Path, dict[str, str]]) -> None:
+    """The refusal messages the entries quote inline are what `planfence check` prints."""
+    folder, env = changed_trip
+    text = (REPO / TROUBLE).read_text(encoding="utf-8")
+    policy = folder / "agents.toml"
+    policy.write_text(
+        '[tools.book_hotel]\ndepends_on = ["trip/{trip}/requirements"]\nagents = ["executor"]\n',
+        encoding="utf-8",
+    )
+    cases = [
+        (["book_hotel", "--args", "{}", "--policy", "policy.toml"], "argument 'trip' is missing"),
+        (["book_hotel", "--args", '{"trip": "4/2"}', "--policy", "policy.toml"], "cannot name"),
+        (["cancel", "--args", "{}", "--policy", "policy.toml"], "has no dependency declaration"),
+        (
+            ["book_hotel", "--args", '{"trip": "42"}', "--policy", str(policy), "--agent", "NAME"],
+            "is for executor",
+        ),
+    ]
+    for args, part in cases:
+        rc, out = planfence("check", *args, "--plan", env["PLAN"], cwd=folder, env=env)
+        assert rc == 4, out
+        lines = out.splitlines()
+        [verdict] = [i for i, line in enumerate(lines) if line.startswith("verdict for plan")]
+        message = lines[verdict + 1].strip()  # the refusal's message, under its verdict
+        assert part in message
+        shown = message.replace("'cancel'", "'TOOL'").replace("'book_hotel'", "'TOOL'")
+        assert f"`{shown}`" in " ".join(text.split()), shown
+
+
+def test_the_missing_store_line(tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    rc, out = planfence(*block(TROUBLE, "No store at the path", "bash").split()[1:], cwd=folder)
+    assert rc == 1
+    shown = block(TROUBLE, "No store at the path", "text").strip()
+    assert out.strip().replace(str(folder), "~/project") == shown
+
+
+def test_the_busy_port_line(changed_trip: tuple[Path, dict[str, str]]) -> None:
+    folder, env = changed_trip
+    holder = socket.socket()
+    try:
+        try:  # hold the UI's default port, unless another server already does
+            holder.bind(("127.0.0.1", 8765))
+            holder.listen()
+        except OSError:
+            pass
+        rc, out = planfence(
+            *block(TROUBLE, "The port is already in use", "bash").split()[1:], cwd=folder, env=env
+        )
+    finally:
+        holder.close()
+    assert rc == 1
+    assert out.strip() == block(TROUBLE, "The port is already in use", "text").strip()
+
+
+# Each line the page quotes, and how to get it: the modules the extra installs made unimportable
+# (as in an environment without the extra), and the command.
+MISSING_EXTRA = {
+    "http": (("starlette", "uvicorn"), ["ui"]),
+    "postgres": (("psycopg", "psycopg_pool"), ["memory", "keys", "--store", "postgresql://x/db"]),
+    "mcp": (("mcp",), ["proxy", "--policy", "policy.toml", "--", "true"]),
+}
+
+
+def test_the_missing_extra_lines(changed_trip: tuple[Path, dict[str, str]]) -> None:
+    folder, env = changed_trip
+    lines = block(TROUBLE, "A feature needs an extra", "text").strip().splitlines()
+    assert len(lines) == len(MISSING_EXTRA)
+    for line in lines:
+        [extra] = re.findall(r"needs the '([a-z-]+)' extra", line)
+        modules, argv = MISSING_EXTRA[extra]
+        program = (
+            "import sys\n"
+            f"for name in {modules!r}: sys.modules[name] = None\n"
+            f"sys.argv = ['planfence', *{argv!r}]\n"
+            "from planfence.adapters.cli.main import main\n"
+            "sys.exit(main())\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", program],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIME_LIMIT_S,
+        )
+        assert proc.returncode == 1
+        assert (proc.stdout + proc.stderr).strip() == line
+
+
+def test_the_record_id_line(changed_trip: tuple[Path, dict[str, str]]) -> None:
+    folder, env = changed_trip
+    rc, out = planfence("memory", "get", "1234", cwd=folder, env=env)
+    assert rc == 2 or rc == 1
+    assert out.strip() == block(TROUBLE, "A plan id the command does not take", "text").strip()
