@@ -365,3 +365,83 @@ def test_the_record_id_line(changed_trip: tuple[Path, dict[str, str]]) -> None:
     rc, out = planfence("memory", "get", "1234", cwd=folder, env=env)
     assert rc == 2 or rc == 1
     assert out.strip() == block(TROUBLE, "A plan id the command does not take", "text").strip()
+
+
+# ---- docs/concepts.md
+
+CONCEPTS = "docs/concepts.md"
+
+
+def verdict_reasons() -> dict[str, set[str]]:
+    """The gate's reason codes by the verdict that carries them."""
+    from planfence.plugins.gate.verdicts import BLOCK_REASONS, Reason
+
+    return {
+        "allow": {Reason.CURRENT.value, Reason.UNGATED.value},
+        "replan": {Reason.STALE.value},
+        "block": {str(r) for r in BLOCK_REASONS},
+    }
+
+
+def test_the_policy_example_declares_what_the_text_says() -> None:
+    from planfence.plugins.gate import Policy
+
+    policy = Policy.from_toml(block(CONCEPTS, "D(a): the keys a call depends on", "toml"))
+    book = policy.get("book_hotel")
+    assert book is not None
+    assert book.scope({"trip": "42", "customer": {"id": "c9"}}) == (
+        "customer/c9/card",
+        "trip/42/requirements",
+    )
+    weather = policy.get("get_weather")
+    assert weather is not None and weather.ungated
+
+
+def test_the_diagram_names_real_verdicts_and_reasons() -> None:
+    diagram = block(CONCEPTS, "The check", "mermaid")
+    by_verdict = verdict_reasons()
+    labels = re.findall(r'"(allow|replan|block): ([a-z_, <>/.]+)"', diagram)
+    assert {verdict for verdict, _ in labels} == {"allow", "replan", "block"}
+    named: set[str] = set()
+    for verdict, text in labels:
+        parts = [part.strip() for part in re.split(r",|<br/>", text)]
+        codes = {part for part in parts if re.fullmatch(r"[a-z_]+", part)}  # not "...", prose
+        assert codes, text
+        assert codes <= by_verdict[verdict], (verdict, codes)
+        named |= codes
+    # The reasons a check decides on its own (not a failed read or write) are all drawn.
+    assert {
+        "undeclared_tool",
+        "agent_not_allowed",
+        "scope_unresolved",
+        "missing_plan",
+        "unknown_plan",
+        "incomplete_lineage",
+        "stale_after_replan",
+        "stale_dependencies",
+        "current",
+        "ungated",
+    } <= named
+
+
+def test_the_verdict_table_lists_every_reason() -> None:
+    text = (REPO / CONCEPTS).read_text(encoding="utf-8")
+    for verdict, codes in verdict_reasons().items():
+        [row] = re.findall(rf"^\| `{verdict}` \| ([^|]+) \|", text, re.M)
+        assert set(re.findall(r"`([a-z_]+)`", row)) == codes, verdict
+
+
+def test_the_numbers_are_the_codes() -> None:
+    from planfence.plugins.gate.decision import MAX_SUPERSEDES_CHAIN
+    from planfence.plugins.janus import JanusConfig
+    from planfence.shared_memory.lineage import DEFAULT_MAX_RECORDS
+
+    concepts = " ".join((REPO / CONCEPTS).read_text(encoding="utf-8").split())
+    trouble = " ".join((REPO / TROUBLE).read_text(encoding="utf-8").split())
+    assert f"longer than {MAX_SUPERSEDES_CHAIN} plans" in concepts
+    assert f"{DEFAULT_MAX_RECORDS:,} by default" in trouble
+    config = JanusConfig()
+    assert f"the first {config.support_size} candidates" in concepts
+    assert f"{round(config.budget * 100)}% of the steps over any {config.budget_window}" in concepts
+    assert f"the floor ({config.floor})" in concepts
+    assert f'`on_tie="{config.on_tie}"`' in concepts
