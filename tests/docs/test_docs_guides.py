@@ -16,7 +16,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -445,3 +447,107 @@ def test_the_numbers_are_the_codes() -> None:
     assert f"{round(config.budget * 100)}% of the steps over any {config.budget_window}" in concepts
     assert f"the floor ({config.floor})" in concepts
     assert f'`on_tie="{config.on_tie}"`' in concepts
+
+
+# ---- docs/operating/upgrades.md
+
+UPGRADES = "docs/operating/upgrades.md"
+SQLITE_STEPS = "Upgrading a SQLite store"
+PG_STEPS = "Upgrading a PostgreSQL store"
+
+
+def new_store(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    rc, out = planfence("memory", "own", "trip/42/requirements", "--owner", "customer", cwd=folder)
+    assert rc == 0, out
+
+
+def test_the_schema_version_named_is_the_codes() -> None:
+    from planfence.shared_memory.backends.postgres_schema import MIGRATIONS as POSTGRES
+    from planfence.shared_memory.backends.sqlite_schema import MIGRATIONS as SQLITE
+
+    assert len(SQLITE) == len(POSTGRES)
+    text = (REPO / UPGRADES).read_text(encoding="utf-8")
+    assert f"writes **schema version {len(SQLITE)}**" in text
+    rows = re.findall(r"^\| (\d+) \| ", text, re.M)
+    assert rows == [str(n) for n in range(1, len(SQLITE) + 1)], "one row per schema version"
+
+
+def test_the_sqlite_version_command(tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    new_store(folder)
+    proc = run_shell(block(UPGRADES, "The schema version", "bash"), folder, tour_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == block(UPGRADES, "The schema version", "text").strip()
+
+
+@pytest.mark.postgres
+def test_the_postgres_version_query(pg_url: str) -> None:
+    import psycopg
+
+    from planfence.shared_memory import open_store
+    from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
+
+    open_store(pg_url).close()  # a new store, at this version
+    conninfo, schema = split_schema(pg_url)
+    with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
+        row = conn.execute(block(UPGRADES, "The schema version", "sql")).fetchone()  # type: ignore[arg-type]
+    assert row is not None and row[0] == len(MIGRATIONS)
+
+
+def test_a_newer_store_is_refused_in_the_line_shown(tmp_path: Path) -> None:
+    from planfence.shared_memory.backends.sqlite_schema import MIGRATIONS
+
+    folder = tmp_path / "project"
+    new_store(folder)
+    conn = sqlite3.connect(folder / ".planfence" / "memory.db")
+    conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    conn.commit()
+    conn.close()
+    rc, out = planfence("memory", "keys", cwd=folder)
+    assert rc == 1
+    shown = block(UPGRADES, "What happens when a store is opened", "text").strip()
+    assert out.strip().replace(str(folder), "~/project") == shown
+
+
+def test_the_sqlite_backup_and_the_first_open(tmp_path: Path) -> None:
+    from planfence.shared_memory import open_store
+
+    folder = tmp_path / "project"
+    new_store(folder)
+    env = tour_env(tmp_path)
+    backup = block(UPGRADES, SQLITE_STEPS, "bash", 0)
+    proc = run_shell(backup, folder, env)
+    assert proc.returncode == 0, proc.stderr
+    with open_store(f"sqlite:///{folder / 'memory-backup.db'}", create=False) as copy:
+        assert copy.owner("trip/42/requirements") == "customer"
+    assert "pip install --upgrade planfence" in block(UPGRADES, SQLITE_STEPS, "bash", 1)
+    proc = run_shell(block(UPGRADES, SQLITE_STEPS, "bash", 2), folder, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "trip/42/requirements" in proc.stdout
+
+
+@pytest.mark.postgres
+def test_the_pg_dump_command(pg_url: str, tmp_path: Path) -> None:
+    from planfence.shared_memory import open_store
+    from planfence.shared_memory.backends.postgres import split_schema
+
+    if shutil.which("pg_dump") is None:
+        pytest.skip("pg_dump (PostgreSQL's client tools) is not installed")
+    with open_store(pg_url) as store:
+        store.own("trip/42/requirements", "customer")
+    conninfo, schema = split_schema(pg_url)
+    command = block(UPGRADES, PG_STEPS, "bash")
+    assert "--schema=planfence " in command and '"postgresql://user@host/db"' in command
+    command = command.replace("--schema=planfence ", f"--schema={schema} ")
+    command = command.replace('"postgresql://user@host/db"', f"'{conninfo}'")
+    proc = run_shell(command, tmp_path, tour_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    listed = subprocess.run(
+        ["pg_restore", "--list", str(tmp_path / "planfence-backup.dump")],
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT_S,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert f"TABLE {schema} pf_keys" in listed.stdout
