@@ -551,3 +551,69 @@ def test_the_pg_dump_command(pg_url: str, tmp_path: Path) -> None:
     )
     assert listed.returncode == 0, listed.stderr
     assert f"TABLE {schema} pf_keys" in listed.stdout
+
+
+# ---- docs/contributing.md
+
+CONTRIBUTING = "docs/contributing.md"
+TESTS = "Running the tests"
+CONFORMANCE = "The conformance suites"
+
+
+def ci_script() -> str:
+    return (REPO / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_the_setup_and_suite_commands_are_cis() -> None:
+    """Set-up and the whole suite are CI's own lines, verbatim (CI runs them; a test here would
+    install and run the suite again)."""
+    lines = set(ci_script().splitlines())
+    for index in (0, 1):
+        command = block(CONTRIBUTING, TESTS, "bash", index).strip()
+        assert command in lines, command
+
+
+def test_the_folder_command_names_a_test_folder() -> None:
+    command = block(CONTRIBUTING, TESTS, "bash", 2).strip()
+    folder = command.split()[3]
+    assert command == f".venv/bin/python -m pytest {folder} -q"
+    assert (REPO / folder).is_dir()
+
+
+def test_the_checks_are_cis() -> None:
+    script = ci_script()
+    for line in block(CONTRIBUTING, TESTS, "bash", 3).strip().splitlines():
+        for command in line.split(" && "):
+            assert re.search(rf"^{re.escape(command)}( |$)", script, re.M), command
+
+
+def test_the_layers_are_the_import_contract() -> None:
+    project = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    [layers] = re.findall(r'type = "layers"\nlayers = \[(.*?)\]', project, re.S)
+    assert re.findall(r'"planfence\.(\w+)"', layers) == [
+        "demos",
+        "adapters",
+        "fence",
+        "plugins",
+        "shared_memory",
+    ]
+
+
+def test_the_adapter_conformance_table(tmp_path: Path) -> None:
+    command = block(CONTRIBUTING, CONFORMANCE, "bash", 0).strip()
+    assert command.startswith("python -m planfence.adapters.conformance ")
+    proc = run_shell(command, tmp_path, tour_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    shown = block(CONTRIBUTING, CONFORMANCE, "text")
+    assert Normaliser("")(proc.stdout) == Normaliser("")(shown)
+
+
+def test_the_store_conformance_file_runs_the_suite() -> None:
+    """The command runs a file of the suite (CI runs it with the rest): the file is there and
+    runs the shipped checks."""
+    command = block(CONTRIBUTING, CONFORMANCE, "bash", 1).strip()
+    path = command.split()[3]
+    assert command == f".venv/bin/python -m pytest {path} -q"
+    assert "from planfence.shared_memory.conformance import CHECKS" in (REPO / path).read_text(
+        encoding="utf-8"
+    )
