@@ -17,7 +17,6 @@ request in flight when the connection dies. Failures surface as `UpstreamFailure
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import os
@@ -25,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import planfence
 from planfence.shared_memory import PlanfenceError
 
 from . import jsonrpc as rpc
@@ -436,11 +436,5 @@ def proxy_info() -> dict[str, Any]:
     return {"name": "planfence-proxy", "version": _version()}
 
 
-@functools.cache
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("planfence")
-    except Exception:
-        return "0"
+    return planfence.__version__
