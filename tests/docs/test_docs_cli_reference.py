@@ -114,15 +114,3 @@ def test_the_installed_program_prints_what_the_page_says(argv: tuple[str, ...]) 
         if m:
             words = m.group(1).replace("\\|", "|").split()
             assert " ".join(words) in " ".join(text.split()), (prog, m.group(1))
-
-
-def test_the_version_option_prints_the_package_version() -> None:
-    from importlib.metadata import version
-
-    import planfence
-
-    program = shutil.which("planfence", path=str(Path(sys.executable).parent))
-    assert program
-    assert run(program, "--version") == f"planfence {version('planfence')}\n"
-    assert planfence.__version__ == version("planfence")
-    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", planfence.__version__)
