@@ -116,6 +116,9 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     (FW + "crewai.md", "Add planfence to a CrewAI crew", 0): Runs(
         "crewai_fence/test_crewai_hooks.py::test_crewai_page_snippet_runs", venv=".venv-crewai"
     ),
+    ("docs/reference/policy.md", "The same policy in code", 0): Runs(
+        "docs/test_docs_reference_pages.py::test_policy_code_example_runs"
+    ),
     ("docs/getting-started.md", "Book through the gate", 0): Runs(
         "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
     ),
@@ -246,6 +249,9 @@ SHELL_BLOCKS: dict[tuple[str, str, int], Entry] = {
     ),
     ("docs/getting-started.md", "Say what the tool depends on", 0): Runs(
         "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/reference/policy.md", "The same policy in code", 0): Runs(
+        "docs/test_docs_reference_pages.py::test_policy_code_example_runs"
     ),
     ("docs/getting-started.md", "Book through the gate", 0): Runs(
         "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
