@@ -201,7 +201,7 @@ class PlanfenceClaudeHooks(Adapter):
 
     # ---- act side: judged before the tool, the tool inside the allow
 
-    def judged_name(self, tool_name: str) -> str:
+    def _judged_name(self, tool_name: str) -> str:
         """The name a tool is judged as: an MCP tool (`mcp__<server>__<tool>`) by its own name
         unless the policy declares the full one."""
         if tool_name.startswith(MCP_PREFIX) and self.gate.policy.get(tool_name) is None:
@@ -211,7 +211,7 @@ class PlanfenceClaudeHooks(Adapter):
     async def _on_pre_tool(
         self, input: Any, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
-        name = self.judged_name(str(input.get("tool_name", "")))
+        name = self._judged_name(str(input.get("tool_name", "")))
         args = input.get("tool_input")
         args = dict(args) if isinstance(args, Mapping) else {}
         session = self._sessions.get(str(input.get("session_id", "")))
