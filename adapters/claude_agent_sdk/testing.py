@@ -92,6 +92,7 @@ class ScriptedCLI(Transport):
         self._driver: asyncio.Task[None] | None = None
         self._ids = 0
         self._ready = False
+        self._failure: Exception | None = None
 
     # ---- Transport
 
@@ -108,6 +109,8 @@ class ScriptedCLI(Transport):
     async def read_messages(self) -> AsyncIterator[dict[str, Any]]:
         while (message := await self._out.get()) is not None:
             yield message
+        if self._failure is not None:  # the model or a tool of the script raised
+            raise self._failure
 
     async def end_input(self) -> None:
         self._prompts.put_nowait(None)
@@ -172,6 +175,13 @@ class ScriptedCLI(Transport):
     # ---- the CLI's loop
 
     async def _drive(self) -> None:
+        try:
+            await self._conversation()
+        except Exception as exc:  # as a CLI that crashed: its output ends, the SDK raises
+            self._failure = exc
+        self._out.put_nowait(None)  # the CLI exits when its input ends
+
+    async def _conversation(self) -> None:
         await self._initialized.wait()
         await self._connect_servers()
         system = self.options.system_prompt
@@ -188,10 +198,6 @@ class ScriptedCLI(Transport):
         )
         while (message := await self._prompts.get()) is not None:
             await self._prompt(_text(message.get("message", {}).get("content", "")))
-        self._send_end()
-
-    def _send_end(self) -> None:
-        self._out.put_nowait(None)  # the CLI exits when its input ends
 
     async def _connect_servers(self) -> None:
         servers = self.options.mcp_servers
