@@ -226,7 +226,7 @@ async def test_the_clis_own_tools_are_judged_by_name_and_undeclared_is_denied() 
     store = await trip_store()
     fence = PlanfenceClaudeHooks(store, POLICY, keys=[REQ])
     options = ClaudeAgentOptions(hooks=fence.hooks)
-    calls = iter([("Bash", {"command": "rm -rf /tmp/trip"}), "Done."])
+    calls = iter([("Bash", {"command": "rm -rf trip-42"}), "Done."])
     try:
         [result] = tool_results(await run(options, lambda turn: next(calls)))
         assert result.is_error is True and "undeclared_tool" in str(result.content)
