@@ -42,6 +42,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "crewai": ("crewai", "crewai_core"),
     "dspy": ("dspy", "litellm"),
     "semantic-kernel": ("semantic_kernel",),
+    "claude-agent-sdk": ("claude_agent_sdk",),
 }
 
 

@@ -31,6 +31,8 @@ PUBLIC = (
     "planfence.adapters.a2a",
     "planfence.adapters.adk",
     "planfence.adapters.autogen",
+    "planfence.adapters.claude_agent_sdk",
+    "planfence.adapters.claude_agent_sdk.testing",
     "planfence.adapters.crewai",
     "planfence.adapters.dspy",
     "planfence.adapters.langgraph",
