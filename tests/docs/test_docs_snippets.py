@@ -122,6 +122,9 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     ("docs/getting-started.md", "Book through the gate", 0): Runs(
         "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
     ),
+    (FW + "claude-agent-sdk.md", "Example", 0): Runs(
+        "claude_agent_sdk/test_claude_agent_sdk_hooks.py::test_the_docs_example_runs_and_its_plan_cites_what_was_shown"
+    ),
     (FW + "dspy.md", "Example", 0): Runs(
         "dspy_fence/test_dspy_react.py::test_the_docs_example_runs"
     ),
@@ -249,9 +252,6 @@ SHELL_BLOCKS: dict[tuple[str, str, int], Entry] = {
     ),
     ("docs/getting-started.md", "Say what the tool depends on", 0): Runs(
         "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
-    ),
-    ("docs/reference/policy.md", "The same policy in code", 0): Runs(
-        "docs/test_docs_reference_pages.py::test_policy_code_example_runs"
     ),
     ("docs/getting-started.md", "Book through the gate", 0): Runs(
         "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
