@@ -33,6 +33,7 @@ PUBLIC = (
     "planfence.adapters.autogen",
     "planfence.adapters.crewai",
     "planfence.adapters.langgraph",
+    "planfence.adapters.llamaindex",
     "planfence.adapters.maf",
     "planfence.adapters.mcp",
     "planfence.adapters.openai_agents",
