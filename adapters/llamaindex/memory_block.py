@@ -90,8 +90,8 @@ class PlanfenceMemoryBlock(Adapter, BaseMemoryBlock[str]):
     """
 
     # planfence's side (set by `attach_gate`), kept out of the block's serialised form
-    bridge: StoreBridge = Field(default=cast(Any, None), exclude=True)
-    gate: GateMiddleware = Field(default=cast(Any, None), exclude=True)
+    bridge: StoreBridge = Field(default=cast(Any, None), exclude=True, repr=False)
+    gate: GateMiddleware = Field(default=cast(Any, None), exclude=True, repr=False)
     agent: str | None = Field(default=None, exclude=True)
     keys: list[str] = Field(default_factory=list)
     prefixes: list[str] = Field(default_factory=list)
