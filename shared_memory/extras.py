@@ -41,6 +41,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "a2a": ("a2a",),
     "crewai": ("crewai", "crewai_core"),
     "llamaindex": ("llama_index", "workflows", "llama_index_instrumentation"),
+    "haystack": ("haystack",),
 }
 
 

@@ -32,6 +32,7 @@ PUBLIC = (
     "planfence.adapters.adk",
     "planfence.adapters.autogen",
     "planfence.adapters.crewai",
+    "planfence.adapters.haystack",
     "planfence.adapters.langgraph",
     "planfence.adapters.llamaindex",
     "planfence.adapters.maf",

@@ -17,6 +17,7 @@ CASES = [
     ("planfence.adapters.a2a", "PlanfenceInterceptor", "a2a.client", "a2a"),
     ("planfence.adapters.crewai", "PlanfenceHooks", "crewai", "crewai"),
     ("planfence.adapters.llamaindex", "PlanfenceMemoryBlock", "llama_index", "llamaindex"),
+    ("planfence.adapters.haystack", "PlanfenceHook", "haystack", "haystack"),
 ]
 
 PROGRAM = """
