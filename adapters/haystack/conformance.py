@@ -3,6 +3,7 @@ scripted chat generator component that asks the script on every model call."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -11,6 +12,9 @@ from planfence.shared_memory.extras import extra_imports
 
 from ..conformance.harness import Run, controlled
 from ..conformance.world import AGENT, KEY, TASK, Script, World
+
+# The suite runs offline: Haystack's usage telemetry (on unless this says otherwise) stays off.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 with extra_imports("haystack", "the Haystack conformance harness"):
     from haystack import component

@@ -142,6 +142,15 @@ class PlanfenceHook(Adapter):
             value = {"agent": self.agent, "tool_calls": [c.tool_name for c in answer.tool_calls]}
             run.plan = await stamp(run.stamper, reads_or_down(run.shown), value=value)
 
+    def close(self) -> None:
+        """Close the gate (the agent's `close()` calls it): a deferred audit writes what it
+        has queued."""
+        self.bridge.run(self.gate.aclose)
+
+    async def close_async(self) -> None:
+        """`close` for `Agent.close_async()`."""
+        await self.aclose()
+
     def to_dict(self) -> dict[str, Any]:
         """What the hook shows; its store and policy are the application's to give again."""
         return {
