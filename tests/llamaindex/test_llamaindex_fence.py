@@ -304,3 +304,56 @@ async def test_an_agent_workflow_and_a_continued_context(trip: Trip, chats: Asyn
     assert first == second == "booked a flight to Lisbon"
     assert trip.booked == ["Lisbon", "Lisbon"]
     assert await trip.verdicts() == [("allow", "current"), ("allow", "current")]
+
+
+async def test_two_agents_in_one_workflow_each_with_their_own_block(
+    trip: Trip, chats: AsyncEngine
+) -> None:
+    """A planner that checks the weather and hands off to a booker; each agent's tools behind
+    its own block (own name, own plans), both blocks in the one shared memory."""
+    planner_fence = PlanfenceMemoryBlock(
+        trip.store, POLICY, keys=[REQ], agent="planner", name="planner_records"
+    )
+    booker_fence = fence_for(trip, name="booker_records")
+    shown: list[str] = []
+
+    def plan(messages: Sequence[ChatMessage]) -> ChatMessage:
+        if not tool_results(messages):
+            return calls(("check_weather", "Lisbon"))
+        handoff = ToolCallBlock(
+            tool_call_id="h",
+            tool_name="handoff",
+            tool_kwargs={"to_agent": "booker", "reason": "go"},
+        )
+        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[handoff])
+
+    def book(messages: Sequence[ChatMessage]) -> ChatMessage:
+        shown.append(str(messages[0].content))
+        if messages[-1].role == MessageRole.TOOL and "booked" in (messages[-1].content or ""):
+            return done(messages[-1].content or "")
+        return calls(("book_flight", "Lisbon"))
+
+    planner = FunctionAgent(
+        name="planner",
+        description="Plans the trip.",
+        tools=planner_fence.tools([trip.check_weather]),
+        llm=llm(plan),
+        can_handoff_to=["booker"],
+    )
+    booker = FunctionAgent(
+        name="booker",
+        description="Books flights.",
+        tools=booker_fence.tools([trip.book_flight]),
+        llm=llm(book),
+    )
+    workflow = AgentWorkflow(agents=[planner, booker], root_agent="planner")
+    memory = Memory.from_defaults(memory_blocks=[planner_fence, booker_fence], async_engine=chats)
+    output, _ = await run(workflow, memory)
+    await planner_fence.aclose()
+    await booker_fence.aclose()
+    assert output == "booked a flight to Lisbon"
+    assert trip.weather == ["Lisbon"] and trip.booked == ["Lisbon"]
+    assert "<booker_records>" in shown[0] and "<planner_records>" in shown[0]
+    [allow] = [d for d in await find_decisions(trip.store, tool="book_flight")]
+    assert allow.verdict == "allow"
+    assert (await trip.store.get(allow.plan)).author == "booker"  # the booker's own plan chain
