@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from docpages import block
-from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ToolCallResult
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent, ToolCallResult
 from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.llms.mock import MockFunctionCallingLLM
@@ -357,3 +357,33 @@ async def test_two_agents_in_one_workflow_each_with_their_own_block(
     [allow] = [d for d in await find_decisions(trip.store, tool="book_flight")]
     assert allow.verdict == "allow"
     assert (await trip.store.get(allow.plan)).author == "booker"  # the booker's own plan chain
+
+
+# ReActAgent asks its step's context whether it is running, which the workflow deprecates.
+@pytest.mark.filterwarnings("ignore:is_running called from within a step:DeprecationWarning")
+async def test_a_react_agent_with_a_system_prompt_is_shown_the_records(
+    trip: Trip, chats: AsyncEngine
+) -> None:
+    """`ReActAgent` folds the first system message into its own prompt; given a `system_prompt`,
+    that is its own, and the records' message reaches the model."""
+    shown: list[bool] = []
+    action = 'Thought: book it\nAction: book_flight\nAction Input: {"destination": "Lisbon"}'
+
+    def answer(messages: Sequence[ChatMessage]) -> ChatMessage:
+        shown.append(any('{"destination":"Lisbon"}' in (m.content or "") for m in messages))
+        observed = any("Observation: booked" in (m.content or "") for m in messages)
+        return done("Thought: done\nAnswer: booked") if observed else done(action)
+
+    fence = fence_for(trip)
+    agent = ReActAgent(
+        tools=fence.tools([trip.book_flight]), llm=llm(answer), system_prompt="You book flights."
+    )
+    output, [result] = await run(
+        agent, Memory.from_defaults(memory_blocks=[fence], async_engine=chats)
+    )
+    await fence.aclose()
+    assert output == "booked"
+    assert not result.tool_output.is_error, result.tool_output.content
+    assert trip.booked == ["Lisbon"]
+    assert shown and all(shown)
+    assert await trip.verdicts() == [("allow", "current")]
