@@ -6,6 +6,7 @@ calls, tools that take the `Context`, runs that continue a `Context`, no block i
 No `from __future__ import annotations` here: LlamaIndex finds a tool's `Context` parameter by
 its annotation object, which a string annotation is not."""
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -387,3 +388,38 @@ async def test_a_react_agent_with_a_system_prompt_is_shown_the_records(
     assert trip.booked == ["Lisbon"]
     assert shown and all(shown)
     assert await trip.verdicts() == [("allow", "current")]
+
+
+async def test_runs_at_once_keep_plan_chains_of_their_own(trip: Trip) -> None:
+    """Two runs of one agent and one block, their model calls interleaved: neither run's plan
+    supersedes the other's."""
+    arrived: list[None] = []
+    both = asyncio.Event()
+
+    async def respond(messages: Sequence[ChatMessage], **_: Any) -> AsyncIterator[ChatMessage]:
+        if tool_results(messages):
+            yield done()
+            return
+        arrived.append(None)
+        if len(arrived) == 2:
+            both.set()
+        await asyncio.wait_for(both.wait(), 10)  # both runs were shown the records
+        yield calls(("book_flight", "Lisbon"))
+
+    fence = fence_for(trip)
+    model = MockFunctionCallingLLM(response_generator=respond)
+    agent = FunctionAgent(tools=fence.tools([trip.book_flight]), llm=model)
+    engines = [create_async_engine("sqlite+aiosqlite://") for _ in range(2)]
+    try:
+        memories = [Memory.from_defaults(memory_blocks=[fence], async_engine=e) for e in engines]
+        await asyncio.gather(*(run(agent, m) for m in memories))
+    finally:
+        for engine in engines:
+            await engine.dispose()
+    await fence.aclose()
+    assert trip.booked == ["Lisbon", "Lisbon"]
+    found = await find_decisions(trip.store, source="gate")
+    assert [d.verdict for d in found] == ["allow", "allow"]
+    plans = [await trip.store.get(d.plan) for d in found if d.plan]
+    assert len({p.id for p in plans}) == 2
+    assert [p.supersedes for p in plans] == [None, None]
