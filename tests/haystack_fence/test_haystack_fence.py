@@ -5,6 +5,7 @@ edges (parallel calls, tools that take the `State`, a continued conversation, no
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from haystack.dataclasses import ChatMessage, ChatRole, ToolCall
 
 from planfence.adapters.haystack import PlanfenceHook
 from planfence.adapters.haystack.hook import RECORDS
+from planfence.fence import current, verify_sync
 from planfence.plugins.gate import (
     Middleware,
     Policy,
@@ -294,3 +296,72 @@ async def test_a_continued_conversation_holds_one_records_message_current(trip: 
     assert trip.booked == ["Lisbon", "Lisbon"]
     found = await find_decisions(trip.store, source="gate")
     assert sorted(d.verdict for d in found) == ["allow", "allow"]
+
+
+def test_a_sync_tool_in_a_sync_run_holds_its_allows_fencing_token(tmp_path: Path) -> None:
+    """`Agent.run` runs tools in worker threads: the token is the tool's own there too."""
+    store = open_store(f"sqlite:///{tmp_path / 'team.db'}")
+    store.own(REQ, "customer")
+    store.put(REQ, {"destination": "Lisbon"}, author="customer")
+    tokens: list[Any] = []
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        tokens.append(current())
+        return f"booked a flight to {destination}"
+
+    def answer(messages: list[ChatMessage]) -> ChatMessage:
+        done = ChatMessage.from_assistant("Done.")
+        return done if answered(messages) else calls(("book_flight", "Lisbon"))
+
+    fence = PlanfenceHook(store, POLICY, keys=[REQ], agent="booker")
+    agent = Agent(
+        chat_generator=MockChatGenerator(response_fn=answer),
+        tools=fence.tools([book_flight]),
+        hooks=fence.hooks(),
+    )
+    try:
+        agent.run(messages=TASK)
+        agent.close()
+        [token] = tokens
+        assert token is not None
+        checked = verify_sync(token, store, tool="book_flight", args={"destination": "Lisbon"})
+        assert checked.heads[REQ].head == store.head(REQ)
+    finally:
+        store.close()
+
+
+async def test_runs_at_once_keep_plan_chains_of_their_own(trip: Trip) -> None:
+    """Two runs of one agent and one hook, their model calls interleaved: neither run's plan
+    supersedes the other's."""
+    arrived: list[None] = []
+    both = asyncio.Event()
+
+    @component
+    class Waiting:
+        @component.output_types(replies=list[ChatMessage])
+        def run(self, messages: list[ChatMessage], tools: Any = None) -> dict[str, Any]:
+            raise NotImplementedError
+
+        @component.output_types(replies=list[ChatMessage])
+        async def run_async(self, messages: list[ChatMessage], tools: Any = None) -> dict[str, Any]:
+            if answered(messages):
+                return {"replies": [ChatMessage.from_assistant("Done.")]}
+            arrived.append(None)
+            if len(arrived) == 2:
+                both.set()
+            await asyncio.wait_for(both.wait(), 10)  # both runs were shown the records
+            return {"replies": [calls(("book_flight", "Lisbon"))]}
+
+    fence = fence_for(trip)
+    agent = Agent(
+        chat_generator=Waiting(), tools=fence.tools([trip.book_flight]), hooks=fence.hooks()
+    )
+    await asyncio.gather(agent.run_async(messages=TASK), agent.run_async(messages=TASK))
+    await agent.close_async()
+    assert trip.booked == ["Lisbon", "Lisbon"]
+    found = await find_decisions(trip.store, source="gate")
+    assert [d.verdict for d in found] == ["allow", "allow"]
+    plans = [await trip.store.get(d.plan) for d in found if d.plan]
+    assert len({p.id for p in plans}) == 2
+    assert [p.supersedes for p in plans] == [None, None]
