@@ -43,6 +43,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "dspy": ("dspy", "litellm"),
     "semantic-kernel": ("semantic_kernel",),
     "claude-agent-sdk": ("claude_agent_sdk",),
+    "llamaindex": ("llama_index", "workflows", "llama_index_instrumentation"),
+    "haystack": ("haystack",),
 }
 
 

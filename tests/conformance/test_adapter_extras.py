@@ -18,6 +18,8 @@ CASES = [
     ("planfence.adapters.crewai", "PlanfenceHooks", "crewai", "crewai"),
     ("planfence.adapters.dspy", "PlanfenceReAct", "dspy", "dspy"),
     ("planfence.adapters.semantic_kernel", "PlanfenceFilter", "semantic_kernel", "semantic-kernel"),
+    ("planfence.adapters.llamaindex", "PlanfenceMemoryBlock", "llama_index", "llamaindex"),
+    ("planfence.adapters.haystack", "PlanfenceHook", "haystack", "haystack"),
 ]
 
 PROGRAM = """
