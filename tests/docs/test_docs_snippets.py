@@ -125,6 +125,12 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     (FW + "claude-agent-sdk.md", "Example", 0): Runs(
         "claude_agent_sdk/test_claude_agent_sdk_hooks.py::test_the_docs_example_runs_and_its_plan_cites_what_was_shown"
     ),
+    (FW + "llamaindex.md", "Example", 0): Runs(
+        "llamaindex/test_llamaindex_fence.py::test_the_docs_example_runs"
+    ),
+    (FW + "haystack.md", "Example", 0): Runs(
+        "haystack_fence/test_haystack_fence.py::test_the_docs_example_runs"
+    ),
     (FW + "dspy.md", "Example", 0): Runs(
         "dspy_fence/test_dspy_react.py::test_the_docs_example_runs"
     ),
