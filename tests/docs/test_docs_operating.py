@@ -63,3 +63,33 @@ def test_the_pool_snippet_opens_a_store_with_its_pool(
     pool = store.aio._pool  # type: ignore[attr-defined]
     assert (pool.min_size, pool.max_size) == (2, 16)
     assert store._closed  # type: ignore[attr-defined]  # the with block closed it
+
+
+OBSERVABILITY = "docs/observability.md"
+
+
+def test_the_observability_tables_list_every_span_attribute_and_metric() -> None:
+    """Every name the telemetry code gives a span, an attribute or a metric is in the tables."""
+    sources = [
+        REPO / "plugins" / "telemetry.py",
+        REPO / "plugins" / "janus" / "controller.py",
+        REPO / "adapters" / "mcp" / "tracing.py",
+    ]
+    code = "\n".join(path.read_text(encoding="utf-8") for path in sources)
+    named = set(re.findall(r'"((?:planfence|gen_ai|mcp)\.[a-z_.]+)"', code))
+    spans = section(OBSERVABILITY, "Spans")
+    metrics = section(OBSERVABILITY, "Metrics")
+    tables = spans + metrics
+    missing = sorted(n for n in named if f"`{n}`" not in tables and f"`{n} {{" not in tables)
+    assert not missing, f"names the telemetry code uses that the tables do not list: {missing}"
+    for name in re.findall(r"create_(?:counter|histogram)\(\s*\"([\w.]+)\"", code):
+        assert re.search(rf"^\| `{re.escape(name)}` \|", metrics, re.M), name
+    for span in ("tools/call {tool}", "MCP send tools/call {tool}"):
+        assert f"| `{span}` |" in spans, span
+
+
+def test_the_ui_section_shows_its_screenshot() -> None:
+    text = section(OBSERVABILITY, "The explorer: `planfence ui`")
+    images = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", text)
+    assert images == ["ui-plan.png"]
+    assert (REPO / "docs" / images[0]).stat().st_size > 10_000
