@@ -42,8 +42,8 @@ def test_the_pool_section_states_the_stores_defaults() -> None:
     params = inspect.signature(PostgresStore.__init__).parameters
     text = " ".join(section(STORE_PAGE, "Pool size").split())
     assert f"at least {params['min_size'].default}, at most {params['max_size'].default}" in text
-    assert f"runs up to {params['max_size'].default} store operations at a time" in text
-    assert f"count {params['max_size'].default + 1} connections per open store" in text
+    assert f"runs up to {params['max_size'].default} operations at a time" in text
+    assert f"count up to {params['max_size'].default + 1} connections per open store" in text
 
 
 def test_the_store_urls_section_states_how_long_an_open_waits_for_a_migration() -> None:
