@@ -8,7 +8,7 @@ from setuptools import setup
 
 TOP_LEVEL = ("shared_memory", "plugins", "adapters", "demos")
 # Installed under a name of its own (pyproject.toml's package-dir), not under its folder's.
-MAPPED = {Path("plugins/fence"): "planfence.fence"}
+MAPPED = {Path("plugins/fence"): "planfence.fence", Path("plugins/planfence"): "planfence"}
 
 
 def packages() -> list[str]:

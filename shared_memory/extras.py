@@ -40,6 +40,9 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "maf": ("agent_framework",),
     "a2a": ("a2a",),
     "crewai": ("crewai", "crewai_core"),
+    "dspy": ("dspy", "litellm"),
+    "semantic-kernel": ("semantic_kernel",),
+    "claude-agent-sdk": ("claude_agent_sdk",),
 }
 
 

@@ -116,8 +116,8 @@ class AsyncStore(StoreCore):
                 reassignment or a transfer), nothing is written.
 
         Raises:
-            UnknownKeyError: `key` has no owner. EpochConflictError: `from_epoch` is not the
-            key's epoch.
+            UnknownKeyError: `key` has no owner.
+            EpochConflictError: `from_epoch` is not the key's epoch.
         """
         validate_key(key, self.limits)
         validate_agent(new_owner, self.limits)
@@ -161,9 +161,14 @@ class AsyncStore(StoreCore):
         `LeaseHeldError` at once instead).
 
         Raises:
-            NotOwnerError, HeadConflictError (carries the current head), UnknownKeyError,
-            UnknownRecordError (a parent the store does not hold), LeaseHeldError, and the
-            validation errors.
+            NotOwnerError: `author` does not own `key`.
+            HeadConflictError: the head is not `expected_head` (carries the current head).
+            UnknownKeyError: `key` has no owner.
+            UnknownRecordError: a parent the store does not hold.
+            LeaseHeldError: a gate holds a lease on `key` and `wait=False`.
+            InvalidKeyError: a malformed key.
+            InvalidValueError: a value the store cannot keep (not JSON).
+            ValueTooLargeError: a value over the store's limits.
         """
         record = Record.create(
             key, value, author=author, parents=parents, kind=kind, limits=self.limits
@@ -242,7 +247,7 @@ class AsyncStore(StoreCore):
             IntegrityError: a record whose fields do not hash to its id.
             HeadConflictError: a head in `batch.expect` moved.
             LeasesUnsupportedError: lease ops on a backend without leases.
-            and everything `put`, `advance`, `own` and `transfer` raise.
+            PlanfenceError: everything `put`, `advance`, `own` and `transfer` raise.
         """
         checked = self._signed(checked_batch(batch, self.limits))
         if checked.leases and not self.supports_leases:

@@ -105,8 +105,9 @@ class PlanfenceAgentExecutor(Adapter, AgentExecutor):
         agent: who acts, for the audit log.
         skill: the skill a message that names none calls (a one-skill agent); else such a
             message is refused.
-        gate, middleware, audit: as for `GateMiddleware` (`audit`: how allows are
-            recorded, `deferred` by default).
+        gate: a `Gate` configured beyond these settings (as for `GateMiddleware`).
+        middleware: gate middleware, outermost first.
+        audit: how allows are recorded (`deferred` by default; as for `GateMiddleware`).
     """
 
     def __init__(

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import planfence
 from planfence.adapters.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -79,15 +80,6 @@ class CommandParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("planfence")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
-
-
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given the command line, only the named subcommand's module is imported (a
     proxy or a store command starts without loading the benchmarks)."""
@@ -95,7 +87,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="planfence",
         description="No action on a stale plan; no harmful memory update deployed blindly.",
     )
-    parser.add_argument("--version", action="version", version=f"planfence {_version()}")
+    parser.add_argument("--version", action="version", version=f"planfence {planfence.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = {**COMMANDS}
     first = next((a for a in argv or () if not a.startswith("-")), None)

@@ -50,7 +50,11 @@ class PlanfenceToolNode(ToolGating):
     """The gate for a hand-written graph's tool node, and plan stamping for its planner node.
 
     Args:
-        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
         planner: the node that receives a refusal for its one replan.
         proceed: where the graph goes after a call ran (default: the end).
         agent: the executor id written to the audit log.

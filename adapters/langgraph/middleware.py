@@ -65,7 +65,11 @@ class PlanfenceAgentMiddleware(ToolGating, AgentMiddleware[PlanfenceAgentState, 
     """Stamps plans from what the model saw and gates every tool call.
 
     Args:
-        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
         keys: keys whose current version is shown to the model on every call.
         prefixes: key prefixes shown the same way.
         reads: a `PlanfenceStore` whose reads by tools (and during model calls) join the plan's

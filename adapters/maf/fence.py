@@ -66,7 +66,11 @@ class PlanfenceFunctionMiddleware(Adapter, FunctionMiddleware, ContextProvider):
     """Shows the records (context provider) and gates every tool call (function middleware).
 
     Args:
-        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
         keys: keys whose current version is shown to the model at the start of each run.
         prefixes: key prefixes shown the same way.
         agent: the agent id plans are stored under (`plans/<agent>`) and audited as.

@@ -47,9 +47,15 @@ class PlanfenceFastMCPMiddleware(Middleware):  # type: ignore[misc,unused-ignore
     """The gate as FastMCP middleware: every `tools/call` is judged first.
 
     Args:
-        store, policy, gate, middleware, audit, signing_key: the gate's settings, as for
-            `Adapter.attach_gate` (a store URL is opened here, a SQLite one with its calls on the
-            server's event loop: see `sqlite_on_loop`; the policy may be a TOML file's path).
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge` (a URL is
+            opened here, a SQLite one with its calls on the server's event loop: see
+            `sqlite_on_loop`).
+        policy: the declared scopes (a `Policy`, its dict form, TOML text, or a TOML file's
+            path).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
+        signing_key: signs each allow's fencing token (an Ed25519 `SigningKey`).
         agent: who calls, when a call's `_meta` does not say.
     """
 

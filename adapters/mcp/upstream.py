@@ -17,12 +17,13 @@ request in flight when the connection dies. Failures surface as `UpstreamFailure
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
+
+import planfence
 
 from . import jsonrpc as rpc
 from .links import (
@@ -402,11 +403,5 @@ def proxy_info() -> dict[str, Any]:
     return {"name": "planfence-proxy", "version": _version()}
 
 
-@functools.cache
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("planfence")
-    except Exception:
-        return "0"
+    return planfence.__version__

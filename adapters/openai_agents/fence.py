@@ -62,7 +62,11 @@ class PlanfenceGuardrail(Adapter):
     """Shows the records, stamps plans from them, and gates every fenced tool.
 
     Args:
-        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
         keys: keys whose current version the instructions show on every turn.
         agent: plans are stored under `plans/<agent>` and audited as it.
     """

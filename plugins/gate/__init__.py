@@ -25,6 +25,7 @@ PlanfenceError
 from .audit import Decision
 from .audit_writer import DEFAULT_AUDIT
 from .call import ToolCall
+from .check_snapshot import snapshot
 from .decision import ALLOW, BLOCK, REPLAN, Verdict
 from .decision_log import find_decisions, find_decisions_sync
 from .executor import Replanned
@@ -33,7 +34,6 @@ from .heads import HeadSource
 from .middleware import Allowed, CallNext, GateMiddleware, Judgement, Middleware, Refused
 from .plans import PlanStamper, create_plan, refreshed_parents
 from .policy import Policy, PolicyError, ScopeError, ToolPolicy
-from .snapshot import snapshot
 from .steps import StepOutcome, fold_step
 from .store_heads import StoreHeads
 from .sync_gate import SyncGate

@@ -20,6 +20,7 @@ from planfence.shared_memory.lineage_memo import FrontierMemo
 
 from .audit import AUDIT_SOURCE
 from .call import ToolCall
+from .check_snapshot import Flag, snapshot, snapshot_and_log, view_of
 from .decision import (
     BUDGET_REASONS,
     INTERNAL_ERROR,
@@ -45,7 +46,6 @@ from .heads import HeadSource
 from .policy import Policy
 from .recording import Recorder, decision_of, unrecorded
 from .repeats import Repeats
-from .snapshot import Flag, snapshot, snapshot_and_log, view_of
 from .store_heads import (
     ProveOwners,
     SignedHeads,

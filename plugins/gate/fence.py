@@ -303,7 +303,7 @@ async def verify(
     Raises:
         StaleFenceError: a head moved; the effect must not happen.
         FenceSignatureError: unsigned, not signed by a trusted gate, or a bad signature.
-        MalformedFenceError.
+        MalformedFenceError: the token does not parse.
     """
     parsed = _checked(token, keyring, require_signature, args, tool, gates)
     return _unmoved(parsed, await store.states(parsed.heads))
@@ -346,7 +346,9 @@ async def fenced_write(
 
     Raises:
         StaleFenceError: a head moved; nothing was written.
-        FenceSignatureError, MalformedFenceError, and what `store.write` raises.
+        FenceSignatureError: as for `verify`.
+        MalformedFenceError: as for `verify`.
+        PlanfenceError: what `store.write` raises.
     """
     parsed = _checked(token, keyring, require_signature, args, tool, gates)
     expect = (*batch.expect, *conditions(parsed))

@@ -20,13 +20,13 @@ from . import checking
 from .audit import Decision
 from .audit_writer import DEFAULT_AUDIT, AuditMode, DeferredAudit, audit_mode
 from .call import ToolCall
+from .check_snapshot import frontier_memo
 from .checking import Reads, Walk
 from .decision import STALE, Verdict
 from .heads import HeadSource
 from .policy import Policy
 from .recording import Recorder, decision_of
 from .repeats import Repeats
-from .snapshot import frontier_memo
 from .store_heads import untrusted_store
 
 

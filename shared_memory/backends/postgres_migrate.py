@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import StoreNotFoundError, StoreUnavailableError
 from ..extras import extra_imports
 from .postgres_schema import MIGRATIONS
+from .sql import newer_schema
 
 with extra_imports("postgres", "the PostgreSQL store"):
     import psycopg
@@ -83,7 +84,11 @@ async def migrate(
     """
     found, version = await schema_version(conn)
     name = schema or found or "public"
-    if version >= len(MIGRATIONS):
+    if version > len(MIGRATIONS):
+        raise newer_schema(
+            f"the PostgreSQL store at {where} (schema {name})", version, len(MIGRATIONS)
+        )
+    if version == len(MIGRATIONS):
         return name  # up to date: no lock, no DDL
     if schema:
         # Another process may create it at the same moment.
@@ -101,6 +106,10 @@ async def migrate(
             await conn.execute("CREATE TABLE IF NOT EXISTS pf_schema (version INTEGER NOT NULL)")
             row = await (await conn.execute("SELECT max(version) FROM pf_schema")).fetchone()
             version = (row[0] if row else None) or 0  # again, under the lock
+            if version > len(MIGRATIONS):  # a newer planfence migrated it meanwhile
+                raise newer_schema(
+                    f"the PostgreSQL store at {where} (schema {name})", version, len(MIGRATIONS)
+                )
             for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 await conn.execute(script)
                 await conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (i,))

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import StoreUnavailableError
 from ..journal import Entry, JournalQuery, detail_json
 from ..model import Change, KeyState
 from ..records import Record, canonical_json_of_str_keys
@@ -17,6 +18,14 @@ KEY_COLS = "key, owner, head, version, epoch, head_sig, owner_from, owner_sig"
 """Key columns in the order of `KeyState`."""
 CHANGE_COLS = "seq, key, kind, head, previous, owner, by, at, epoch, sig"
 """Change-feed columns in the order of `Change`."""
+
+
+def newer_schema(store: str, found: int, known: int) -> StoreUnavailableError:
+    """The refusal of a store whose schema a newer planfence wrote: this one would misread it."""
+    return StoreUnavailableError(
+        f"{store} has schema version {found}, newer than this planfence's {known}: "
+        "upgrade planfence to open it"
+    )
 
 
 def owner_changes_sql(table: str, mark: str) -> str:

@@ -40,6 +40,7 @@ from .sql import (
     insert_change_sql,
     key_row,
     label_rows,
+    newer_schema,
     record_row,
     upsert_key_sql,
 )
@@ -173,7 +174,10 @@ class SQLiteStore(AsyncStore):
                     c.execute(f"PRAGMA user_version={i}")
 
             def migrate_once() -> None:
-                if conn.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS):
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > len(MIGRATIONS):
+                    raise newer_schema(f"the SQLite store {self.path}", version, len(MIGRATIONS))
+                if version < len(MIGRATIONS):
                     self._in_tx(conn, step)
 
             _until_not_busy(migrate_once, self.busy_timeout)  # a failed try is rolled back

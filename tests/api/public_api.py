@@ -31,12 +31,16 @@ PUBLIC = (
     "planfence.adapters.a2a",
     "planfence.adapters.adk",
     "planfence.adapters.autogen",
+    "planfence.adapters.claude_agent_sdk",
+    "planfence.adapters.claude_agent_sdk.testing",
     "planfence.adapters.crewai",
+    "planfence.adapters.dspy",
     "planfence.adapters.langgraph",
     "planfence.adapters.maf",
     "planfence.adapters.mcp",
     "planfence.adapters.openai_agents",
     "planfence.adapters.pydantic_ai",
+    "planfence.adapters.semantic_kernel",
     "planfence.adapters.ui",
 )
 

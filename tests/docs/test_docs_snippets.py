@@ -119,6 +119,22 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     (FW + "crewai.md", "Add planfence to a CrewAI crew", 0): Runs(
         "crewai_fence/test_crewai_hooks.py::test_crewai_page_snippet_runs", venv=".venv-crewai"
     ),
+    ("docs/reference/policy.md", "The same policy in code", 0): Runs(
+        "docs/test_docs_reference_pages.py::test_policy_code_example_runs"
+    ),
+    ("docs/getting-started.md", "Book through the gate", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    (FW + "claude-agent-sdk.md", "Example", 0): Runs(
+        "claude_agent_sdk/test_claude_agent_sdk_hooks.py::test_the_docs_example_runs_and_its_plan_cites_what_was_shown"
+    ),
+    (FW + "dspy.md", "Example", 0): Runs(
+        "dspy_fence/test_dspy_react.py::test_the_docs_example_runs"
+    ),
+    (FW + "semantic-kernel.md", "Example", 0): Runs(
+        "semantic_kernel_fence/test_semantic_kernel_filter.py::test_the_docs_example_runs",
+        venv=".venv-semantic_kernel",
+    ),
     (FW + "maf.md", "Add planfence to a Microsoft Agent Framework agent", 0): Runs(
         "maf/test_maf_readme.py::test_maf_page_snippet_runs"
     ),
@@ -217,15 +233,86 @@ SHELL_COMMANDS: dict[tuple[str, str], Entry] = {
         ".venv-crewai/bin/python -m pytest tests/crewai_fence && "
         ".venv-crewai/bin/python -m planfence.adapters.conformance --adapter crewai",
     ): CREWAI_VENV,
-    ("docs/benchmarks.md", "pip install 'planfence[tasks]'"): Skipped(
-        "installs packages from the network"
-    ),
     (
         "docs/benchmarks.md",
         "export PLANFENCE_LLM_BASE_URL=http://localhost:8000/v1 PLANFENCE_LLM_MODEL=qwen3-8b",
     ): LLM,
     ("docs/benchmarks.md", "export PLANFENCE_LLM_API_KEY=..."): LLM,
 }
+
+
+# Shell blocks a test runs (or checks) whole, in order, as a reader types them: every command
+# of the block is claimed by that test.
+SHELL_BLOCKS: dict[tuple[str, str, int], Entry] = {
+    ("docs/getting-started.md", "Install", 0): Runs(
+        "docs/test_docs_guides.py::test_the_install_block_installs_this_package"
+    ),
+    ("docs/getting-started.md", "Give the record an owner", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/getting-started.md", "Make a plan", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/getting-started.md", "Say what the tool depends on", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/getting-started.md", "Book through the gate", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/getting-started.md", "The owner changes the record", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/getting-started.md", "The same call, refused and replanned", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/getting-started.md", "See it in the audit log", 0): Runs(
+        "docs/test_docs_guides.py::test_getting_started_runs_as_a_reader_types_it"
+    ),
+    ("docs/troubleshooting.md", "How to see why", 0): Runs(
+        "docs/test_docs_guides.py::test_the_audit_commands_run"
+    ),
+    ("docs/troubleshooting.md", "How to see why", 1): Runs(
+        "docs/test_docs_guides.py::test_the_check_example_shows_what_check_prints"
+    ),
+    ("docs/troubleshooting.md", "No store at the path", 0): Runs(
+        "docs/test_docs_guides.py::test_the_missing_store_line"
+    ),
+    ("docs/contributing.md", "Running the tests", 0): Runs(
+        "docs/test_docs_guides.py::test_the_setup_and_suite_commands_are_cis"
+    ),
+    ("docs/contributing.md", "Running the tests", 1): Runs(
+        "docs/test_docs_guides.py::test_the_setup_and_suite_commands_are_cis"
+    ),
+    ("docs/contributing.md", "Running the tests", 2): Runs(
+        "docs/test_docs_guides.py::test_the_folder_command_names_a_test_folder"
+    ),
+    ("docs/contributing.md", "Running the tests", 3): Runs(
+        "docs/test_docs_guides.py::test_the_checks_are_cis"
+    ),
+    ("docs/contributing.md", "The conformance suites", 0): Runs(
+        "docs/test_docs_guides.py::test_the_adapter_conformance_table"
+    ),
+    ("docs/contributing.md", "The conformance suites", 1): Runs(
+        "docs/test_docs_guides.py::test_the_store_conformance_file_runs_the_suite"
+    ),
+    ("docs/operating/upgrades.md", "The schema version", 0): Runs(
+        "docs/test_docs_guides.py::test_the_sqlite_version_command"
+    ),
+    ("docs/operating/upgrades.md", "Upgrading a SQLite store", 0): Runs(
+        "docs/test_docs_guides.py::test_the_sqlite_backup_and_the_first_open"
+    ),
+    ("docs/operating/upgrades.md", "Upgrading a SQLite store", 2): Runs(
+        "docs/test_docs_guides.py::test_the_sqlite_backup_and_the_first_open"
+    ),
+    ("docs/operating/upgrades.md", "Upgrading a PostgreSQL store", 0): Runs(
+        "docs/test_docs_guides.py::test_the_pg_dump_command"
+    ),
+    ("docs/operating/upgrades.md", "Upgrading a SQLite store", 1): Skipped(
+        "installs planfence from the registry (test_the_sqlite_backup_and_the_first_open reads it)"
+    ),
+}
+
+INSTALLS = Skipped("installs an extra's packages from the network (CI installs every extra)")
 
 
 def commands_of(code: str) -> list[str]:
@@ -240,11 +327,18 @@ def commands_of(code: str) -> list[str]:
 
 
 def shell_commands() -> list[tuple[str, str]]:
-    return [(b.page, c) for b in all_blocks() if b.lang in SHELL for c in commands_of(b.code)]
+    """The commands of every shell block no test claims whole (`SHELL_BLOCKS`)."""
+    return [
+        (b.page, c)
+        for b in all_blocks()
+        if b.lang in SHELL and (b.page, b.heading, b.index) not in SHELL_BLOCKS
+        for c in commands_of(b.code)
+    ]
 
 
 def shell_entry(page: str, command: str) -> Entry:
-    """A command's entry: those that serve or benchmark are known by their first words."""
+    """A command's entry: those that serve, benchmark or install an extra are known by their
+    first words."""
     if (page, command) in SHELL_RUN:
         return here("test_shell_commands_run_against_a_temporary_store")
     if (page, command) in SHELL_COMMANDS:
@@ -253,6 +347,8 @@ def shell_entry(page: str, command: str) -> Entry:
         return SERVES
     if command.startswith("planfence bench"):
         return BENCH
+    if re.fullmatch(r"pip install '(planfence\[[\w,-]+\]'\s*)+", command + " "):
+        return INSTALLS
     raise KeyError((page, command))
 
 
@@ -272,6 +368,9 @@ def test_every_block_is_accounted_for() -> None:
     commands = set(shell_commands())
     gone_shell = sorted((set(SHELL_COMMANDS) | set(SHELL_RUN)) - commands)
     assert not gone_shell, f"entries whose command is gone: {gone_shell}"
+    shell = {(b.page, b.heading, b.index) for b in all_blocks() if b.lang in SHELL}
+    gone_blocks = sorted(set(SHELL_BLOCKS) - shell)
+    assert not gone_blocks, f"entries whose shell block is gone: {gone_blocks}"
 
 
 def test_every_fence_names_its_language() -> None:
@@ -286,7 +385,7 @@ def test_every_fence_names_its_language() -> None:
 
 
 def named_tests() -> list[str]:
-    entries = [*PYTHON_BLOCKS.values(), *SHELL_COMMANDS.values()]
+    entries = [*PYTHON_BLOCKS.values(), *SHELL_COMMANDS.values(), *SHELL_BLOCKS.values()]
     return sorted({e.test for e in entries if isinstance(e, Runs)})
 
 

@@ -339,3 +339,40 @@ async def test_a_schema_5_postgres_store_files_its_verdicts_as_labels(pg_url: st
     assert migrated == (len(MIGRATIONS), ["id", "at", "kind", "subject", "labels", "detail"], 3)
     await check_verdicts_migrated(pg_url, next_id=6)  # opening again: no change
     assert described() == migrated
+
+
+async def test_a_sqlite_store_of_a_newer_planfence_is_refused(tmp_path: Path) -> None:
+    """A schema this planfence does not know is never opened as if it were its own (the newer
+    version may have moved what this one reads), nor touched."""
+    path = tmp_path / "newer.db"
+    newer = len(sqlite_backend.MIGRATIONS) + 1
+    conn = sqlite_store_at_schema(path, len(sqlite_backend.MIGRATIONS))
+    conn.execute(f"PRAGMA user_version={newer}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreUnavailableError) as refused:
+        await open_async_store(f"sqlite:///{path}", create=False)
+    assert str(refused.value) == (
+        f"the SQLite store {path} has schema version {newer}, newer than this planfence's "
+        f"{len(sqlite_backend.MIGRATIONS)}: upgrade planfence to open it"
+    )
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == newer
+    conn.close()
+
+
+@pytest.mark.postgres
+async def test_a_postgres_store_of_a_newer_planfence_is_refused(pg_url: str) -> None:
+    import psycopg
+
+    from planfence.shared_memory.backends.postgres import MIGRATIONS, split_schema
+
+    conninfo, schema = split_schema(pg_url)
+    newer = len(MIGRATIONS) + 1
+    with pg_store_at_schema(pg_url, len(MIGRATIONS)) as conn:
+        conn.execute("INSERT INTO pf_schema (version) VALUES (%s)", (newer,))
+    with pytest.raises(StoreUnavailableError, match=f"has schema version {newer}, newer than"):
+        await open_async_store(pg_url, create=False)
+    with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
+        row = conn.execute("SELECT max(version) FROM pf_schema").fetchone()
+        assert row is not None and row[0] == newer
