@@ -67,6 +67,9 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     ("docs/operating/store.md", "The shared memory store", 0): Runs(
         "docs/test_docs_pages.py::test_store_snippet"
     ),
+    ("docs/operating/store.md", "Pool size", 0): Runs(
+        "docs/test_docs_operating.py::test_the_pool_snippet_opens_a_store_with_its_pool"
+    ),
     ("docs/gate.md", "Using the gate", 0): Runs("docs/test_docs_pages.py::test_gate_snippet"),
     ("docs/fencing.md", "Fencing tokens and head leases", 0): here(
         "test_fencing_snippet_runs_inside_a_gated_call"
