@@ -87,9 +87,15 @@ class PlanfenceReAct(Adapter, dspy.ReAct):  # type: ignore[misc]
     """A `dspy.ReAct` that shows the records, stamps plans from them, and gates every tool.
 
     Args:
-        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
-        signature, tools, max_iters: as for `dspy.ReAct`; the signature must not have an input
-            named `records` (the module adds it).
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
+        signature: as for `dspy.ReAct`; it must not have an input named `records` (the module
+            adds it).
+        tools: as for `dspy.ReAct`: each runs behind the gate.
+        max_iters: as for `dspy.ReAct`.
         keys: keys whose current version is shown to the model before every step.
         prefixes: key prefixes shown the same way.
         agent: plans are stored under `plans/<agent>` and audited as it.

@@ -81,7 +81,11 @@ class PlanfenceMemoryBlock(Adapter, BaseMemoryBlock[str]):
     given to the agent through `tools`.
 
     Args:
-        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
         keys: keys whose current version is shown to the model before every model call.
         prefixes: key prefixes shown the same way.
         agent: plans are stored under `plans/<agent>` and audited as it.
