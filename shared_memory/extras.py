@@ -45,6 +45,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "claude-agent-sdk": ("claude_agent_sdk",),
     "llamaindex": ("llama_index", "workflows", "llama_index_instrumentation"),
     "haystack": ("haystack",),
+    "mem0": ("mem0",),
+    "langchain-mcp": ("langchain_mcp_adapters", "mcp", "langgraph", "langchain", "langchain_core"),
 }
 
 

@@ -49,9 +49,9 @@ class ScriptedChatModel(BaseChatModel):
     async def _agenerate(
         self, messages: list[BaseMessage], *args: Any, **kwargs: Any
     ) -> ChatResult:
-        shown = [str(m.content) for m in messages if not isinstance(m, AIMessage | ToolMessage)]
+        shown = [m.text for m in messages if not isinstance(m, AIMessage | ToolMessage)]
         last = messages[-1] if messages else None
-        result = str(last.content) if isinstance(last, ToolMessage) else None
+        result = last.text if isinstance(last, ToolMessage) else None
         step = await self.script.next(shown, result)
         if step is None:
             reply = AIMessage(content=Script.FINAL)
@@ -69,7 +69,7 @@ def lc_tools(world: World) -> list[BaseTool]:
 
 
 def told(messages: Sequence[Any]) -> Run:
-    return Run([str(m.content) for m in messages if isinstance(m, ToolMessage)])
+    return Run([m.text for m in messages if isinstance(m, ToolMessage)])
 
 
 TASK_INPUT: Any = {"messages": [{"role": "user", "content": TASK}]}

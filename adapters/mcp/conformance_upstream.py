@@ -1,5 +1,6 @@
 """The MCP server the proxy harness puts upstream: the world's two tools, each recording its side
-effect (with the fencing token the proxy sent in `_meta`) in the effects file.
+effect (with the fencing token the proxy sent in `_meta`) in the effects file. It runs on the
+MCP SDK 2.x (`MCPServer`) and 1.x (`FastMCP`, what `langchain-mcp-adapters` installs).
 
     python -m planfence.adapters.mcp.conformance_upstream EFFECTS_FILE
 """
@@ -8,10 +9,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+except ImportError:  # the MCP SDK 1.x
+    from mcp.server.fastmcp import Context  # type: ignore[no-redef,attr-defined]
+    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef,attr-defined]
 
 from planfence.adapters.mcp.meta import META_FENCE
 
@@ -22,8 +28,11 @@ def build(effects: Effects) -> MCPServer:
     server = MCPServer("planfence-conformance-upstream")
 
     def fence(ctx: Context) -> Any:
-        meta = ctx.request_context.meta or {}
-        return meta.get(META_FENCE)
+        meta = ctx.request_context.meta
+        if meta is None:
+            return None
+        fields = meta if isinstance(meta, Mapping) else (meta.model_extra or {})  # 2.x, 1.x
+        return fields.get(META_FENCE)
 
     @server.tool(name=BOOK, description="Book the flight for the trip to `destination`.")
     def book_flight(destination: str, ctx: Context) -> str:

@@ -156,7 +156,7 @@ class HttpFront:
         if method == "POST":
             await self._post(scope, receive, send)
         elif method == "GET":
-            await self._get(scope, send)
+            await self._get(scope, receive, send)
         elif method == "DELETE":
             session = self.sessions.get(_header(scope, SESSION) or "")
             if session is not None:
@@ -243,7 +243,7 @@ class HttpFront:
         finally:
             gone.cancel()
 
-    async def _get(self, scope: Scope, send: Send) -> None:
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
         session = self.sessions.get(_header(scope, SESSION) or "")
         if session is None:
             await _plain(send, 405 if _header(scope, SESSION) is None else 404, b"")
@@ -252,16 +252,24 @@ class HttpFront:
             await _plain(send, 409, b"Conflict: the session's stream is already open")
             return
         session.listening = True
+        # The stream ends when its client goes away (it may never send DELETE).
+        gone = asyncio.get_running_loop().create_task(_disconnected(receive))
         try:
             headers = [*SSE_HEADERS, (SESSION, session.header)]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             while session.id in self.sessions:
-                data = await session.outside.get()
+                item = asyncio.get_running_loop().create_task(session.outside.get())
+                done, _ = await asyncio.wait({item, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if item not in done:
+                    item.cancel()
+                    return
+                data = item.result()
                 if not data:
-                    break
+                    break  # the session was ended
                 await send({"type": "http.response.body", "body": _event(data), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            gone.cancel()
             session.listening = False
             self._use(session)
 
