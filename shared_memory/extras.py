@@ -40,6 +40,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "maf": ("agent_framework",),
     "a2a": ("a2a",),
     "crewai": ("crewai", "crewai_core"),
+    "strands": ("strands",),
 }
 
 
