@@ -107,7 +107,7 @@ class StrandsHarness:
         )
         controlled(fence.gate, checker)
         model = ScriptedModel(script)
-        tools = [tool(fn, name=name) for name, fn in world.tools().items()]
+        tools: list[Any] = [tool(name=name)(fn) for name, fn in world.tools().items()]
         agent = Agent(
             model=model,
             tools=tools,

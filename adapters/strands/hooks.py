@@ -76,6 +76,7 @@ class _Run:
     shown: list[Record] | PlanUnavailable = field(default_factory=list)
     fresh: bool = False  # shown on a model call no plan was stamped from yet
     plan: str | PlanUnavailable | None = None
+    interrupted: bool = False  # ended at an interrupt: the next invocation resumes it
 
 
 class PlanfenceHookProvider(Adapter, HookProvider):
@@ -110,12 +111,12 @@ class PlanfenceHookProvider(Adapter, HookProvider):
         self._open: dict[tuple[int, str], tuple[Judgement, AbstractContextManager[Any]]] = {}
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        registry.add_callback(BeforeInvocationEvent, self.new_run)
-        registry.add_callback(BeforeModelCallEvent, self.show, order=HookOrder.SDK_LAST)
-        registry.add_callback(AfterModelCallEvent, self.plan_from_shown)
-        registry.add_callback(BeforeToolCallEvent, self.before_tool, order=HookOrder.SDK_LAST)
-        registry.add_callback(AfterToolCallEvent, self.after_tool)
-        registry.add_callback(AfterInvocationEvent, self.end_run)
+        registry.add_callback(BeforeInvocationEvent, self._new_run)
+        registry.add_callback(BeforeModelCallEvent, self._show, order=HookOrder.SDK_LAST)
+        registry.add_callback(AfterModelCallEvent, self._plan_from_shown)
+        registry.add_callback(BeforeToolCallEvent, self._before_tool, order=HookOrder.SDK_LAST)
+        registry.add_callback(AfterToolCallEvent, self._after_tool)
+        registry.add_callback(AfterInvocationEvent, self._end_run)
 
     def _run(self, strands_agent: Any) -> _Run:
         found = self._runs.get(id(strands_agent))
@@ -123,14 +124,22 @@ class PlanfenceHookProvider(Adapter, HookProvider):
             found = self._runs[id(strands_agent)] = _Run(self.new_stamper())
         return found
 
-    async def new_run(self, event: BeforeInvocationEvent) -> None:
-        """An invocation: its agent starts a new plan chain (each run its own replan)."""
+    async def _new_run(self, event: BeforeInvocationEvent) -> None:
+        """An invocation: its agent starts a new plan chain (each run its own replan), unless
+        it resumes one stopped by an interrupt (its pending calls keep their plan)."""
         await self._finish_left(event.agent)
-        self._runs[id(event.agent)] = _Run(self.new_stamper())
+        run = self._runs.get(id(event.agent))
+        if run is not None and run.interrupted:
+            run.interrupted = False
+        else:
+            self._runs[id(event.agent)] = _Run(self.new_stamper())
 
-    async def end_run(self, event: AfterInvocationEvent) -> None:
+    async def _end_run(self, event: AfterInvocationEvent) -> None:
         await self._finish_left(event.agent)
-        self._runs.pop(id(event.agent), None)
+        if event.result is not None and event.result.stop_reason == "interrupt":
+            self._run(event.agent).interrupted = True
+        else:
+            self._runs.pop(id(event.agent), None)
 
     # ---- read side: the records before every model call, the plan from what was shown
 
@@ -138,7 +147,7 @@ class PlanfenceHookProvider(Adapter, HookProvider):
     def _reads(self) -> bool:
         return bool(self.keys or self.prefixes)
 
-    async def show(self, event: BeforeModelCallEvent) -> None:
+    async def _show(self, event: BeforeModelCallEvent) -> None:
         if not self._reads:
             return
         run = self._run(event.agent)
@@ -147,7 +156,7 @@ class PlanfenceHookProvider(Adapter, HookProvider):
         event.agent.system_prompt = [*blocks, {"text": shown_text(self.header, run.shown)}]
         run.fresh = True
 
-    async def plan_from_shown(self, event: AfterModelCallEvent) -> None:
+    async def _plan_from_shown(self, event: AfterModelCallEvent) -> None:
         if not self._reads:
             return
         blocks = _theirs(event.agent, self.header)  # the agent's own prompt back
@@ -163,8 +172,8 @@ class PlanfenceHookProvider(Adapter, HookProvider):
 
     # ---- act side: the gate between the before- and after-tool-call hooks
 
-    async def before_tool(self, event: BeforeToolCallEvent) -> None:
-        if event.cancel_tool:  # another hook cancelled it: it will not run
+    async def _before_tool(self, event: BeforeToolCallEvent) -> None:
+        if event.cancel_tool or _interrupted(event):  # another hook stopped it: it will not run
             return
         use = event.tool_use
         tool = event.selected_tool.tool_name if event.selected_tool is not None else use["name"]
@@ -180,7 +189,7 @@ class PlanfenceHookProvider(Adapter, HookProvider):
         binding.__enter__()
         self._open[(id(event.agent), str(use.get("toolUseId")))] = (judged, binding)
 
-    async def after_tool(self, event: AfterToolCallEvent) -> None:
+    async def _after_tool(self, event: AfterToolCallEvent) -> None:
         key = (id(event.agent), str(event.tool_use.get("toolUseId")))
         await self._finish(self._open.pop(key, None))
 
@@ -205,6 +214,15 @@ def _refusal(judged: Refused) -> str:
     if judged.replan:
         return judged.message
     return judged.message + "\n" + json.dumps(judged.payload.wire())
+
+
+def _interrupted(event: BeforeToolCallEvent) -> bool:
+    """Whether an earlier hook interrupted this call, waiting for a person's answer (the call
+    does not run now; it is judged when the agent resumes)."""
+    state = getattr(event.agent, "_interrupt_state", None)
+    prefix = f"v1:before_tool_call:{event.tool_use.get('toolUseId')}:"
+    waiting = getattr(state, "interrupts", {}).values()
+    return any(i.id.startswith(prefix) and i.response is None for i in waiting)
 
 
 def _theirs(strands_agent: Any, header: str) -> list[Any]:

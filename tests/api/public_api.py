@@ -37,6 +37,7 @@ PUBLIC = (
     "planfence.adapters.mcp",
     "planfence.adapters.openai_agents",
     "planfence.adapters.pydantic_ai",
+    "planfence.adapters.strands",
     "planfence.adapters.ui",
 )
 
