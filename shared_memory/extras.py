@@ -41,6 +41,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "a2a": ("a2a",),
     "crewai": ("crewai", "crewai_core"),
     "strands": ("strands",),
+    "agno": ("agno",),
 }
 
 
