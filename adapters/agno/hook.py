@@ -30,7 +30,9 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from planfence.plugins.gate import (
@@ -52,6 +54,7 @@ from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, sta
 with extra_imports("agno", "planfence.adapters.agno"):
     from agno.exceptions import AgentRunException, RetryAgentRun
 
+Plan = str | PlanUnavailable | None
 RUNS_KEPT = 256
 """How many runs' plan chains a fence keeps (the oldest go first)."""
 
@@ -64,8 +67,7 @@ class _Run:
     shown: list[Record] | PlanUnavailable
     block: str  # the records block as it stands in the system message
     planned_for: object = None  # the model response the plan was stamped for
-    plan: str | PlanUnavailable | None = None
-    pending: asyncio.Future[str | PlanUnavailable] | None = None
+    plan: Future[Plan] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -155,26 +157,32 @@ class PlanfenceToolHook(Adapter):
         names = [c.get("function", {}).get("name") for c in calls if isinstance(c, dict)]
         return {"agent": self.agent, "tool_calls": names}
 
-    async def _aplan(self, run: _Run | None, run_context: Any) -> str | PlanUnavailable | None:
-        if run is None:
-            return None
-        response = _response(run_context)
-        if run.planned_for is not response or run.pending is None:
-            run.planned_for = response
-            reads, value = reads_or_down(run.shown), self._value(response)
-            run.pending = asyncio.ensure_future(stamp(run.stamper, reads, value=value))
-        return await run.pending
-
-    def _plan(self, run: _Run | None, run_context: Any) -> str | PlanUnavailable | None:
-        if run is None:
-            return None
+    def _planning(self, run: _Run, run_context: Any) -> tuple[Future[Plan], Callable[[], Any]]:
+        """The plan of the model response whose calls run now, and, for the first of its calls
+        (the one that stamps it), the stamp to run; later calls wait for the same plan."""
         response = _response(run_context)
         with run.lock:
-            if run.planned_for is not response:
-                reads, value = reads_or_down(run.shown), self._value(response)
-                run.plan = self.bridge.run(stamp, run.stamper, reads, value=value)
-                run.planned_for = response
-            return run.plan
+            if run.planned_for is response and run.plan is not None:
+                return run.plan, _nothing
+            run.planned_for, run.plan = response, Future()
+            reads, value = reads_or_down(run.shown), self._value(response)
+            return run.plan, partial(stamp, run.stamper, reads, value=value)
+
+    async def _aplan(self, run: _Run | None, run_context: Any) -> Plan:
+        if run is None:
+            return None
+        plan, stamper = self._planning(run, run_context)
+        if stamper is not _nothing:
+            _settle(plan, await _outcome(stamper))
+        return await asyncio.wrap_future(plan)
+
+    def _plan(self, run: _Run | None, run_context: Any) -> Plan:
+        if run is None:
+            return None
+        plan, stamper = self._planning(run, run_context)
+        if stamper is not _nothing:
+            _settle(plan, self.bridge.run(_outcome, stamper))
+        return plan.result()
 
     # ---- act side: the hook around every tool call
 
@@ -218,6 +226,26 @@ class PlanfenceToolHook(Adapter):
     def close(self) -> None:
         """`aclose` from sync code (after `agent.run(...)`)."""
         self.bridge.run(self.gate.aclose)
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def _outcome(stamper: Callable[[], Any]) -> tuple[Plan, BaseException | None]:
+    """The stamp's plan, or what it raised (for every call waiting on it)."""
+    try:
+        return await stamper(), None
+    except Exception as exc:
+        return None, exc
+
+
+def _settle(plan: Future[Plan], outcome: tuple[Plan, BaseException | None]) -> None:
+    value, error = outcome
+    if error is not None:
+        plan.set_exception(error)
+    else:
+        plan.set_result(value)
 
 
 def _response(run_context: Any) -> object:

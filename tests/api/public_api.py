@@ -29,6 +29,7 @@ PUBLIC = (
     "planfence.adapters.conformance",
     "planfence.adapters.owner_service",
     "planfence.adapters.a2a",
+    "planfence.adapters.agno",
     "planfence.adapters.adk",
     "planfence.adapters.autogen",
     "planfence.adapters.crewai",
