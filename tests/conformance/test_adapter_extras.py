@@ -16,6 +16,8 @@ CASES = [
     ("planfence.adapters.a2a", "PlanfenceAgentExecutor", "a2a", "a2a"),
     ("planfence.adapters.a2a", "PlanfenceInterceptor", "a2a.client", "a2a"),
     ("planfence.adapters.crewai", "PlanfenceHooks", "crewai", "crewai"),
+    ("planfence.adapters.strands", "PlanfenceHookProvider", "strands", "strands"),
+    ("planfence.adapters.agno", "PlanfenceToolHook", "agno", "agno"),
 ]
 
 PROGRAM = """
