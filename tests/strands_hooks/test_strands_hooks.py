@@ -4,6 +4,7 @@ calls (error tool results the model reads), faults as blocks, interrupts resumed
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
@@ -366,5 +367,30 @@ async def test_a_call_resumed_after_an_interrupt_is_judged_on_the_plan_it_was_ma
         else:
             assert booked == ["Lisbon"]
             assert verdicts(store) == [("allow", "current")]
+    finally:
+        store.close()
+
+
+async def test_one_provider_fences_two_agents_running_side_by_side_each_on_its_own_plans() -> None:
+    store = trip_store()
+    booked: list[str] = []
+
+    def answer(system_prompt: str, messages: list[Any]) -> Step:
+        if last_result(messages) is not None:
+            return "Booked."
+        return [("book_flight", {"destination": shown_destination(system_prompt)})]
+
+    fence = PlanfenceHookProvider(store, POLICY, keys=[REQ], agent="booker")
+    agents = [
+        Agent(model=Scripted(answer), tools=[booker(booked)], hooks=[fence], callback_handler=None)
+        for _ in range(2)
+    ]
+    try:
+        await asyncio.gather(*(a.invoke_async(TASK) for a in agents))
+        assert booked == ["Lisbon", "Lisbon"]
+        await fence.aclose()
+        allows = find_decisions_sync(store, source="gate")
+        assert [(d.verdict, d.reason) for d in allows] == [("allow", "current")] * 2
+        assert len({d.plan for d in allows}) == 2  # a plan each, from what each was shown
     finally:
         store.close()
