@@ -47,6 +47,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "haystack": ("haystack",),
     "mem0": ("mem0",),
     "langchain-mcp": ("langchain_mcp_adapters", "mcp", "langgraph", "langchain", "langchain_core"),
+    "strands": ("strands",),
+    "agno": ("agno",),
 }
 
 

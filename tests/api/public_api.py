@@ -29,6 +29,7 @@ PUBLIC = (
     "planfence.adapters.conformance",
     "planfence.adapters.owner_service",
     "planfence.adapters.a2a",
+    "planfence.adapters.agno",
     "planfence.adapters.adk",
     "planfence.adapters.autogen",
     "planfence.adapters.claude_agent_sdk",
@@ -45,6 +46,7 @@ PUBLIC = (
     "planfence.adapters.openai_agents",
     "planfence.adapters.pydantic_ai",
     "planfence.adapters.semantic_kernel",
+    "planfence.adapters.strands",
     "planfence.adapters.ui",
 )
 

@@ -20,6 +20,8 @@ CASES = [
     ("planfence.adapters.semantic_kernel", "PlanfenceFilter", "semantic_kernel", "semantic-kernel"),
     ("planfence.adapters.llamaindex", "PlanfenceMemoryBlock", "llama_index", "llamaindex"),
     ("planfence.adapters.haystack", "PlanfenceHook", "haystack", "haystack"),
+    ("planfence.adapters.strands", "PlanfenceHookProvider", "strands", "strands"),
+    ("planfence.adapters.agno", "PlanfenceToolHook", "agno", "agno"),
 ]
 
 PROGRAM = """

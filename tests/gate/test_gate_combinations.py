@@ -61,6 +61,7 @@ FRONTS = (
     "autogen",
     "a2a",
     "mcp_in_server",
+    "agno",
 )
 
 
@@ -293,6 +294,12 @@ def _mcp_in_server(store: AsyncStore, policy: Policy, gate: Given, o: Options) -
     ).gate
 
 
+def _agno(store: AsyncStore, policy: Policy, gate: Given, o: Options) -> Any:
+    from planfence.adapters.agno import PlanfenceToolHook
+
+    return PlanfenceToolHook(store, policy, agent="executor", gate=gate, audit=o.audit).gate
+
+
 ADAPTERS: dict[str, Callable[[AsyncStore, Policy, Given, Options], Any]] = {
     "pydantic_ai": _pydantic_ai,
     "openai_agents": _openai_agents,
@@ -302,6 +309,7 @@ ADAPTERS: dict[str, Callable[[AsyncStore, Policy, Given, Options], Any]] = {
     "autogen": _autogen,
     "a2a": _a2a,
     "mcp_in_server": _mcp_in_server,
+    "agno": _agno,
 }
 
 
