@@ -84,7 +84,11 @@ class PlanfenceHookProvider(Adapter, HookProvider):
     given to (`Agent(hooks=[fence])`).
 
     Args:
-        store, policy, gate, middleware, audit: the gate's settings, as for `Adapter.attach_gate`.
+        store: the store: a `Store`, an `AsyncStore`, a URL or a `StoreBridge`.
+        policy: the declared scopes (a `Policy`, its dict form, or TOML text).
+        gate: a `Gate` configured beyond these settings (see `Adapter.attach_gate`).
+        middleware: gate middleware, outermost first.
+        audit: how the gate records its decisions (see `Adapter.attach_gate`).
         keys: keys whose current version is shown before every model call.
         prefixes: key prefixes shown the same way.
         agent: plans are stored under `plans/<agent>` and audited as it.

@@ -134,6 +134,19 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
     (FW + "haystack.md", "Example", 0): Runs(
         "haystack_fence/test_haystack_fence.py::test_the_docs_example_runs"
     ),
+    (FW + "strands.md", "Example", 0): Runs(
+        "strands_hooks/test_strands_hooks.py::test_the_docs_example_runs", venv=".venv-strands"
+    ),
+    (FW + "agno.md", "Example", 0): Runs(
+        "agno_hooks/test_agno_hook.py::test_the_docs_example_runs"
+    ),
+    (FW + "langchain-mcp.md", "The middleware around MCP tools", 0): Runs(
+        "langchain_mcp/test_langchain_mcp.py::test_docs_example_runs", venv=".venv-langchain_mcp"
+    ),
+    (FW + "langchain-mcp.md", "The proxy in front of the MCP server", 0): Skipped(
+        "a fragment with the user's paths: the proxy needs mcp 2, langchain-mcp-adapters mcp 1, so "
+        "the two run from two venvs; the langchain_mcp.proxy conformance row runs this arrangement"
+    ),
     (FW + "dspy.md", "Example", 0): Runs(
         "dspy_fence/test_dspy_react.py::test_the_docs_example_runs"
     ),
@@ -344,7 +357,7 @@ def shell_commands() -> list[tuple[str, str]]:
 
 def shell_entry(page: str, command: str) -> Entry:
     """A command's entry: those that serve, benchmark or install an extra are known by their
-    first words."""
+    first words (an extra installed into a venv of its own, too)."""
     if (page, command) in SHELL_RUN:
         return here("test_shell_commands_run_against_a_temporary_store")
     if (page, command) in SHELL_COMMANDS:
@@ -353,7 +366,8 @@ def shell_entry(page: str, command: str) -> Entry:
         return SERVES
     if command.startswith("planfence bench"):
         return BENCH
-    if re.fullmatch(r"pip install '(planfence\[[\w,-]+\]'\s*)+", command + " "):
+    venv = r"(python3 -m venv (\.venv-\w+) && \2/bin/)?"
+    if re.fullmatch(venv + r"pip install '(planfence\[[\w,-]+\]'\s*)+", command + " "):
         return INSTALLS
     raise KeyError((page, command))
 
