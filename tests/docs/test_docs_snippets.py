@@ -147,6 +147,9 @@ PYTHON_BLOCKS: dict[tuple[str, str, int], Entry] = {
         "a fragment with the user's paths: the proxy needs mcp 2, langchain-mcp-adapters mcp 1, so "
         "the two run from two venvs; the langchain_mcp.proxy conformance row runs this arrangement"
     ),
+    ("docs/janus.md", "Janus on a Mem0 memory", 0): Runs(
+        "mem0/test_mem0_janus_memory.py::test_the_docs_example_keeps_the_harmful_rewrite_out"
+    ),
     (FW + "dspy.md", "Example", 0): Runs(
         "dspy_fence/test_dspy_react.py::test_the_docs_example_runs"
     ),

@@ -223,3 +223,28 @@ async def test_a_failing_evaluation_keeps_the_write_out(mem: Memory, records: As
         janus.add(say(FACTS["port"][1]), user_id="team", infer=False)
     assert texts(mem) == ["alpha-7", "make ship"]
     assert len(await records.journal(kind="janus", limit=10)) == 2
+
+
+def test_the_docs_example_keeps_the_harmful_rewrite_out(tmp_path: Path) -> None:
+    """The Janus page's Mem0 example, run as a user runs it (a fresh process, its own folder)."""
+    import os
+    import subprocess
+    import sys
+
+    from docpages import block
+
+    code = block("docs/janus.md", "Janus on a Mem0 memory")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEM0_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    verdict, kept = done.stdout.strip().splitlines()
+    assert verdict.startswith("keep ")
+    assert kept == "['Deploy with make ship.', 'Staging is host alpha-7.']"
+    assert (tmp_path / ".mem0" / "history.db").exists()  # Mem0 wrote into the folder, not $HOME
