@@ -46,7 +46,7 @@ from planfence.plugins.gate import (
     ToolCall,
 )
 from planfence.plugins.gate.outage import PlanUnavailable
-from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, ConfigError, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
 from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, stamp
@@ -108,9 +108,16 @@ class PlanfenceToolHook(Adapter):
     # ---- read side: the records in the instructions, kept current in the system message
 
     def instructions(self, text: str = "") -> Callable[..., str]:
-        """The agent's `instructions`: `text`, then the current records."""
+        """The agent's `instructions`: `text`, then the current records.
 
-        def show(run_context: Any = None) -> str:
+        Raises:
+            ConfigError: (when a run builds its system message) the agent or team these
+                instructions are given to does not have this fence in its `tool_hooks`: its
+                tools would run without the gate, so the run stops before the model is called.
+        """
+
+        def show(run_context: Any = None, agent: Any = None) -> str:
+            self._check_hooked(agent)
             if not (self.keys or self.prefixes) or run_context is None:
                 return text
             stamper = self.new_stamper()
@@ -123,6 +130,17 @@ class PlanfenceToolHook(Adapter):
             return "\n\n".join(t for t in (text, block) if t)
 
         return show
+
+    def _check_hooked(self, agent: Any) -> None:
+        """Fail closed on the fence's instructions without its hook: Agno would call the tools
+        directly, with no gate and no refusal."""
+        if agent is None or any(h is self for h in getattr(agent, "tool_hooks", None) or ()):
+            return
+        raise ConfigError(
+            f"{type(agent).__name__} {getattr(agent, 'name', None) or ''}".rstrip()
+            + " has the planfence instructions but not the fence in its tool_hooks: its tools "
+            "would run ungated. Give it tool_hooks=[fence] as well."
+        )
 
     def _run(self, run_context: Any) -> _Run | None:
         with self._lock:

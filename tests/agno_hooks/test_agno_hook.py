@@ -308,3 +308,38 @@ def test_an_agent_whose_instructions_show_no_records_has_its_gated_calls_blocked
     finally:
         fence.close()
         store.close()
+
+
+async def test_the_instructions_without_the_hook_stop_the_run_before_any_tool_runs() -> None:
+    store = trip_store()
+    booked: list[str] = []
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        booked.append(destination)
+        return f"booked a flight to {destination}"
+
+    def answer(messages: list[Message]) -> Step:
+        if last_tool(messages) is not None:
+            return "Booked."
+        return [("book_flight", {"destination": "Lisbon"})]
+
+    fence = PlanfenceToolHook(store, POLICY, keys=[REQ], agent="booker")
+    model = Scripted(answer=answer)
+    try:
+        for hooks in (None, [lambda function_name, function_call, arguments: None]):
+            agent = Agent(
+                model=model,
+                tools=[book_flight],
+                tool_hooks=hooks,
+                instructions=fence.instructions("You book flights."),
+                telemetry=False,
+            )
+            for done in (agent.run(TASK), await agent.arun(TASK)):
+                assert done.status == "ERROR"
+                assert "tool_hooks" in str(done.content)
+        assert booked == []
+        assert model.systems == []  # the model was never called
+    finally:
+        await fence.aclose()
+        store.close()
