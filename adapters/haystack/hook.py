@@ -14,7 +14,8 @@ token `planfence.fence.current()`, its lease held until it returns). A refusal i
 failure, the way Haystack reports any tool that failed: a `ToolInvocationError` whose message is
 the refusal in words, which the agent gives the model as an error tool result (a replan names the
 records that changed and their current values; the model calls again from the records it is
-shown next).
+shown next). A tool the agent has that is not behind the gate, and that the policy does not
+declare ungated, stops the run at the hook, before the model is called: a `ConfigError` naming it.
 
 Each run has its own plan chain (the agent's `State` of that run, which it also hands to the
 tools). A store that cannot be reached while the records are shown or the plan is stamped is no
@@ -41,7 +42,7 @@ from planfence.plugins.gate import (
 )
 from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.plugins.gate.plans import PlanStamper
-from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, ConfigError, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
 from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, stamp
@@ -122,6 +123,7 @@ class PlanfenceHook(Adapter):
         self.bridge.run(self.run_async, state)
 
     async def run_async(self, state: State) -> None:
+        self._check_tools(state)
         if not self.keys and not self.prefixes:
             return
         messages = state.data.get("messages") or []
@@ -129,6 +131,20 @@ class PlanfenceHook(Adapter):
             await self._stamp(state, messages[-1])
         else:
             await self._show(state, messages)
+
+    def _check_tools(self, state: State) -> None:
+        """Fail closed on a tool given to the agent without the gate: Haystack would run it
+        unjudged. Only a tool the policy declares ungated may be given as it is."""
+        bare = []
+        for tool in state.data.get("tools") or ():
+            declared = self.gate.policy.get(tool.name)
+            if not isinstance(tool, _FencedTool) and not (declared and declared.ungated):
+                bare.append(tool.name)
+        if bare:
+            raise ConfigError(
+                f"the agent has tools the gate does not stand in: {', '.join(sorted(bare))}; "
+                "give them as fence.tools([...]) (or declare them ungated in the policy)"
+            )
 
     async def _show(self, state: State, messages: list[ChatMessage]) -> None:
         run = self._run(state)

@@ -17,6 +17,7 @@ from haystack.components.agents import Agent
 from haystack.components.agents.state.state import State
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, ChatRole, ToolCall
+from haystack.tools.from_function import create_tool_from_function
 
 from planfence.adapters.haystack import PlanfenceHook
 from planfence.adapters.haystack.hook import RECORDS
@@ -29,7 +30,7 @@ from planfence.plugins.gate import (
 )
 from planfence.plugins.gate import ToolCall as GatedCall
 from planfence.plugins.gate.middleware import CallNext, Judgement
-from planfence.shared_memory import AsyncStore, open_async_store, open_store
+from planfence.shared_memory import AsyncStore, ConfigError, open_async_store, open_store
 
 PAGE = "docs/frameworks/haystack.md"
 REQ = "trip/42/requirements"
@@ -365,3 +366,41 @@ async def test_runs_at_once_keep_plan_chains_of_their_own(trip: Trip) -> None:
     plans = [await trip.store.get(d.plan) for d in found if d.plan]
     assert len({p.id for p in plans}) == 2
     assert [p.supersedes for p in plans] == [None, None]
+
+
+async def test_a_tool_given_without_the_gate_stops_the_run_before_the_model_is_called(
+    trip: Trip,
+) -> None:
+    asked: list[int] = []
+
+    def answer(messages: list[ChatMessage]) -> ChatMessage:
+        asked.append(1)
+        if answered(messages):
+            return ChatMessage.from_assistant("Done.")
+        return calls(("book_flight", "Lisbon"))
+
+    fence = fence_for(trip)
+    # book_flight is given as it is, check_weather (ungated) behind the gate
+    tools = [create_tool_from_function(trip.book_flight), *fence.tools([trip.check_weather])]
+    agent = Agent(chat_generator=Scripted(answer), tools=tools, hooks=fence.hooks())
+    with pytest.raises(ConfigError, match="book_flight"):
+        await agent.run_async(messages=TASK)
+    sync_agent = Agent(chat_generator=Scripted(answer), tools=tools, hooks=fence.hooks())
+    with pytest.raises(ConfigError, match="book_flight"):
+        sync_agent.run(messages=TASK)
+    await fence.aclose()
+    assert trip.booked == [] and asked == []
+
+
+async def test_an_ungated_tool_may_be_given_without_the_gate(trip: Trip) -> None:
+    def answer(messages: list[ChatMessage]) -> ChatMessage:
+        if answered(messages):
+            return ChatMessage.from_assistant("Done.")
+        return calls(("check_weather", "Lisbon"))
+
+    fence = fence_for(trip)
+    tools = [*fence.tools([trip.book_flight]), create_tool_from_function(trip.check_weather)]
+    agent = Agent(chat_generator=Scripted(answer), tools=tools, hooks=fence.hooks())
+    await agent.run_async(messages=TASK)
+    await fence.aclose()
+    assert trip.weather == ["Lisbon"]
