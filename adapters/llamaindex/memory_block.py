@@ -15,7 +15,9 @@ it only on an allow, with the allow's fencing token as `planfence.fence.current(
 its policy declares held until it returns. A refusal is the tool's output, as any tool error is:
 a `ToolOutput` with `is_error=True` whose text is the refusal in words (a replan names the
 records that changed and their current values; the model calls again from the records it is
-shown next) and whose `raw_output` is the `RefusalPayload`'s wire form.
+shown next) and whose `raw_output` is the `RefusalPayload`'s wire form. A tool in an agent's
+`tools` that is not behind the gate (nor declared ungated) stops the run when the block is first
+read, before the model is called: a `ConfigError` naming it.
 
 Each workflow run has its own plan chain (found through the step's `Context`), so one agent and
 one block serve many runs. A store that cannot be reached while the records are shown or the plan
@@ -43,7 +45,7 @@ from planfence.plugins.gate import (
 )
 from planfence.plugins.gate.outage import PlanUnavailable
 from planfence.plugins.gate.plans import PlanStamper
-from planfence.shared_memory import AsyncStore, Record, Store, StoreBridge
+from planfence.shared_memory import AsyncStore, ConfigError, Record, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
 from ..base import DEFAULT_HEADER, Adapter, read, reads_or_down, shown_text, stamp
@@ -142,12 +144,35 @@ class PlanfenceMemoryBlock(Adapter, BaseMemoryBlock[str]):
     # ---- read side: the records in the system message
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        self._check_tools()
         if not self.keys and not self.prefixes:
             return ""
         run = self._run()
         run.shown = await read(run.stamper, self.keys, self.prefixes)
         run.fresh = True
         return shown_text(self.header, run.shown)
+
+    def _check_tools(self) -> None:
+        """Fail closed on a tool given to the run's agents without the gate: LlamaIndex would
+        run it unjudged. Only a tool the policy declares ungated may be given as it is. (The
+        workflow is found through the step's context, where this LlamaIndex keeps it.)"""
+        try:
+            workflow = getattr(Context.get_step_context()._face, "_workflow", None)
+        except WorkflowRuntimeError:
+            return
+        agents = getattr(workflow, "agents", None)
+        bare = set()
+        for agent in agents.values() if isinstance(agents, Mapping) else [workflow]:
+            for tool in getattr(agent, "tools", None) or ():
+                name = _name(tool)
+                declared = self.gate.policy.get(name)
+                if not isinstance(tool, _FencedTool) and not (declared and declared.ungated):
+                    bare.add(name)
+        if bare:
+            raise ConfigError(
+                f"the agent has tools the gate does not stand in: {', '.join(sorted(bare))}; "
+                "give them as fence.tools([...]) (or declare them ungated in the policy)"
+            )
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """The records live in the shared store: the conversation adds nothing to them."""
@@ -194,6 +219,12 @@ class PlanfenceMemoryBlock(Adapter, BaseMemoryBlock[str]):
             raw_output=judged.payload.wire(),
             is_error=True,
         )
+
+
+def _name(tool: Any) -> str:
+    if isinstance(tool, BaseTool):
+        return str(tool.metadata.get_name())
+    return str(getattr(tool, "__name__", tool))
 
 
 def _with_context(inner: AsyncBaseTool, kwargs: dict[str, Any]) -> dict[str, Any]:

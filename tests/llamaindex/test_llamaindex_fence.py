@@ -30,7 +30,7 @@ from planfence.plugins.gate import (
     find_decisions_sync,
 )
 from planfence.plugins.gate.middleware import CallNext, Judgement
-from planfence.shared_memory import AsyncStore, open_async_store, open_store
+from planfence.shared_memory import AsyncStore, ConfigError, open_async_store, open_store
 
 # Building any agent workflow reads deprecated pydantic attributes (the workflow looks for its
 # steps with `inspect.getmembers`): LlamaIndex's warning, not ours.
@@ -423,3 +423,43 @@ async def test_runs_at_once_keep_plan_chains_of_their_own(trip: Trip) -> None:
     plans = [await trip.store.get(d.plan) for d in found if d.plan]
     assert len({p.id for p in plans}) == 2
     assert [p.supersedes for p in plans] == [None, None]
+
+
+async def test_a_tool_given_without_the_gate_stops_the_run_before_the_model_is_called(
+    trip: Trip, chats: AsyncEngine
+) -> None:
+    asked: list[int] = []
+
+    def answer(messages: Sequence[ChatMessage]) -> ChatMessage:
+        asked.append(1)
+        if tool_results(messages):
+            return done()
+        return calls(("book_flight", "Lisbon"))
+
+    fence = fence_for(trip)
+    # book_flight is given as it is, check_weather (ungated) behind the gate
+    tools = [trip.book_flight, *fence.tools([trip.check_weather])]
+    for agent in (
+        FunctionAgent(tools=tools, llm=llm(answer)),
+        AgentWorkflow(agents=[FunctionAgent(name="booker", tools=tools, llm=llm(answer))]),
+    ):
+        with pytest.raises(ConfigError, match="book_flight"):
+            await run(agent, Memory.from_defaults(memory_blocks=[fence], async_engine=chats))
+    await fence.aclose()
+    assert trip.booked == [] and asked == []
+
+
+async def test_an_ungated_tool_may_be_given_without_the_gate(
+    trip: Trip, chats: AsyncEngine
+) -> None:
+    def answer(messages: Sequence[ChatMessage]) -> ChatMessage:
+        if tool_results(messages):
+            return done()
+        return calls(("check_weather", "Lisbon"))
+
+    fence = fence_for(trip)
+    tools = [*fence.tools([trip.book_flight]), trip.check_weather]
+    agent = FunctionAgent(tools=tools, llm=llm(answer))
+    await run(agent, Memory.from_defaults(memory_blocks=[fence], async_engine=chats))
+    await fence.aclose()
+    assert trip.weather == ["Lisbon"]
