@@ -394,3 +394,20 @@ async def test_one_provider_fences_two_agents_running_side_by_side_each_on_its_o
         assert len({d.plan for d in allows}) == 2  # a plan each, from what each was shown
     finally:
         store.close()
+
+
+def test_a_direct_tool_call_goes_through_the_gate_and_without_a_plan_does_not_run() -> None:
+    store = trip_store()
+    booked: list[str] = []
+    fence = PlanfenceHookProvider(store, POLICY, keys=[REQ], agent="booker")
+    model = Scripted(answer=lambda messages: "Done.")
+    agent = Agent(model=model, tools=[booker(booked)], hooks=[fence], callback_handler=None)
+    try:
+        result = agent.tool.book_flight(destination="Lisbon")  # no model, no plan
+        assert booked == []
+        assert result["status"] == "error"
+        assert "(missing_plan)" in str(result["content"])
+        fence.close()
+        assert verdicts(store) == [("block", "missing_plan")]
+    finally:
+        store.close()
