@@ -94,6 +94,11 @@ class PlanfenceFilter(Adapter):
         kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, self)
         return kernel
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> PlanfenceFilter:
+        """`Kernel.clone()` deep-copies its filters (handoff orchestrations clone each agent's
+        kernel): the clone keeps this filter, its gate and its store, never a copy of them."""
+        return self
+
     def uninstall(self, kernel: Kernel) -> None:
         filters = kernel.auto_function_invocation_filters
         filters[:] = [(i, f) for i, f in filters if f is not self]

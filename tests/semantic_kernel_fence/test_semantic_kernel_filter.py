@@ -290,3 +290,27 @@ async def test_a_chat_completion_agent_shown_the_records_before_each_response(
     await fence.aclose()
     assert trip.booked == ["Lisbon", "Porto"]
     assert verdicts(store) == [("allow", "current"), ("allow", "current")]
+
+
+async def test_a_cloned_kernel_keeps_the_filter_and_its_gate(store: Store) -> None:
+    def decide(messages: list[ChatMessageContent]) -> list[dict[str, Any]] | str:
+        done = results(messages)
+        if not done:
+            store.put(REQ, {"destination": "Porto"}, author="customer")  # while it thinks
+            return book("Lisbon")
+        return "Booked." if len(done) > 1 else book("Porto")
+
+    trip = Trip()
+    fence = PlanfenceFilter(store, POLICY, keys=[REQ], agent="booker")
+    kernel = fence.install(Kernel())
+    kernel.add_plugin(trip, "trip")
+    cloned = kernel.clone()  # as a handoff orchestration does with each agent's kernel
+    assert [f for _, f in cloned.auto_function_invocation_filters] == [fence]
+    history = await fence.show(ChatHistory())
+    history.add_user_message(TASK)
+    chat = Chat(ai_model_id="scripted", decide=decide, seen=[])
+    settings = PromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+    await chat.get_chat_message_content(history, settings, kernel=cloned)
+    await fence.aclose()
+    assert trip.booked == ["Porto"]  # the stale Lisbon call was refused by the shared gate
+    assert verdicts(store) == [("allow", "current"), ("replan", "stale_dependencies")]
