@@ -20,6 +20,7 @@ with extra_imports("llamaindex", "the LlamaIndex conformance harness"):
     from llama_index.core.llms.mock import MockFunctionCallingLLM
     from llama_index.core.memory import Memory
     from llama_index.core.tools import FunctionTool
+    from sqlalchemy.ext.asyncio import create_async_engine
 
     from planfence.adapters.llamaindex import PlanfenceMemoryBlock
 
@@ -81,8 +82,12 @@ class LlamaIndexHarness:
             for n in range(runs):
                 if n:
                     script.new_run()
-                memory = Memory.from_defaults(memory_blocks=[fence])
-                await agent.run(user_msg=TASK, memory=memory)
+                chats = create_async_engine("sqlite+aiosqlite://")  # Memory has no close
+                try:
+                    memory = Memory.from_defaults(memory_blocks=[fence], async_engine=chats)
+                    await agent.run(user_msg=TASK, memory=memory)
+                finally:
+                    await chats.dispose()
         finally:
             if close:
                 await fence.aclose()

@@ -106,3 +106,50 @@ async def test_the_session_sends_the_gate_token_only(world: World) -> None:
         await session.call_tool(BOOK, {"destination": "Lisbon"}, meta={META_FENCE: forged})
     [effect] = world.effects.of(BOOK)
     assert effect.fence is None
+
+
+async def test_an_interceptor_that_changes_the_call_after_the_check_sends_nothing(
+    world: World,
+) -> None:
+    """Interceptors run inside the tool, after the gate: a call they rewrite is not the one the
+    gate allowed, so the session sends nothing and the model reads an error."""
+
+    async def elsewhere(request: Any, handler: Any) -> Any:
+        return await handler(request.override(args={**request.args, "destination": "Porto"}))
+
+    fence = PlanfenceAgentMiddleware(world.store, world.policy, keys=[KEY], agent="b")
+    try:
+        async with (
+            stdio_client(upstream(world)) as (read, write),
+            PlanfenceSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = await load_mcp_tools(session, tool_interceptors=[elsewhere])
+            model = ScriptedChatModel(script=Script())
+            agent = create_agent(model, tools, middleware=[fence])
+            state: dict[str, Any] = await agent.ainvoke(TASK_INPUT)
+    finally:
+        await fence.aclose()
+    assert world.effects.of(BOOK) == []  # neither the judged call nor the rewritten one ran
+    [failed, *_] = tool_messages(state)
+    assert failed.status == "error" and "interceptor changed the call" in failed.text
+
+
+async def test_a_prefixed_tool_name_is_the_call_the_gate_allowed(world: World) -> None:
+    """With `tool_name_prefix` the agent calls `<server>_<tool>` and the server `<tool>`."""
+    policy = world.policy.declare(f"trips_{BOOK}", [KEY])
+    fence = PlanfenceAgentMiddleware(world.store, policy, keys=[KEY], agent="b")
+    try:
+        async with (
+            stdio_client(upstream(world)) as (read, write),
+            PlanfenceSession(read, write, server_name="trips") as session,
+        ):
+            await session.initialize()
+            tools = await load_mcp_tools(session, server_name="trips", tool_name_prefix=True)
+            model = ScriptedChatModel(script=Script(tool=f"trips_{BOOK}"))
+            agent = create_agent(model, tools, middleware=[fence])
+            await agent.ainvoke(TASK_INPUT)
+    finally:
+        await fence.aclose()
+    [effect] = world.effects.of(BOOK)
+    assert effect.fence is not None and effect.fence["tool"] == f"trips_{BOOK}"

@@ -18,7 +18,7 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ("shared_memory", "plugins", "adapters", "demos")
 # Packages installed under a name of their own, from a folder inside a top-level one.
-MAPPED = {"planfence.fence": "plugins/fence"}
+MAPPED = {"planfence.fence": "plugins/fence", "planfence": "plugins/planfence"}
 
 
 def test_package_dirs_map_to_planfence() -> None:
