@@ -21,7 +21,7 @@ from planfence.adapters.langchain_mcp.conformance import upstream
 from planfence.adapters.langgraph import PlanfenceAgentMiddleware
 from planfence.adapters.langgraph.conformance import TASK_INPUT, ScriptedChatModel
 from planfence.adapters.mcp.meta import META_FENCE
-from planfence.fence import verify
+from planfence.fence import MalformedFenceError, verify
 from planfence.shared_memory import AsyncStore
 
 
@@ -112,7 +112,7 @@ async def test_an_interceptor_that_changes_the_call_after_the_check_sends_nothin
     world: World,
 ) -> None:
     """Interceptors run inside the tool, after the gate: a call they rewrite is not the one the
-    gate allowed, so the session sends nothing and the model reads an error."""
+    gate allowed, so the session sends nothing and the run fails with the reason."""
 
     async def elsewhere(request: Any, handler: Any) -> Any:
         return await handler(request.override(args={**request.args, "destination": "Porto"}))
@@ -127,12 +127,16 @@ async def test_an_interceptor_that_changes_the_call_after_the_check_sends_nothin
             tools = await load_mcp_tools(session, tool_interceptors=[elsewhere])
             model = ScriptedChatModel(script=Script())
             agent = create_agent(model, tools, middleware=[fence])
-            state: dict[str, Any] = await agent.ainvoke(TASK_INPUT)
+            with pytest.raises(Exception) as raised:  # noqa: PT011 (possibly in a group)
+                await agent.ainvoke(TASK_INPUT)
     finally:
         await fence.aclose()
     assert world.effects.of(BOOK) == []  # neither the judged call nor the rewritten one ran
-    [failed, *_] = tool_messages(state)
-    assert failed.status == "error" and "interceptor changed the call" in failed.text
+    found = [raised.value, *getattr(raised.value, "exceptions", ())]
+    assert any(isinstance(e, MalformedFenceError) for e in found), repr(raised.value)
+    assert "interceptor changed the call" in str(
+        next(e for e in found if isinstance(e, MalformedFenceError))
+    )
 
 
 async def test_a_prefixed_tool_name_is_the_call_the_gate_allowed(world: World) -> None:
