@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -74,6 +75,7 @@ NOT_JUDGED = "not_judged"
 MCP_PREFIX = "mcp__"
 SESSIONS = 1024  # sessions whose read side is kept (the oldest is forgotten first)
 PENDING = 256  # allows kept for tools that have not picked them up (the oldest released first)
+PENDING_TTL = 60.0  # seconds an allow waits for its tool (the CLI's hook timeout); then let go
 
 
 @dataclass
@@ -95,6 +97,7 @@ class _Pending:
     tool: str
     args: str  # canonical JSON
     judged: Judgement
+    at: float = field(default_factory=time.monotonic)
 
 
 class PlanfenceClaudeHooks(Adapter):
@@ -252,8 +255,14 @@ class PlanfenceClaudeHooks(Adapter):
         return {}
 
     def _take(self, names: tuple[str, str], args: Mapping[str, Any]) -> _Pending | None:
-        """The oldest allow held for this tool with exactly these arguments."""
+        """The oldest allow held for this tool with exactly these arguments, given in the last
+        `PENDING_TTL` seconds (an older one was never used: its call was denied after the hook,
+        or never sent; it is let go, so no later call can run on it)."""
         text = canonical_json(dict(args))
+        expired = time.monotonic() - PENDING_TTL
+        for pending in [p for p in self._pending if p.at < expired]:
+            self._pending.remove(pending)
+            self._let_go(pending)
         for pending in self._pending:
             if pending.tool in names and pending.args == text:
                 self._pending.remove(pending)

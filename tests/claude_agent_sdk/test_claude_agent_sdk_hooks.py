@@ -337,3 +337,26 @@ async def test_a_store_that_cannot_be_read_is_said_and_gated_calls_are_denied(
     assert "cannot be read" in seen[0].shown[-1]
     assert result.is_error is True and "store_unavailable" in str(result.content)
     await fence.aclose()
+
+
+async def test_an_allow_its_tool_did_not_pick_up_in_time_is_let_go(monkeypatch: Any) -> None:
+    """An allow waits `PENDING_TTL` for its served tool (a call the CLI denied after the hook
+    never comes); past it the allow is let go, and a call arriving on it does not run."""
+    from planfence.adapters.claude_agent_sdk import hooks
+
+    monkeypatch.setattr(hooks, "PENDING_TTL", -1.0)  # every allow is already too old
+    store = await trip_store()
+    booking = Booking()
+    fence = PlanfenceClaudeHooks(store, POLICY, keys=[REQ], agent="booker")
+    options = ClaudeAgentOptions(
+        mcp_servers={"trip": fence.server("trip", [booking.tool])}, hooks=fence.hooks
+    )
+    try:
+        [result] = tool_results(await run(options, reading_model([])))
+        assert booking.booked == []
+        assert result.is_error is True and "was not judged" in str(result.content)
+        await fence.aclose()
+        verdicts = sorted((d.verdict, d.reason) for d in await find_decisions(store))
+        assert verdicts == [("allow", "current"), ("block", "not_judged")]  # allows are queued
+    finally:
+        await store.aclose()
