@@ -18,11 +18,12 @@ from planfence.shared_memory import PlanfenceError, Store, open_store
 from planfence.shared_memory.errors import InvalidValueError, StoreNotFoundError
 from planfence.shared_memory.factory import default_store_url
 
+from .entry import EXIT_INTERRUPTED as EXIT_INTERRUPTED  # the console script's too
+
 Handler = Callable[[argparse.Namespace], int]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):

@@ -12,11 +12,10 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from interrupts import interruptible
+from interrupts import interruptible, wait_reading_stdin
 
 from planfence.adapters.cli.main import build_parser, main
 from planfence.plugins.gate import ToolCall
@@ -286,7 +285,7 @@ def test_ctrl_c_ends_with_130_and_one_line(seeded: tuple[str, str, str]) -> None
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)  # it is now waiting for the value on stdin
+    wait_reading_stdin(proc.pid)  # it is now waiting for the value on stdin
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
