@@ -90,9 +90,10 @@ class Normaliser:
 
 def test_the_install_block_installs_this_package() -> None:
     """The install block runs here without its `pip install` (the test's own environment has
-    planfence installed from this checkout): its name is the package's."""
+    planfence installed from this checkout, as the block installs it: from the clone's folder,
+    which holds the package's project file)."""
     code = block(TOUR, INSTALL, "bash")
-    assert "pip install planfence\n" in code
+    assert "pip install PATH_TO_THE_CLONE\n" in code
     project = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     assert re.search(r'^name = "planfence"$', project, re.M)
 
