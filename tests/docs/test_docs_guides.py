@@ -522,7 +522,7 @@ def test_the_sqlite_backup_and_the_first_open(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     with open_store(f"sqlite:///{folder / 'memory-backup.db'}", create=False) as copy:
         assert copy.owner("trip/42/requirements") == "customer"
-    assert "pip install --upgrade planfence" in block(UPGRADES, SQLITE_STEPS, "bash", 1)
+    assert "pip install --upgrade PATH_TO_THE_CLONE" in block(UPGRADES, SQLITE_STEPS, "bash", 1)
     proc = run_shell(block(UPGRADES, SQLITE_STEPS, "bash", 2), folder, env)
     assert proc.returncode == 0, proc.stderr
     assert "trip/42/requirements" in proc.stdout

@@ -330,7 +330,8 @@ SHELL_BLOCKS: dict[tuple[str, str, int], Entry] = {
         "docs/test_docs_guides.py::test_the_pg_dump_command"
     ),
     ("docs/operating/upgrades.md", "Upgrading a SQLite store", 1): Skipped(
-        "installs planfence from the registry (test_the_sqlite_backup_and_the_first_open reads it)"
+        "installs planfence from the user's clone "
+        "(test_the_sqlite_backup_and_the_first_open reads it)"
     ),
 }
 
