@@ -18,12 +18,9 @@ from planfence.shared_memory import PlanfenceError, Store, open_store
 from planfence.shared_memory.errors import InvalidValueError, StoreNotFoundError
 from planfence.shared_memory.factory import default_store_url
 
-from .entry import EXIT_INTERRUPTED as EXIT_INTERRUPTED  # the console script's too
+from .exits import EXIT_FAILURE, EXIT_USAGE
 
 Handler = Callable[[argparse.Namespace], int]
-
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 
 class UsageError(Exception):

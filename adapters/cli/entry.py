@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-EXIT_INTERRUPTED = 130
+from .exits import EXIT_INTERRUPTED
 
 
 def run() -> int:

@@ -25,12 +25,10 @@ from typing import Any, NoReturn
 
 import planfence
 from planfence.adapters.cli.common import (
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
     UsageError,
     fail,
 )
+from planfence.adapters.cli.exits import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 
 # This layer's own subcommands: name -> module with add_parser(subparsers), in help order.
 COMMANDS: dict[str, str] = {

@@ -14,14 +14,12 @@ import warnings
 from collections.abc import Sequence
 
 from planfence.adapters.cli.common import (
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
     add_output,
     emit,
     fail,
     write_out,
 )
+from planfence.adapters.cli.exits import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 
 from .cases import CASES
 from .runner import ERROR, FAIL, HARNESSES, Result, run_suite, table
