@@ -1,9 +1,11 @@
 """planfence.shared_memory: versioned public records, owners, heads, lineage and change feed.
 
-from planfence.shared_memory import open_store
-with open_store("sqlite:///team.db") as store:
-    store.own("trip/42/requirements", "planner")
-    r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
+Open a store (a SQLite file by default), give a key its owner, and write a version:
+
+    from planfence.shared_memory import open_store
+    with open_store("sqlite:///team.db") as store:
+        store.own("trip/42/requirements", "planner")
+        r3 = store.put("trip/42/requirements", {"destination": "Lisbon"}, author="planner")
 """
 
 from .batches import WriteBatch, WriteResult

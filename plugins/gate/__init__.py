@@ -1,8 +1,8 @@
 """planfence.plugins.gate: the PlanFence gate on the action path.
 
-gate = Gate(store, Policy.load("policy.toml"))
-verdict = await gate.check(ToolCall("ship_order", {"order_id": "7"}, plan_id))
-outcome = await GateMiddleware(store, policy, gate=gate).run(call, ship, replan_once)
+    gate = Gate(store, Policy.load("policy.toml"))
+    verdict = await gate.check(ToolCall("ship_order", {"order_id": "7"}, plan_id))
+    outcome = await GateMiddleware(store, policy, gate=gate).run(call, ship, replan_once)
 
 Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
 `GateMiddleware` judges each `ToolCall` as `Allowed` or `Refused`, whose `payload` (an
@@ -10,16 +10,16 @@ Adapters go through one seam: `PlanStamper` stamps plans from what was read, and
 
 The gate's errors, under the store's (`planfence.shared_memory.errors`):
 
-PlanfenceError
-├── ConfigError
-│   └── PolicyError              a policy file or declaration that cannot load
-├── ScopeError                   a call's arguments do not fill its declared keys
-├── FenceError                   a fencing token that does not hold at commit time
-│   ├── MalformedFenceError      not a fencing token (or not for these arguments or this tool)
-│   ├── FenceSignatureError      unsigned where a signature is required, or a bad signature
-│   └── StaleFenceError          a key's head moved since the gate checked it
-└── StoreError
-    └── AuditBacklogError        a deferred audit that cannot keep another record
+    PlanfenceError
+    ├── ConfigError
+    │   └── PolicyError              a policy file or declaration that cannot load
+    ├── ScopeError                   a call's arguments do not fill its declared keys
+    ├── FenceError                   a fencing token that does not hold at commit time
+    │   ├── MalformedFenceError      not a fencing token (or not for these arguments or this tool)
+    │   ├── FenceSignatureError      unsigned where a signature is required, or a bad signature
+    │   └── StaleFenceError          a key's head moved since the gate checked it
+    └── StoreError
+        └── AuditBacklogError        a deferred audit that cannot keep another record
 """
 
 from .audit import Decision
