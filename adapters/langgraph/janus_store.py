@@ -31,13 +31,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextlib import AbstractContextManager
 from typing import Any
 
 from planfence.plugins.janus import JanusController, JanusStoreHook, Task
 from planfence.plugins.janus.memory import Memory, render_memory
-from planfence.plugins.janus.store_hook import Submission
+from planfence.plugins.janus.store_hook import Submission, current_task
+from planfence.plugins.janus.store_hook import working_on as _working_on
 from planfence.shared_memory import AsyncStore, ConfigError, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 from planfence.shared_memory.records import canonical_json
@@ -47,8 +47,6 @@ with extra_imports("langgraph", "planfence.adapters.langgraph"):
 
 PAGE = 1000
 """Items read per search while collecting the gated memory."""
-
-_TASK: ContextVar[Task | None] = ContextVar("planfence_janus_task", default=None)
 
 
 def item_text(value: Any) -> str:
@@ -132,7 +130,6 @@ class JanusStore(BaseStore):
         )
         self.supports_ttl = store.supports_ttl
         self.ttl_config = store.ttl_config
-        self._opened = False
         self._alock = asyncio.Lock()
         self._lock = threading.Lock()
         self.last: Submission | None = None
@@ -141,20 +138,15 @@ class JanusStore(BaseStore):
     # ---- the task a write follows
 
     @staticmethod
-    @contextmanager
-    def working_on(task: Task) -> Iterator[Task]:
+    def working_on(task: Task) -> AbstractContextManager[Task]:
         """Writes inside the block follow `task` (in this context and tasks it starts)."""
-        token = _TASK.set(task)
-        try:
-            yield task
-        finally:
-            _TASK.reset(token)
+        return _working_on(task)
 
     def gated(self, namespace: tuple[str, ...]) -> bool:
         return tuple(namespace[: len(self.namespace)]) == self.namespace
 
     def _task_for(self, op: PutOp) -> Task:
-        task = _TASK.get()
+        task = current_task()
         if task is not None:
             return task
         text = "" if op.value is None else item_text(dict(op.value))
@@ -240,9 +232,6 @@ class JanusStore(BaseStore):
         return await self._judge(memory, op, task)
 
     async def _judge(self, memory: list[dict[str, Any]], op: PutOp, task: Task) -> Submission:
-        if not self._opened:
-            await self.hook.open()
-            self._opened = True
         candidate = _applied(memory, op)
         submission = await self.hook.submit(candidate, task, author=self.author, current=memory)
         self.last = submission

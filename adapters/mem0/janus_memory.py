@@ -23,14 +23,14 @@ to judge before the write. Such an add is refused (`ConfigError`), never let thr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from planfence.plugins.janus import JanusController, JanusStoreHook, Task
 from planfence.plugins.janus.memory import Memory, render_memory
-from planfence.plugins.janus.store_hook import Submission
+from planfence.plugins.janus.store_hook import Submission, current_task
+from planfence.plugins.janus.store_hook import working_on as _working_on
 from planfence.shared_memory import AsyncStore, ConfigError, Store, StoreBridge
 from planfence.shared_memory.extras import extra_imports
 
@@ -43,7 +43,6 @@ ALL = 100_000
 """Memories read at most while collecting the gated memory."""
 
 Entries = list[dict[str, Any]]
-_TASK: ContextVar[Task | None] = ContextVar("planfence_janus_mem0_task", default=None)
 
 
 def render_entries(memory: Memory) -> str:
@@ -112,7 +111,6 @@ class JanusMemory:
         self.author = author
         name = key or "mem0/" + "/".join(f"{k}/{v}" for k, v in scope.items())
         self.hook = JanusStoreHook(self.bridge.aio, name, controller, owner=owner, initial=[])
-        self._opened = False
         self._lock = threading.Lock()
         self.last: Submission | None = None
         """The latest judged write (its record, verdict and decision)."""
@@ -120,14 +118,9 @@ class JanusMemory:
     # ---- the task a write follows
 
     @staticmethod
-    @contextmanager
-    def working_on(task: Task) -> Iterator[Task]:
+    def working_on(task: Task) -> AbstractContextManager[Task]:
         """Writes inside the block follow `task` (in this context and tasks it starts)."""
-        token = _TASK.set(task)
-        try:
-            yield task
-        finally:
-            _TASK.reset(token)
+        return _working_on(task)
 
     def gated(self, fields: Mapping[str, Any]) -> bool:
         """Whether a memory with these entity fields belongs to the gated scope."""
@@ -200,15 +193,12 @@ class JanusMemory:
         return [{"id": r["id"], "memory": r.get("memory", "")} for r in rows]
 
     def _judge(self, applied: Callable[[Entries], Entries], text: str) -> Submission:
-        task = _TASK.get() or Task.create(text)
+        task = current_task() or Task.create(text)
         memory = self.entries()
         submission: Submission = self.bridge.run(self._submit, applied(memory), memory, task)
         return submission
 
     async def _submit(self, candidate: Entries, memory: Entries, task: Task) -> Submission:
-        if not self._opened:
-            await self.hook.open()
-            self._opened = True
         submission = await self.hook.submit(candidate, task, author=self.author, current=memory)
         self.last = submission
         return submission

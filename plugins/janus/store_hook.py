@@ -12,6 +12,9 @@ holds either all of a step or none of it, and a restarted hook resumes from the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from planfence.shared_memory import (
@@ -31,6 +34,25 @@ from .kinds import DECISION_SOURCE, KIND_CANDIDATE, KIND_STATE, VERDICT_LABEL
 from .memory import Memory
 from .state import JanusState
 from .tasks import Task
+
+_TASK: ContextVar[Task | None] = ContextVar("planfence_janus_task", default=None)
+
+
+@contextmanager
+def working_on(task: Task) -> Iterator[Task]:
+    """Memory writes inside the block follow `task` (in this context and the tasks it starts):
+    the wrappers that put Janus in front of a framework's memory (`JanusStore`, `JanusMemory`)
+    judge their candidates after it."""
+    token = _TASK.set(task)
+    try:
+        yield task
+    finally:
+        _TASK.reset(token)
+
+
+def current_task() -> Task | None:
+    """The task set by the innermost `working_on` block around this code, if any."""
+    return _TASK.get()
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,7 @@ class JanusStoreHook:
         self.owner = owner
         self.state_key = state_key or f"{key}/janus-state"
         self.initial = initial
+        self.opened = False
 
     async def open(self) -> JanusStoreHook:
         """Claim both keys (first use) and resume the controller from the saved state.
@@ -80,6 +103,7 @@ class JanusStoreHook:
         if state_head is not None:
             saved = (await self.store.get(state_head)).value
             self.controller.state = JanusState.from_json(saved, config=self.controller.config)
+        self.opened = True
         return self
 
     async def current(self) -> tuple[str | None, Memory]:
@@ -97,7 +121,8 @@ class JanusStoreHook:
         author: str | None = None,
         current: Memory | None = None,
     ) -> Submission:
-        """Judge `candidate` against the deployed memory after `task` and record the outcome.
+        """Judge `candidate` against the deployed memory after `task` and record the outcome
+        (the hook opens itself first, when it was not opened).
 
         `current`: the deployed memory as the caller holds it, when the memory lives elsewhere
         (a LangGraph store); by default it is the key's head.
@@ -106,6 +131,8 @@ class JanusStoreHook:
             JanusConflictError: the memory or state head moved meanwhile; nothing was written
                 and the controller is as before, so the caller may submit again.
         """
+        if not self.opened:
+            await self.open()
         author = author or self.owner
         heads = await self.store.heads([self.key, self.state_key])
         head, state_head = heads.get(self.key), heads.get(self.state_key)
