@@ -97,6 +97,28 @@ def agent_with(fence: PlanfenceToolHook, model: Scripted, tools: list[Any]) -> A
     )
 
 
+def booking(booked: list[str]) -> Any:
+    """A sync `book_flight` tool that records each destination it books in `booked`."""
+
+    def book_flight(destination: str) -> str:
+        """Book the trip's flight."""
+        booked.append(destination)
+        return f"booked a flight to {destination}"
+
+    return book_flight
+
+
+def lisbon_then(final: str) -> Any:
+    """A model's answers: book a flight to Lisbon, then, once a tool result is in, `final`."""
+
+    def answer(messages: list[Message]) -> Step:
+        if last_tool(messages) is not None:
+            return final
+        return [("book_flight", {"destination": "Lisbon"})]
+
+    return answer
+
+
 def verdicts(store: Any) -> list[tuple[str, str]]:
     return sorted((d.verdict, d.reason) for d in find_decisions_sync(store, source="gate"))
 
@@ -120,10 +142,7 @@ def test_a_stale_plan_is_a_tool_error_and_the_redone_call_plans_from_the_new_rec
     store = trip_store()
     booked: list[str] = []
 
-    def book_flight(destination: str) -> str:
-        """Book the trip's flight."""
-        booked.append(destination)
-        return f"booked a flight to {destination}"
+    book_flight = booking(booked)
 
     def answer(messages: list[Message]) -> Step:
         result = last_tool(messages)
@@ -199,10 +218,7 @@ async def test_a_closed_store_is_a_store_unavailable_block_not_an_exception(
         booked.append(destination)
         return f"booked a flight to {destination}"
 
-    def answer(messages: list[Message]) -> Step:
-        if last_tool(messages) is not None:
-            return "Not booked."
-        return [("book_flight", {"destination": "Lisbon"})]
+    answer = lisbon_then("Not booked.")
 
     model = Scripted(answer=answer)
     fence = PlanfenceToolHook(store, POLICY, keys=[REQ], agent="booker")
@@ -225,15 +241,9 @@ def test_a_fault_in_the_gate_is_a_block_the_model_reads() -> None:
     store = trip_store()
     booked: list[str] = []
 
-    def book_flight(destination: str) -> str:
-        """Book the trip's flight."""
-        booked.append(destination)
-        return f"booked a flight to {destination}"
+    book_flight = booking(booked)
 
-    def answer(messages: list[Message]) -> Step:
-        if last_tool(messages) is not None:
-            return "Not booked."
-        return [("book_flight", {"destination": "Lisbon"})]
+    answer = lisbon_then("Not booked.")
 
     model = Scripted(answer=answer)
     fence = PlanfenceToolHook(store, POLICY, keys=[REQ], agent="booker", middleware=[Broken()])
@@ -287,15 +297,9 @@ def test_an_agent_whose_instructions_show_no_records_has_its_gated_calls_blocked
     store = trip_store()
     booked: list[str] = []
 
-    def book_flight(destination: str) -> str:
-        """Book the trip's flight."""
-        booked.append(destination)
-        return f"booked a flight to {destination}"
+    book_flight = booking(booked)
 
-    def answer(messages: list[Message]) -> Step:
-        if last_tool(messages) is not None:
-            return "Not booked."
-        return [("book_flight", {"destination": "Lisbon"})]
+    answer = lisbon_then("Not booked.")
 
     model = Scripted(answer=answer)
     fence = PlanfenceToolHook(store, POLICY, keys=[REQ], agent="booker")
@@ -314,15 +318,9 @@ async def test_the_instructions_without_the_hook_stop_the_run_before_any_tool_ru
     store = trip_store()
     booked: list[str] = []
 
-    def book_flight(destination: str) -> str:
-        """Book the trip's flight."""
-        booked.append(destination)
-        return f"booked a flight to {destination}"
+    book_flight = booking(booked)
 
-    def answer(messages: list[Message]) -> Step:
-        if last_tool(messages) is not None:
-            return "Booked."
-        return [("book_flight", {"destination": "Lisbon"})]
+    answer = lisbon_then("Booked.")
 
     fence = PlanfenceToolHook(store, POLICY, keys=[REQ], agent="booker")
     model = Scripted(answer=answer)
