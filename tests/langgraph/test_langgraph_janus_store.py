@@ -11,37 +11,22 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
+from janus_facts import CONFIG, FACTS, task
+from janus_facts import controller as shared_controller
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, PutOp
 from langgraph.store.memory import InMemoryStore
 
 from planfence.adapters.langgraph import JanusStore
 from planfence.adapters.langgraph.janus_store import item_text, render_items
-from planfence.plugins.janus import FunctionEvaluator, JanusConfig, JanusController, Task
+from planfence.plugins.janus import JanusController
 from planfence.shared_memory import AsyncStore, create_async_store, open_store
 
 NS = ("memories", "team")
-CONFIG = JanusConfig(support_size=2, coverage_size=1, fresh_size=2, trigger="always", seed=3)
-FACTS = {
-    "deploy": ("What is the deploy command?", "make ship"),
-    "staging": ("Which host is staging?", "alpha-7"),
-    "port": ("Which port does the service listen on?", "8443"),
-    "owner": ("Who owns the billing service?", "Dara"),
-}
-
-
-def task(name: str) -> Task:
-    question, answer = FACTS[name]
-    return Task.create(question, answer, id=name)
-
-
-def judge(memory: Any, t: Task) -> bool:
-    """The team's solver: a question is answered when a memory states its answer."""
-    return str(t.answer) in render_items(memory)
 
 
 def controller() -> JanusController:
-    return JanusController(FunctionEvaluator(judge), config=CONFIG)
+    return shared_controller(render_items)
 
 
 @dataclass

@@ -9,37 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from janus_facts import CONFIG, FACTS, task
+from janus_facts import controller as shared_controller
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from mem0 import Memory
 
 from planfence.adapters.mem0 import JanusMemory
 from planfence.adapters.mem0.janus_memory import render_entries
-from planfence.plugins.janus import FunctionEvaluator, JanusConfig, JanusController, Task
+from planfence.plugins.janus import JanusController
 from planfence.shared_memory import AsyncStore, ConfigError, create_async_store, open_store
 
 TEAM = {"user_id": "team"}
-CONFIG = JanusConfig(support_size=2, coverage_size=1, fresh_size=2, trigger="always", seed=3)
-FACTS = {
-    "deploy": ("What is the deploy command?", "make ship"),
-    "staging": ("Which host is staging?", "alpha-7"),
-    "port": ("Which port does the service listen on?", "8443"),
-    "owner": ("Who owns the billing service?", "Dara"),
-}
-
-
-def task(name: str) -> Task:
-    question, answer = FACTS[name]
-    return Task.create(question, answer, id=name)
-
-
-def judge(memory: Any, t: Task) -> bool:
-    """The team's solver: a question is answered when a memory states its answer."""
-    return str(t.answer) in render_entries(memory)
 
 
 def controller() -> JanusController:
-    return JanusController(FunctionEvaluator(judge), config=CONFIG)
+    return shared_controller(render_entries)
 
 
 def local_mem0(folder: Path) -> Memory:
